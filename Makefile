@@ -1,0 +1,111 @@
+# memvisor — plain Makefile. Build output goes to build/ only.
+#
+#   make deps     install build and test dependencies (apt-get; sudo when not root)
+#   make          build build/memvisor, the workloads and the unit tests
+#   make demo     run a small program under memvisor and query it over the socket
+#   make check    every test tier; ends with "N passed, N failed"
+#   make bench    benchmarks (bench/README.md)
+#   make asan     ASan/UBSan build, then the bats suite against it
+#   make lint     cppcheck and clang-format
+#   make clean
+
+CC      ?= cc
+BUILD   ?= build
+VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
+
+CSTD     := -std=gnu11
+WARN     := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wmissing-prototypes -Wstrict-prototypes
+OPT      ?= -O2 -g
+CPPFLAGS += -I. -D_GNU_SOURCE -DMV_VERSION=\"$(VERSION)\"
+CFLAGS   += $(CSTD) $(WARN) $(OPT) -fno-strict-aliasing -MMD -MP
+LDLIBS   := -lseccomp -lev -ljansson -lpthread -lm
+SANITIZE ?=
+
+DEPS_PKGS := build-essential pkg-config libseccomp-dev libev-dev libjansson-dev \
+	     bats bats-support bats-assert python3 perl sqlite3 git
+
+# Pure code (no event loop): linked into the binary and into unit tests.
+CORE_SRC := $(wildcard common/*.c policy/*.c state/*.c tracee/*.c)
+SUP_SRC  := $(wildcard supervisor/*.c)
+CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
+SUP_OBJ  := $(SUP_SRC:%.c=$(BUILD)/obj/%.o)
+
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/unit/%)
+
+# Workloads: every tests/workloads/NAME.c becomes build/workloads/NAME;
+# names ending in _static are linked statically.
+WL_SRC   := $(wildcard tests/workloads/*.c)
+WL_BIN   := $(WL_SRC:tests/workloads/%.c=$(BUILD)/workloads/%)
+
+BENCH_SRC := $(wildcard bench/*.c)
+BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+
+.PHONY: all deps demo check unit bats bench asan lint format clean
+
+all: $(BUILD)/memvisor $(WL_BIN) $(UNIT_BIN) $(BENCH_BIN)
+
+$(BUILD)/memvisor: $(CORE_OBJ) $(SUP_OBJ)
+	$(CC) $(CFLAGS) $(SANITIZE) -o $@ $^ $(LDFLAGS) $(LDLIBS)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(SANITIZE) -c -o $@ $<
+
+$(BUILD)/unit/%: tests/unit/%.c $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(SANITIZE) -o $@ $^ $(LDFLAGS) $(LDLIBS)
+
+$(BUILD)/workloads/%_static: tests/workloads/%_static.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CSTD) $(WARN) -O2 -g -static -pthread -o $@ $<
+
+$(BUILD)/workloads/%: tests/workloads/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CSTD) $(WARN) -O2 -g -pthread -o $@ $<
+
+$(BUILD)/bench/%: bench/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CSTD) $(WARN) -O2 -g -pthread -o $@ $< -lseccomp -lm
+
+deps:
+	@missing=$$(for p in $(DEPS_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+		echo "installing:" $$missing; \
+		$$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+
+demo: deps all
+	@tests/demo.sh $(BUILD)
+
+check: all
+	@tests/run.sh $(BUILD)
+
+unit: $(UNIT_BIN)
+	@tests/run.sh $(BUILD) unit
+
+bats: all
+	@tests/run.sh $(BUILD) bats
+
+bench: all
+	@bench/run.sh $(BUILD)
+
+asan:
+	$(MAKE) BUILD=build/asan SANITIZE="-fsanitize=address,undefined -fno-omit-frame-pointer" OPT="-O1 -g" all
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=99 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+		tests/run.sh build/asan bats
+
+lint:
+	cppcheck --quiet --error-exitcode=1 --enable=warning,portability,performance \
+		--inline-suppr --suppress=missingIncludeSystem -I. -D_GNU_SOURCE \
+		common policy state tracee supervisor
+	clang-format --dry-run --Werror $(CORE_SRC) $(SUP_SRC) $(wildcard */*.h)
+
+format:
+	clang-format -i $(CORE_SRC) $(SUP_SRC) $(wildcard */*.h)
+
+clean:
+	rm -rf build
+
+-include $(CORE_OBJ:.o=.d) $(SUP_OBJ:.o=.d)

@@ -1,0 +1,77 @@
+/* Small helpers shared by every part: cleanup attributes, file reading,
+ * time, sizes. Functions that can fail return 0 or -errno. */
+#ifndef MV_UTIL_H
+#define MV_UTIL_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define MV_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MV_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+#define _cleanup_(f) __attribute__((cleanup(f)))
+
+static inline void mv_freep(void *p)
+{
+	free(*(void **)p);
+}
+
+static inline void mv_closep(int *fd)
+{
+	if (*fd >= 0) {
+		int saved = errno;
+		close(*fd);
+		errno = saved;
+	}
+}
+
+#define _cleanup_free_ _cleanup_(mv_freep)
+#define _cleanup_close_ _cleanup_(mv_closep)
+
+/* Hand a cleanup-managed value to the caller: returns it and disarms the cleanup. */
+#define mv_steal_ptr(p)                                                                            \
+	({                                                                                         \
+		__typeof__(p) _tmp = (p);                                                          \
+		(p) = NULL;                                                                        \
+		_tmp;                                                                              \
+	})
+#define mv_steal_fd(fd)                                                                            \
+	({                                                                                         \
+		int _tmp = (fd);                                                                   \
+		(fd) = -1;                                                                         \
+		_tmp;                                                                              \
+	})
+
+/* Allocation that cannot fail: out of memory in the supervisor aborts with a message. */
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+
+/* Monotonic and wall clocks in nanoseconds. */
+uint64_t mv_now_ns(void);
+uint64_t mv_wall_ns(void);
+
+/* Read a whole file (relative to dirfd, or absolute) into a NUL-terminated
+ * malloc'd buffer. Returns 0 or -errno; *len excludes the NUL. */
+int mv_read_file_at(int dirfd, const char *path, char **out, size_t *len);
+
+/* Write all of buf to fd, retrying on EINTR and short writes. 0 or -errno. */
+int mv_write_all(int fd, const void *buf, size_t len);
+
+/* Parse "4096", "64K", "512M", "2G", "1T" (binary multiples) into bytes.
+ * 0, or -EINVAL for syntax, -ERANGE for overflow. */
+int mv_parse_size(const char *s, uint64_t *out);
+
+/* Format bytes as "1.5 GiB" style into buf. Returns buf. */
+char *mv_human_size(uint64_t bytes, char *buf, size_t len);
+
+/* Make an fd close-on-exec. 0 or -errno. */
+int mv_set_cloexec(int fd);
+
+#endif

@@ -1,0 +1,127 @@
+#include "state/proc.h"
+#include "common/util.h"
+
+#include <string.h>
+
+void proctab_init(struct proctab *t, size_t max_exited)
+{
+	memset(t, 0, sizeof(*t));
+	imap_init(&t->procs);
+	imap_init(&t->threads);
+	t->max_exited = max_exited;
+}
+
+void proc_free(struct proc *p)
+{
+	if (!p)
+		return;
+	free(p->exe);
+	free(p->cmdline);
+	free(p);
+}
+
+void proctab_free(struct proctab *t)
+{
+	struct proc *p;
+	for (size_t i = 0; (p = proctab_next(t, &i));)
+		proc_free(p);
+	for (size_t i = 0; i < t->n_exited; i++)
+		proc_free(t->exited[i]);
+	free(t->exited);
+	imap_free(&t->procs);
+	imap_free(&t->threads);
+}
+
+struct proc *proctab_get(struct proctab *t, pid_t pid)
+{
+	return imap_get(&t->procs, pid);
+}
+
+struct proc *proctab_by_tid(struct proctab *t, pid_t tid)
+{
+	struct proc *p = imap_get(&t->procs, tid);
+	return p ? p : imap_get(&t->threads, tid);
+}
+
+struct proc *proctab_add(struct proctab *t, pid_t pid, pid_t ppid)
+{
+	struct proc *p = xcalloc(1, sizeof(*p));
+	p->pid = pid;
+	p->ppid = ppid;
+	p->pidfd = -1;
+	p->procfd = -1;
+	p->exec_probe_fd = -1;
+	p->wait_status = -1;
+	p->state = PROC_RUNNING;
+	/* A thread of an earlier process may have held this id. */
+	imap_del(&t->threads, pid);
+	imap_put(&t->procs, pid, p);
+	t->n_seen++;
+	return p;
+}
+
+void proctab_add_thread(struct proctab *t, struct proc *p, pid_t tid)
+{
+	if (tid != p->pid)
+		imap_put(&t->threads, tid, p);
+}
+
+void proctab_del_thread(struct proctab *t, pid_t tid)
+{
+	imap_del(&t->threads, tid);
+}
+
+static void drop_threads_of(struct proctab *t, struct proc *p)
+{
+	/* Collect first: deleting while iterating would shift entries. */
+	size_t n = 0, cap = 16;
+	int *tids = xmalloc(cap * sizeof(*tids));
+	int key;
+	void *val;
+	for (size_t i = 0; imap_next(&t->threads, &i, &key, &val);) {
+		if (val != p)
+			continue;
+		if (n == cap)
+			tids = xrealloc(tids, (cap *= 2) * sizeof(*tids));
+		tids[n++] = key;
+	}
+	for (size_t i = 0; i < n; i++)
+		imap_del(&t->threads, tids[i]);
+	free(tids);
+}
+
+void proctab_drop_threads(struct proctab *t, struct proc *p)
+{
+	drop_threads_of(t, p);
+}
+
+void proctab_exit(struct proctab *t, struct proc *p, uint64_t when_ns)
+{
+	if (imap_get(&t->procs, p->pid) == p)
+		imap_del(&t->procs, p->pid);
+	drop_threads_of(t, p);
+	p->state = PROC_EXITED;
+	p->exit_ns = when_ns;
+	if (t->n_exited < t->max_exited) {
+		if (t->n_exited == t->cap_exited) {
+			t->cap_exited = t->cap_exited ? t->cap_exited * 2 : 64;
+			t->exited = xrealloc(t->exited, t->cap_exited * sizeof(*t->exited));
+		}
+		t->exited[t->n_exited++] = p;
+		return;
+	}
+	stats_merge(&t->folded, &p->stats);
+	t->n_folded++;
+	proc_free(p);
+}
+
+struct proc *proctab_next(const struct proctab *t, size_t *iter)
+{
+	void *val;
+	return imap_next(&t->procs, iter, NULL, &val) ? val : NULL;
+}
+
+size_t proctab_running(const struct proctab *t)
+{
+	return t->procs.len;
+}

@@ -1,0 +1,21 @@
+/* The control socket server: newline-delimited JSON requests from
+ * `memvisor ctl` and scripts (docs/protocol.md). Main thread only. */
+#ifndef MV_CTL_SERVER_H
+#define MV_CTL_SERVER_H
+
+#include "supervisor/mv.h"
+
+/* Create the socket and start accepting. 0, or -errno after printing why. */
+int ctl_server_start(struct mv *mv);
+
+/* Close every client and remove the socket file. */
+void ctl_server_stop(struct mv *mv);
+
+struct ctl_client;
+
+/* Queue one event line (without newline) to a subscriber; a subscriber
+ * whose buffer is full loses it, and is told how many it lost. */
+void ctl_client_event(struct ctl_client *c, const char *line);
+void ctl_client_dropped(struct ctl_client *c, uint64_t n);
+
+#endif

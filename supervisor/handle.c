@@ -1,0 +1,73 @@
+#include "supervisor/handle.h"
+#include "common/log.h"
+#include "supervisor/events.h"
+#include "supervisor/lifecycle.h"
+
+#include <errno.h>
+#include <string.h>
+
+static void decode(const struct seccomp_notif *req, struct mv_call *c)
+{
+	c->sc = syscalls_decode(req->data.arch, req->data.nr, &c->abi);
+	c->tid = (pid_t)req->pid;
+	c->ip = req->data.instruction_pointer;
+	for (int i = 0; i < 6; i++)
+		c->args[i] = req->data.args[i];
+}
+
+static void record_locked(struct proc *p, const struct mv_call *c, int verdict)
+{
+	p->stats.calls[c->sc][verdict]++;
+	p->stats.abi_calls[c->abi]++;
+	p->stats.bytes[c->sc] += call_bytes_asked(c, &p->brk_cur);
+	p->notified_calls++;
+}
+
+void handle_notification(struct mv *mv, const struct seccomp_notif *req,
+			 struct seccomp_notif_resp *resp, struct answer *a)
+{
+	struct mv_call c;
+	decode(req, &c);
+	resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+	memset(a, 0, sizeof(*a));
+	a->sc = c.sc;
+	a->verdict = MV_V_ALLOW;
+
+	pthread_mutex_lock(&mv->lock);
+	mv->notifications++;
+	if (c.sc == MV_SC_UNKNOWN) {
+		/* The filter and the table are built from the same list; this
+		 * would be a bug, and letting the call through is safe. */
+		mv->unknown_calls++;
+		pthread_mutex_unlock(&mv->lock);
+		log_warn("notification for unknown call arch %#x nr %d from %d", req->data.arch,
+			 req->data.nr, req->pid);
+		return;
+	}
+	struct proc *p = lifecycle_find_locked(mv, c.tid);
+	if (p) {
+		lifecycle_settle_exec_locked(mv, p);
+		a->pid = p->pid;
+		record_locked(p, &c, a->verdict);
+		if (c.sc == MV_SC_execve || c.sc == MV_SC_execveat)
+			lifecycle_exec_attempt_locked(mv, p, c.ip);
+	}
+	pthread_mutex_unlock(&mv->lock);
+
+	if (events_active(mv))
+		events_call(mv, &c, a->pid, a->verdict, 0, NULL);
+}
+
+void handle_answered(struct mv *mv, const struct answer *a, int send_rc, uint64_t service_ns)
+{
+	if (!a->pid)
+		return;
+	pthread_mutex_lock(&mv->lock);
+	struct proc *p = proctab_get(&mv->procs, a->pid);
+	if (p) {
+		hist_add(&p->stats.service, service_ns);
+		if (send_rc == -ENOENT)
+			p->stats.gone++;
+	}
+	pthread_mutex_unlock(&mv->lock);
+}

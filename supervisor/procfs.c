@@ -1,0 +1,116 @@
+#include "supervisor/procfs.h"
+#include "common/util.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+
+static int read_pid_file(pid_t pid, const char *name, char **out, size_t *len)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/%s", pid, name);
+	return mv_read_file_at(AT_FDCWD, path, out, len);
+}
+
+int procfs_status(pid_t tid, struct proc_status *st)
+{
+	_cleanup_free_ char *buf = NULL;
+	int rc = read_pid_file(tid, "status", &buf, NULL);
+	if (rc < 0)
+		return rc == -ENOENT ? -ESRCH : rc;
+	return parse_status(buf, st) < 0 ? -ESRCH : 0;
+}
+
+int procfs_stat(pid_t pid, struct proc_stat *st)
+{
+	_cleanup_free_ char *buf = NULL;
+	int rc = read_pid_file(pid, "stat", &buf, NULL);
+	if (rc < 0)
+		return rc == -ENOENT ? -ESRCH : rc;
+	return parse_stat(buf, st) < 0 ? -ESRCH : 0;
+}
+
+int procfs_refresh_identity(struct proc *p)
+{
+	char path[64], exe[4096];
+	snprintf(path, sizeof(path), "/proc/%d/exe", p->pid);
+	ssize_t n = readlink(path, exe, sizeof(exe) - 1);
+	free(p->exe);
+	p->exe = NULL;
+	if (n >= 0) {
+		exe[n] = '\0';
+		p->exe = xstrdup(exe);
+	}
+	free(p->cmdline);
+	p->cmdline = NULL;
+	p->cmdline_len = 0;
+	char *cmd = NULL;
+	size_t len = 0;
+	int rc = read_pid_file(p->pid, "cmdline", &cmd, &len);
+	if (rc < 0)
+		return rc;
+	p->cmdline = cmd;
+	p->cmdline_len = len;
+	return 0;
+}
+
+int procfs_fill(struct proc *p)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d", p->pid);
+	p->procfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (p->procfd < 0)
+		return -ESRCH;
+	p->pidfd = (int)syscall(SYS_pidfd_open, p->pid, 0);
+	struct proc_stat st;
+	int rc = procfs_stat(p->pid, &st);
+	if (rc < 0)
+		return rc;
+	p->start_ticks = st.start_ticks;
+	return procfs_refresh_identity(p);
+}
+
+bool procfs_is_thread_of(const struct proc *p, pid_t tid)
+{
+	char rel[32];
+	snprintf(rel, sizeof(rel), "task/%d", tid);
+	return p->procfd >= 0 && faccessat(p->procfd, rel, F_OK, 0) == 0;
+}
+
+int procfs_threads(pid_t pid)
+{
+	struct proc_status st;
+	int rc = procfs_status(pid, &st);
+	return rc < 0 ? rc : st.threads;
+}
+
+void procfs_children(pid_t pid, pid_t **v, size_t *n, size_t *cap)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		char cpath[300];
+		snprintf(cpath, sizeof(cpath), "/proc/%d/task/%s/children", pid, e->d_name);
+		_cleanup_free_ char *buf = NULL;
+		if (mv_read_file_at(AT_FDCWD, cpath, &buf, NULL) < 0)
+			continue;
+		for (char *q = buf, *end; *q; q = end) {
+			long c = strtol(q, &end, 10);
+			if (end == q)
+				break;
+			if (*n == *cap)
+				*v = xrealloc(*v, (*cap = *cap ? *cap * 2 : 64) * sizeof(**v));
+			(*v)[(*n)++] = (pid_t)c;
+		}
+	}
+	closedir(d);
+}

@@ -1,0 +1,66 @@
+# Shared setup for the bats tests. MEMVISOR and MEMVISOR_BUILD come from
+# tests/run.sh; running a file directly with bats works too.
+load /usr/lib/bats/bats-support/load.bash
+load /usr/lib/bats/bats-assert/load.bash
+
+ROOT=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+: "${MEMVISOR_BUILD:=$ROOT/build}"
+: "${MEMVISOR:=$MEMVISOR_BUILD/memvisor}"
+WL=$MEMVISOR_BUILD/workloads
+export MEMVISOR MEMVISOR_BUILD WL
+
+# Sockets and runtime files of each test live in its own temporary dir.
+setup_tmp() {
+	TMP=$(mktemp -d "${BATS_TMPDIR:-/tmp}/mv.XXXXXX")
+	chmod 755 "$TMP"
+	export XDG_RUNTIME_DIR=$TMP/run
+	mkdir -p "$XDG_RUNTIME_DIR"
+	chmod 700 "$XDG_RUNTIME_DIR"
+}
+
+teardown_tmp() {
+	# Kill only what this test started (pids recorded in $TMP/pids).
+	if [ -f "$TMP/pids" ]; then
+		while read -r p; do kill -9 "$p" 2>/dev/null || true; done <"$TMP/pids"
+	fi
+	rm -rf "$TMP"
+}
+
+remember_pid() { echo "$1" >>"$TMP/pids"; }
+
+# A JSON field from a file: jq is not a dependency, python3 is.
+json_get() { # FILE EXPR   (EXPR is Python, 'd' is the document)
+	python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); r=eval(sys.argv[2]); print(json.dumps(r) if isinstance(r,(dict,list)) else r)' "$1" "$2"
+}
+
+# Wait until COMMAND succeeds, up to SECONDS (default 5).
+wait_for() { # SECONDS CMD...
+	local t=$1; shift
+	local end=$((SECONDS + t))
+	until "$@"; do
+		[ $SECONDS -lt $end ] || return 1
+		sleep 0.05
+	done
+}
+
+# The processes in the tree below PID (excluding PID).
+descendants() {
+	local kids
+	kids=$(cat /proc/"$1"/task/*/children 2>/dev/null)
+	for k in $kids; do echo "$k"; descendants "$k"; done
+}
+
+skip_unless_cmd() { command -v "$1" >/dev/null || skip "$1 is not installed"; }
+
+# Compare a command's output and exit status natively and supervised.
+same_as_native() {
+	local native_out native_rc sup_out sup_rc
+	native_rc=0 sup_rc=0
+	native_out=$("$@" 2>&1) || native_rc=$?
+	sup_out=$("$MEMVISOR" run -- "$@" 2>&1) || sup_rc=$?
+	if [ "$native_out" != "$sup_out" ] || [ "$native_rc" != "$sup_rc" ]; then
+		echo "native  (rc $native_rc): $native_out" | head -20
+		echo "memvisor (rc $sup_rc): $sup_out" | head -20
+		return 1
+	fi
+}
