@@ -50,7 +50,8 @@ $(BUILD)/memvisor: $(CORE_OBJ) $(SUP_OBJ)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(SANITIZE) -c -o $@ $<
+	@echo "  CC      $<"
+	@$(CC) $(CPPFLAGS) $(CFLAGS) $(SANITIZE) -c -o $@ $<
 
 $(BUILD)/unit/%: tests/unit/%.c $(CORE_OBJ)
 	@mkdir -p $(dir $@)

@@ -104,4 +104,24 @@ struct pm_scan_arg {
 #define PAGE_IS_SOFT_DIRTY (1 << 7)
 #endif
 
+/* Linux 6.13: PIDFD_GET_INFO on a pidfd (exit_code since 6.15). */
+#ifndef PIDFD_GET_INFO
+struct pidfd_info {
+	uint64_t mask;
+	uint64_t cgroupid;
+	uint32_t pid;
+	uint32_t tgid;
+	uint32_t ppid;
+	uint32_t ruid, rgid, euid, egid, suid, sgid, fsuid, fsgid;
+	int32_t exit_code;
+	uint32_t coredump_mask;
+	uint32_t spare1;
+};
+#define PIDFD_GET_INFO _IOWR(0xFF, 11, struct pidfd_info)
+#define PIDFD_INFO_PID (1UL << 0)
+#define PIDFD_INFO_CREDS (1UL << 1)
+#define PIDFD_INFO_CGROUPID (1UL << 2)
+#define PIDFD_INFO_EXIT (1UL << 3)
+#endif
+
 #endif

@@ -17,6 +17,10 @@ void proc_free(struct proc *p)
 		return;
 	free(p->exe);
 	free(p->cmdline);
+	free(p->exec_path);
+	free(p->exec_argv);
+	as_model_free(&p->model);
+	free(p->aslog);
 	free(p);
 }
 

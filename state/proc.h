@@ -9,6 +9,7 @@
 #define MV_PROC_H
 
 #include "common/imap.h"
+#include "state/as.h"
 #include "state/stats.h"
 
 #include <stdbool.h>
@@ -29,12 +30,16 @@ struct proc {
 	uint64_t exit_ns;
 	int wait_status; /* from the reaper when it was our child; -1 when unknown */
 	enum proc_state state;
+	bool announced; /* identity read and "start" event sent */
 	unsigned execs; /* successful execs seen */
 
 	/* An execve/execveat was let through and its outcome is unknown until
 	 * the process is next looked at (see supervisor/lifecycle.c). */
 	bool exec_pending;
 	int exec_probe_fd; /* /proc/PID/mem opened at the execve: pins the old mm */
+	char *exec_path;    /* the path and argv the execve asked for, */
+	char *exec_argv;    /* NUL-separated, until /proc can be read */
+	size_t exec_argv_len;
 	uint64_t exec_probe_addr; /* an address mapped in the old mm */
 	pid_t exec_mm_peer; /* vfork parent sharing the mm at the execve, or 0 */
 
@@ -42,7 +47,12 @@ struct proc {
 	uint64_t notified_calls;
 	struct proc_stats stats;
 
-	void *model;   /* address-space model, owned by state/as */
+	/* Address-space model: the last reconciled snapshot, and the calls
+	 * logged since (allocated on the first one). */
+	struct as_model model;
+	struct as_log *aslog;
+	uint64_t exec_ns; /* wall time of an exec not yet reconciled, or 0 */
+
 	void *watcher; /* the supervisor's pidfd watcher */
 };
 

@@ -1,18 +1,478 @@
+/* The control socket: a UNIX stream socket, one JSON request per line in,
+ * one JSON reply per line out, plus event lines for subscribers
+ * (docs/protocol.md). Everything here runs on the main loop and never
+ * blocks: reads and writes are non-blocking, a slow reader's replies wait
+ * in its own buffer, and its events are dropped (and counted) once the
+ * buffer is full. */
 #include "supervisor/ctl_server.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "supervisor/ctl.h"
+#include "supervisor/events.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#define CTL_MAX_LINE (1u << 20)      /* a request line, newline excluded */
+#define CTL_MAX_CLIENTS 64
+#define CTL_EVENTS_CAP (1u << 20)    /* buffered output beyond which events drop */
+#define CTL_OUT_HARD_CAP (256u << 20) /* a client that never reads is cut off */
+
+struct ctl_client {
+	struct mv *mv;
+	int fd;
+	ev_io rio, wio;
+	char *in;
+	size_t in_len, in_cap;
+	bool discarding; /* skipping the rest of an oversized line */
+	char *out;
+	size_t out_off, out_len, out_cap;
+	bool subscribed;
+	uint64_t dropped; /* events lost since the last "dropped" notice */
+	bool closing;     /* close once the output is flushed */
+	uid_t uid;
+	struct ctl_client *next, *prev;
+};
+
+struct ctl_server {
+	int fd;
+	ev_io io;
+	char *path;
+	struct ctl_client *clients;
+	int nclients;
+};
+
+/* ---- client output -------------------------------------------------- */
+
+static void client_close(struct ctl_client *c);
+
+static void out_append(struct ctl_client *c, const char *data, size_t len)
+{
+	if (c->out_off && c->out_off == c->out_len)
+		c->out_off = c->out_len = 0;
+	if (c->out_len + len > c->out_cap) {
+		/* Compact before growing. */
+		if (c->out_off) {
+			memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
+			c->out_len -= c->out_off;
+			c->out_off = 0;
+		}
+		while (c->out_len + len > c->out_cap)
+			c->out_cap = c->out_cap ? c->out_cap * 2 : 8192;
+		c->out = xrealloc(c->out, c->out_cap);
+	}
+	memcpy(c->out + c->out_len, data, len);
+	c->out_len += len;
+}
+
+static size_t out_pending(const struct ctl_client *c)
+{
+	return c->out_len - c->out_off;
+}
+
+/* Write what the socket takes now; keep the rest for the write watcher.
+ * Returns -1 when the client was closed. */
+static int flush(struct ctl_client *c)
+{
+	struct ev_loop *loop = c->mv->loop;
+	while (out_pending(c)) {
+		ssize_t w = send(c->fd, c->out + c->out_off, out_pending(c), MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				break;
+			client_close(c); /* EPIPE, ECONNRESET: the client left */
+			return -1;
+		}
+		c->out_off += (size_t)w;
+	}
+	if (out_pending(c)) {
+		if (out_pending(c) > CTL_OUT_HARD_CAP) {
+			log_warn("control client fd %d reads nothing: dropping it", c->fd);
+			client_close(c);
+			return -1;
+		}
+		ev_io_start(loop, &c->wio);
+		return 0;
+	}
+	ev_io_stop(loop, &c->wio);
+	c->out_off = c->out_len = 0;
+	if (c->closing) {
+		client_close(c);
+		return -1;
+	}
+	if (c->dropped && c->subscribed) {
+		char line[96];
+		int n = snprintf(line, sizeof(line), "{\"event\":\"dropped\",\"count\":%llu}\n",
+				 (unsigned long long)c->dropped);
+		c->dropped = 0;
+		out_append(c, line, (size_t)n);
+		return flush(c);
+	}
+	return 0;
+}
+
+static int send_json(struct ctl_client *c, json_t *msg)
+{
+	char *s = json_dumps(msg, JSON_COMPACT);
+	json_decref(msg);
+	if (!s)
+		return 0;
+	out_append(c, s, strlen(s));
+	out_append(c, "\n", 1);
+	free(s);
+	return flush(c);
+}
+
+static int reply_error(struct ctl_client *c, json_t *id, const char *code, const char *message)
+{
+	json_t *err = json_pack("{s:s, s:s}", "code", code, "message", message);
+	json_t *msg = json_pack("{s:O?, s:b, s:o}", "id", id, "ok", 0, "error", err);
+	return send_json(c, msg);
+}
+
+void ctl_client_event(struct ctl_client *c, const char *line)
+{
+	if (out_pending(c) > CTL_EVENTS_CAP) {
+		c->dropped++;
+		return;
+	}
+	out_append(c, line, strlen(line));
+	out_append(c, "\n", 1);
+	flush(c);
+}
+
+void ctl_client_dropped(struct ctl_client *c, uint64_t n)
+{
+	c->dropped += n;
+}
+
+void ctl_client_subscribe(struct ctl_client *c)
+{
+	if (!c->subscribed) {
+		c->subscribed = true;
+		events_subscribe(c->mv, c);
+	}
+}
+
+/* ---- requests ------------------------------------------------------- */
+
+static int handle_request(struct ctl_client *c, const char *line, size_t len)
+{
+	json_error_t jerr;
+	json_t *req = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!req) {
+		char msg[256];
+		snprintf(msg, sizeof(msg), "invalid JSON at column %d: %s", jerr.column, jerr.text);
+		return reply_error(c, NULL, CTL_E_BAD_JSON, msg);
+	}
+	json_t *id = json_is_object(req) ? json_object_get(req, "id") : NULL;
+	json_t *cmd = json_is_object(req) ? json_object_get(req, "cmd") : NULL;
+	json_t *args = json_is_object(req) ? json_object_get(req, "args") : NULL;
+	int rc;
+	struct ctl_err err = {.code = CTL_E_INTERNAL, .message = ""};
+	const struct ctl_cmd *cc = NULL;
+	if (!json_is_object(req))
+		rc = reply_error(c, NULL, CTL_E_BAD_REQUEST, "a request must be a JSON object");
+	else if (!json_is_string(cmd))
+		rc = reply_error(c, id, CTL_E_BAD_REQUEST, "cmd: expected a string");
+	else if (args && !json_is_object(args) && !json_is_null(args))
+		rc = reply_error(c, id, CTL_E_BAD_REQUEST, "args: expected an object");
+	else if (!(cc = ctl_cmd_find(json_string_value(cmd)))) {
+		char msg[300];
+		snprintf(msg, sizeof(msg), "unknown command '%.200s' (the hello command lists them)",
+			 json_string_value(cmd));
+		rc = reply_error(c, id, CTL_E_UNKNOWN_COMMAND, msg);
+	} else {
+		json_t *empty = NULL;
+		if (!json_is_object(args))
+			args = empty = json_object();
+		json_t *result = NULL;
+		if (cc->fn(c->mv, c, args, &result, &err) == 0)
+			rc = send_json(c, json_pack("{s:O?, s:b, s:o}", "id", id, "ok", 1, "result",
+						    result ? result : json_null()));
+		else
+			rc = reply_error(c, id, err.code, err.message);
+		json_decref(empty);
+	}
+	json_decref(req);
+	return rc;
+}
+
+/* Split the input buffer into lines. Returns -1 when the client was closed. */
+static int process_input(struct ctl_client *c)
+{
+	size_t start = 0;
+	for (;;) {
+		char *nl = memchr(c->in + start, '\n', c->in_len - start);
+		if (!nl)
+			break;
+		size_t len = (size_t)(nl - (c->in + start));
+		if (c->discarding) {
+			c->discarding = false;
+		} else if (len > CTL_MAX_LINE) {
+			if (reply_error(c, NULL, CTL_E_TOO_LARGE, "request line longer than 1 MiB") < 0)
+				return -1;
+		} else if (len > 0 && !(len == 1 && c->in[start] == '\r')) {
+			if (handle_request(c, c->in + start, len) < 0)
+				return -1;
+		}
+		start += len + 1;
+	}
+	memmove(c->in, c->in + start, c->in_len - start);
+	c->in_len -= start;
+	if (c->in_len > CTL_MAX_LINE) {
+		/* No newline in sight: refuse now, skip to the next newline. */
+		c->in_len = 0;
+		if (!c->discarding) {
+			c->discarding = true;
+			if (reply_error(c, NULL, CTL_E_TOO_LARGE, "request line longer than 1 MiB") < 0)
+				return -1;
+		}
+	}
+	return 0;
+}
+
+static void on_client_read(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct ctl_client *c = w->data;
+	for (;;) {
+		if (c->in_cap - c->in_len < 65536) {
+			c->in_cap = c->in_cap ? c->in_cap * 2 : 65536;
+			c->in = xrealloc(c->in, c->in_cap);
+		}
+		ssize_t n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return;
+		if (n <= 0) {
+			/* EOF: a partial last line is dropped, never executed. */
+			client_close(c);
+			return;
+		}
+		c->in_len += (size_t)n;
+		if (process_input(c) < 0)
+			return;
+		if (c->closing)
+			return;
+	}
+}
+
+static void on_client_write(struct ev_loop *loop, ev_io *w, int revents)
+{
+	flush(w->data);
+}
+
+static void client_close(struct ctl_client *c)
+{
+	struct mv *mv = c->mv;
+	struct ctl_server *s = mv->ctl;
+	ev_io_stop(mv->loop, &c->rio);
+	ev_io_stop(mv->loop, &c->wio);
+	if (c->subscribed)
+		events_unsubscribe(mv, c);
+	close(c->fd);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		s->clients = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	s->nclients--;
+	free(c->in);
+	free(c->out);
+	free(c);
+}
+
+/* ---- accepting ------------------------------------------------------ */
+
+static struct ctl_client *client_new(struct mv *mv, int fd)
+{
+	struct ctl_server *s = mv->ctl;
+	struct ctl_client *c = xcalloc(1, sizeof(*c));
+	c->mv = mv;
+	c->fd = fd;
+	ev_io_init(&c->rio, on_client_read, fd, EV_READ);
+	ev_io_init(&c->wio, on_client_write, fd, EV_WRITE);
+	c->rio.data = c->wio.data = c;
+	c->next = s->clients;
+	if (s->clients)
+		s->clients->prev = c;
+	s->clients = c;
+	s->nclients++;
+	return c;
+}
+
+static void refuse(struct ctl_client *c, const char *code, const char *why)
+{
+	c->closing = true;
+	reply_error(c, NULL, code, why);
+}
+
+static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct mv *mv = w->data;
+	struct ctl_server *s = mv->ctl;
+	int fd = accept4(s->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	if (fd < 0) {
+		if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+			log_warn("control socket accept: %s", strerror(errno));
+		return;
+	}
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	bool full = s->nclients >= CTL_MAX_CLIENTS;
+	struct ctl_client *c = client_new(mv, fd);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+		refuse(c, CTL_E_INTERNAL, "cannot identify the peer (SO_PEERCRED)");
+		return;
+	}
+	c->uid = cred.uid;
+	if (cred.uid != geteuid() && cred.uid != 0) {
+		char why[128];
+		snprintf(why, sizeof(why), "uid %u may not use this socket (owner: uid %u)", cred.uid,
+			 geteuid());
+		log_info("refused control client pid %d uid %u", cred.pid, cred.uid);
+		refuse(c, CTL_E_PERMISSION, why);
+		return;
+	}
+	if (full) {
+		refuse(c, CTL_E_BUSY, "too many control clients (limit 64)");
+		return;
+	}
+	ev_io_start(loop, &c->rio);
+}
+
+/* ---- the socket file ------------------------------------------------ */
+
+static char *default_path(pid_t self)
+{
+	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	char dir[4096];
+	if (xdg && *xdg)
+		snprintf(dir, sizeof(dir), "%s/memvisor", xdg);
+	else if (geteuid() == 0)
+		snprintf(dir, sizeof(dir), "/run/memvisor");
+	else
+		snprintf(dir, sizeof(dir), "/tmp/memvisor-%u", geteuid());
+	size_t n = strlen(dir) + 32;
+	char *path = xmalloc(n);
+	snprintf(path, n, "%s/%d.sock", dir, self);
+	return path;
+}
+
+/* Create the socket's directory (0700) if it is missing; an existing one
+ * must be ours and not writable by others. */
+static int ensure_dir(const char *path)
+{
+	_cleanup_free_ char *dir = xstrdup(path);
+	char *slash = strrchr(dir, '/');
+	if (!slash || slash == dir)
+		return 0;
+	*slash = '\0';
+	if (mkdir(dir, 0700) == 0)
+		return 0;
+	if (errno != EEXIST)
+		return -errno;
+	struct stat st;
+	if (stat(dir, &st) < 0)
+		return -errno;
+	if (!S_ISDIR(st.st_mode))
+		return -ENOTDIR;
+	return 0;
+}
+
+/* A socket file left by a memvisor that died is removed; a live one is
+ * somebody else's. */
+static int clear_stale(const char *path)
+{
+	struct stat st;
+	if (lstat(path, &st) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (!S_ISSOCK(st.st_mode))
+		return -EEXIST;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+	int live = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+	close(fd);
+	if (live)
+		return -EADDRINUSE;
+	return unlink(path) < 0 ? -errno : 0;
+}
 
 int ctl_server_start(struct mv *mv)
 {
+	struct ctl_server *s = xcalloc(1, sizeof(*s));
+	s->fd = -1;
+	mv->ctl = s;
+	s->path = mv->opts.socket_path ? xstrdup(mv->opts.socket_path) : default_path(mv->self);
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	if (strlen(s->path) >= sizeof(a.sun_path)) {
+		fprintf(stderr, "memvisor: socket path too long (%zu bytes, limit %zu): %s\n",
+			strlen(s->path), sizeof(a.sun_path) - 1, s->path);
+		return -ENAMETOOLONG;
+	}
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", s->path);
+	int rc = ensure_dir(s->path);
+	if (rc == 0)
+		rc = clear_stale(s->path);
+	if (rc < 0) {
+		if (rc == -EADDRINUSE)
+			fprintf(stderr, "memvisor: socket %s is in use by a running memvisor\n", s->path);
+		else if (rc == -EEXIST)
+			fprintf(stderr, "memvisor: %s exists and is not a socket\n", s->path);
+		else
+			fprintf(stderr, "memvisor: cannot create socket %s: %s\n", s->path, strerror(-rc));
+		return rc;
+	}
+	s->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (s->fd < 0)
+		return -errno;
+	/* Start-up is single-threaded: the umask change is seen by no one
+	 * else, and the socket is never more open than 0600. */
+	mode_t old = umask(0177);
+	rc = bind(s->fd, (struct sockaddr *)&a, sizeof(a));
+	umask(old);
+	if (rc < 0 || listen(s->fd, CTL_MAX_CLIENTS) < 0) {
+		rc = -errno;
+		fprintf(stderr, "memvisor: cannot listen on %s: %s\n", s->path, strerror(-rc));
+		close(s->fd);
+		s->fd = -1;
+		return rc;
+	}
+	mv->opts.socket_path = s->path;
+	log_info("control socket: %s", s->path);
+	ev_io_init(&s->io, on_accept, s->fd, EV_READ);
+	s->io.data = mv;
+	ev_io_start(mv->loop, &s->io);
 	return 0;
 }
 
 void ctl_server_stop(struct mv *mv)
 {
-}
-
-void ctl_client_event(struct ctl_client *c, const char *line)
-{
-}
-
-void ctl_client_dropped(struct ctl_client *c, uint64_t n)
-{
+	struct ctl_server *s = mv->ctl;
+	if (!s)
+		return;
+	/* Subscribers get what is still queued, as far as it goes now. */
+	events_flush(mv);
+	while (s->clients) {
+		struct ctl_client *c = s->clients;
+		if (flush(c) == 0)
+			client_close(c);
+	}
+	if (s->fd >= 0) {
+		ev_io_stop(mv->loop, &s->io);
+		close(s->fd);
+		unlink(s->path);
+	}
+	/* mv->opts.socket_path keeps pointing at the path for --stats-json. */
 }

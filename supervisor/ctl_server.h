@@ -18,4 +18,7 @@ struct ctl_client;
 void ctl_client_event(struct ctl_client *c, const char *line);
 void ctl_client_dropped(struct ctl_client *c, uint64_t n);
 
+/* Make the client an event subscriber (the events command). */
+void ctl_client_subscribe(struct ctl_client *c);
+
 #endif

@@ -1,5 +1,6 @@
 #include "supervisor/handle.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "supervisor/events.h"
 #include "supervisor/lifecycle.h"
 
@@ -21,6 +22,12 @@ static void record_locked(struct proc *p, const struct mv_call *c, int verdict)
 	p->stats.abi_calls[c->abi]++;
 	p->stats.bytes[c->sc] += call_bytes_asked(c, &p->brk_cur);
 	p->notified_calls++;
+	/* The i386 mmap takes its arguments in memory: nothing to match on. */
+	if (verdict == MV_V_DENY || verdict == MV_V_KILL || (c->sc == MV_SC_mmap && c->abi == MV_ABI_I386))
+		return;
+	if (!p->aslog)
+		p->aslog = xcalloc(1, sizeof(*p->aslog));
+	as_log_call(p->aslog, c->sc, c->args, mv_wall_ns());
 }
 
 void handle_notification(struct mv *mv, const struct seccomp_notif *req,
@@ -50,7 +57,9 @@ void handle_notification(struct mv *mv, const struct seccomp_notif *req,
 		a->pid = p->pid;
 		record_locked(p, &c, a->verdict);
 		if (c.sc == MV_SC_execve || c.sc == MV_SC_execveat)
-			lifecycle_exec_attempt_locked(mv, p, c.ip);
+			lifecycle_exec_attempt_locked(mv, p, &c);
+		else if (syscalls_class(c.sc) == MV_SC_LIFECYCLE)
+			mv->last_cloner = p->pid;
 	}
 	pthread_mutex_unlock(&mv->lock);
 

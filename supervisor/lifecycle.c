@@ -2,7 +2,9 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "supervisor/events.h"
+#include "supervisor/pidfd.h"
 #include "supervisor/procfs.h"
+#include "supervisor/vm.h"
 
 #include <fcntl.h>
 #include <linux/kcmp.h>
@@ -10,33 +12,43 @@
 #include <string.h>
 #include <sys/syscall.h>
 
+/* Ask the main thread to read p's identity from /proc and watch its exit. */
 static void queue_watch_locked(struct mv *mv, struct proc *p)
 {
 	if (mv->n_to_watch == mv->cap_to_watch) {
 		mv->cap_to_watch = mv->cap_to_watch ? mv->cap_to_watch * 2 : 16;
 		mv->to_watch = xrealloc(mv->to_watch, mv->cap_to_watch * sizeof(*mv->to_watch));
 	}
-	mv->to_watch[mv->n_to_watch++] = p;
+	mv->to_watch[mv->n_to_watch++] = p->pid;
+	ev_async_send(mv->loop, &mv->wake);
 }
 
-static struct proc *discover_locked(struct mv *mv, pid_t tgid, pid_t ppid)
+/* A new process: only what the notify thread needs now (the pid, a
+ * pidfd, and the parent the pidfd tells). Reading /proc for its exe and
+ * command line costs up to hundreds of microseconds for a pid the kernel
+ * has not shown in /proc before, so the main thread does it
+ * (lifecycle_watch_new). */
+static struct proc *discover_locked(struct mv *mv, pid_t tgid, int pidfd)
 {
-	struct proc *p = proctab_add(&mv->procs, tgid, ppid);
+	struct proc *p = proctab_add(&mv->procs, tgid, 0);
 	p->seen_ns = mv_wall_ns();
-	if (procfs_fill(p) < 0) {
-		/* Gone before we could look: keep nothing. */
-		if (p->procfd >= 0)
-			close(p->procfd);
-		if (p->pidfd >= 0)
-			close(p->pidfd);
-		p->procfd = p->pidfd = -1;
-		proctab_exit(&mv->procs, p, mv_wall_ns());
-		return NULL;
-	}
+	p->pidfd = pidfd;
+	pidfd_ppid(pidfd, &p->ppid);
 	queue_watch_locked(mv, p);
-	log_debug("process %d (parent %d) found: %s", tgid, ppid, p->exe ? p->exe : "?");
-	events_proc(mv, MV_EVENT_START, p, 0);
 	return p;
+}
+
+/* The process a non-leader thread belongs to. Threads are created by
+ * clone(CLONE_THREAD) in a process we have usually seen cloning just now. */
+static struct proc *thread_owner_locked(struct mv *mv, pid_t tid)
+{
+	struct proc *p = proctab_get(&mv->procs, mv->last_cloner);
+	if (p && procfs_is_thread_of(p, tid))
+		return p;
+	struct proc_status st;
+	if (procfs_status(tid, &st) < 0)
+		return NULL;
+	return proctab_get(&mv->procs, st.tgid);
 }
 
 struct proc *lifecycle_find_locked(struct mv *mv, pid_t tid)
@@ -51,19 +63,44 @@ struct proc *lifecycle_find_locked(struct mv *mv, pid_t tid)
 		return p;
 	if (p)
 		proctab_del_thread(&mv->procs, tid);
-	struct proc_status st;
-	if (procfs_status(tid, &st) < 0)
-		return NULL;
-	p = proctab_get(&mv->procs, st.tgid);
-	if (!p)
-		p = discover_locked(mv, st.tgid, st.ppid);
+	/* pidfd_open succeeds for a thread-group leader only: a new process. */
+	int pidfd = (int)syscall(SYS_pidfd_open, tid, 0);
+	if (pidfd >= 0)
+		return discover_locked(mv, tid, pidfd);
+	if (errno != EINVAL)
+		return NULL; /* ESRCH: gone */
+	p = thread_owner_locked(mv, tid);
 	if (p)
 		proctab_add_thread(&mv->procs, p, tid);
 	return p;
 }
 
-void lifecycle_exec_attempt_locked(struct mv *mv, struct proc *p, uint64_t ip)
+/* What the execve asks to run: becomes the process's identity if the
+ * exec succeeds, until /proc is read (a short-lived program may be gone
+ * by then). */
+static void capture_exec(struct proc *p, const struct mv_call *c)
 {
+	bool at = c->sc == MV_SC_execveat;
+	uint64_t path = c->args[at ? 1 : 0], argv = c->args[at ? 2 : 1];
+	bool compat = c->abi == MV_ABI_I386;
+	char buf[4096];
+	free(p->exec_path);
+	free(p->exec_argv);
+	p->exec_path = p->exec_argv = NULL;
+	p->exec_argv_len = 0;
+	if (vm_read_string(c->tid, path, buf, sizeof(buf)) >= 0)
+		p->exec_path = xstrdup(buf);
+	ssize_t n = vm_read_argv(c->tid, argv, compat, buf, sizeof(buf), 64);
+	if (n > 0) {
+		p->exec_argv = xmalloc((size_t)n);
+		memcpy(p->exec_argv, buf, (size_t)n);
+		p->exec_argv_len = (size_t)n;
+	}
+}
+
+void lifecycle_exec_attempt_locked(struct mv *mv, struct proc *p, const struct mv_call *c)
+{
+	uint64_t ip = c->ip;
 	/* A previous attempt that is still unsettled failed, unless the new
 	 * program execs at once without a notified call in between. Settle
 	 * it by looking, not by guessing. */
@@ -76,10 +113,14 @@ void lifecycle_exec_attempt_locked(struct mv *mv, struct proc *p, uint64_t ip)
 	p->exec_probe_addr = ip;
 	p->exec_mm_peer = 0;
 	/* A vfork child shares its parent's mm, which stays alive after the
-	 * child's exec: compare the two mms instead (kcmp KCMP_VM). */
-	if (p->ppid > 0 && syscall(SYS_kcmp, p->pid, p->ppid, KCMP_VM, 0, 0) == 0)
-		p->exec_mm_peer = p->ppid;
+	 * child's exec: compare the two mms instead (kcmp KCMP_VM). Its
+	 * parent is the process that cloned last, if we have not read its
+	 * parent from /proc yet. */
+	pid_t peer = p->ppid > 0 ? p->ppid : mv->last_cloner;
+	if (peer > 0 && peer != p->pid && syscall(SYS_kcmp, p->pid, peer, KCMP_VM, 0, 0) == 0)
+		p->exec_mm_peer = peer;
 	p->exec_pending = true;
+	capture_exec(p, c);
 }
 
 static bool exec_happened(struct proc *p)
@@ -109,15 +150,32 @@ void lifecycle_settle_exec_locked(struct mv *mv, struct proc *p)
 		return;
 	p->execs++;
 	p->brk_cur = 0;
+	/* The old image's layout and calls mean nothing now. */
+	as_model_free(&p->model);
+	if (p->aslog)
+		as_log_clear(p->aslog);
+	p->exec_ns = mv_wall_ns();
 	/* exec kills every other thread (fs/exec.c de_thread). */
 	proctab_drop_threads(&mv->procs, p);
-	procfs_refresh_identity(p);
+	if (p->exec_path) {
+		free(p->exe);
+		p->exe = mv_steal_ptr(p->exec_path);
+	}
+	if (p->exec_argv) {
+		free(p->cmdline);
+		p->cmdline = mv_steal_ptr(p->exec_argv);
+		p->cmdline_len = p->exec_argv_len;
+	}
+	/* The main thread reads the real exe and cmdline from /proc. */
+	queue_watch_locked(mv, p);
 	events_proc(mv, MV_EVENT_EXEC, p, 0);
 	log_debug("process %d exec'd %s", p->pid, p->exe ? p->exe : "?");
 }
 
 void lifecycle_exit_locked(struct mv *mv, struct proc *p)
 {
+	if (p->wait_status < 0 && p->pidfd >= 0)
+		pidfd_exit_status(p->pidfd, &p->wait_status);
 	if (p->exec_probe_fd >= 0)
 		close(p->exec_probe_fd);
 	if (p->pidfd >= 0)
@@ -143,9 +201,9 @@ void lifecycle_scan_tree(struct mv *mv)
 	for (size_t i = 0; i < n; i++) {
 		struct proc *p = proctab_get(&mv->procs, v[i]);
 		if (!p) {
-			struct proc_status st;
-			if (procfs_status(v[i], &st) == 0 && st.tgid == v[i])
-				discover_locked(mv, v[i], st.ppid);
+			int pidfd = (int)syscall(SYS_pidfd_open, v[i], 0);
+			if (pidfd >= 0)
+				discover_locked(mv, v[i], pidfd);
 		} else {
 			lifecycle_settle_exec_locked(mv, p);
 		}
@@ -153,4 +211,93 @@ void lifecycle_scan_tree(struct mv *mv)
 	pthread_mutex_unlock(&mv->lock);
 	free(v);
 	lifecycle_watch_new(mv);
+}
+
+struct pid_watch {
+	ev_io io;
+	pid_t pid;
+};
+
+static void on_pidfd(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct mv *mv = ev_userdata(loop);
+	struct pid_watch *pw = (struct pid_watch *)w;
+	ev_io_stop(loop, w);
+	pthread_mutex_lock(&mv->lock);
+	struct proc *p = proctab_get(&mv->procs, pw->pid);
+	if (p && p->watcher == pw) {
+		p->watcher = NULL;
+		lifecycle_exit_locked(mv, p);
+	}
+	pthread_mutex_unlock(&mv->lock);
+	free(pw);
+}
+
+static void apply_identity_locked(struct mv *mv, struct proc *p, struct proc_identity *id)
+{
+	if (p->procfd < 0)
+		p->procfd = mv_steal_fd(id->procfd);
+	if (id->ppid > 0)
+		p->ppid = id->ppid;
+	p->start_ticks = id->start_ticks;
+	if (id->exe) {
+		free(p->exe);
+		p->exe = mv_steal_ptr(id->exe);
+	}
+	if (id->cmdline) {
+		free(p->cmdline);
+		p->cmdline = mv_steal_ptr(id->cmdline);
+		p->cmdline_len = id->cmdline_len;
+	}
+}
+
+static void watch_locked(struct mv *mv, struct proc *p)
+{
+	if (p->pidfd < 0 || p->watcher)
+		return;
+	struct pid_watch *pw = xcalloc(1, sizeof(*pw));
+	pw->pid = p->pid;
+	ev_io_init(&pw->io, on_pidfd, p->pidfd, EV_READ);
+	ev_io_start(mv->loop, &pw->io);
+	p->watcher = pw;
+}
+
+void lifecycle_watch_new(struct mv *mv)
+{
+	pthread_mutex_lock(&mv->lock);
+	pid_t *pids = mv->to_watch;
+	size_t n = mv->n_to_watch;
+	mv->to_watch = NULL;
+	mv->n_to_watch = mv->cap_to_watch = 0;
+	pthread_mutex_unlock(&mv->lock);
+	for (size_t i = 0; i < n; i++) {
+		struct proc_identity id;
+		int rc = procfs_identity(pids[i], &id);
+		pthread_mutex_lock(&mv->lock);
+		struct proc *p = proctab_get(&mv->procs, pids[i]);
+		if (p) {
+			bool first = !p->announced;
+			if (rc == 0)
+				apply_identity_locked(mv, p, &id);
+			p->announced = true;
+			if (first) {
+				log_debug("process %d (parent %d) found: %s", p->pid, p->ppid,
+					  p->exe ? p->exe : "?");
+				events_proc(mv, MV_EVENT_START, p, 0);
+			}
+			watch_locked(mv, p);
+		}
+		pthread_mutex_unlock(&mv->lock);
+		procfs_identity_free(&id);
+	}
+	free(pids);
+}
+
+void lifecycle_unwatch_locked(struct mv *mv, struct proc *p)
+{
+	if (!p->watcher)
+		return;
+	ev_io_stop(mv->loop, p->watcher);
+	free(p->watcher);
+	p->watcher = NULL;
 }

@@ -54,6 +54,7 @@ struct mv {
 	ev_async notify_stop;
 	uint64_t notifications; /* under lock */
 	uint64_t unknown_calls; /* notifications for calls not in our table */
+	pid_t last_cloner;      /* the process that last called clone/fork/vfork */
 
 	/* Main loop. */
 	struct ev_loop *loop;
@@ -65,7 +66,7 @@ struct mv {
 	ev_io launch_io;
 	int launch_sock;
 	ev_async wake; /* notify thread -> main: new processes to watch */
-	struct proc **to_watch; /* under lock */
+	pid_t *to_watch; /* under lock: pids whose identity the main thread reads */
 	size_t n_to_watch, cap_to_watch;
 
 	struct ctl_server *ctl;

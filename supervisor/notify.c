@@ -20,8 +20,10 @@ int notify_setup(struct mv *mv)
 	 * what it says (seccomp_unotify(2)). */
 	req = xcalloc(1, MV_MAX(sizes.seccomp_notif, sizeof(*req)));
 	resp = xcalloc(1, MV_MAX(sizes.seccomp_notif_resp, sizeof(*resp)));
-	uint64_t flags = SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP;
-	mv->feat.sync_wake_up = ioctl(mv->listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, &flags) == 0;
+	/* The flags are the ioctl's argument itself, not a pointer to them
+	 * (kernel/seccomp.c seccomp_notify_set_flags). */
+	mv->feat.sync_wake_up = ioctl(mv->listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS,
+				      (unsigned long)SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP) == 0;
 	if (!mv->feat.sync_wake_up)
 		log_info("SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP unavailable (%s): wake-ups may cross CPUs",
 			 strerror(errno));
@@ -54,6 +56,9 @@ static void on_listener(struct ev_loop *loop, ev_io *w, int revents)
 	resp->id = req->id;
 	struct answer a;
 	handle_notification(mv, req, resp, &a);
+	/* Service time ends at the answer: with SYNC_WAKE_UP the answer may
+	 * run the tracee on this CPU before the ioctl returns to us. */
+	uint64_t dt = mv_now_ns() - t0;
 	int rc = 0;
 	if (ioctl(mv->listener, SECCOMP_IOCTL_NOTIF_SEND, resp) < 0) {
 		rc = -errno;
@@ -61,7 +66,7 @@ static void on_listener(struct ev_loop *loop, ev_io *w, int revents)
 		if (rc != -ENOENT)
 			log_warn("seccomp answer to %d: %s", req->pid, strerror(-rc));
 	}
-	handle_answered(mv, &a, rc, mv_now_ns() - t0);
+	handle_answered(mv, &a, rc, dt);
 }
 
 static void on_stop(struct ev_loop *loop, ev_async *w, int revents)

@@ -33,51 +33,55 @@ int procfs_stat(pid_t pid, struct proc_stat *st)
 	return parse_stat(buf, st) < 0 ? -ESRCH : 0;
 }
 
-int procfs_refresh_identity(struct proc *p)
+int procfs_identity(pid_t pid, struct proc_identity *id)
 {
+	memset(id, 0, sizeof(*id));
+	id->procfd = -1;
 	char path[64], exe[4096];
-	snprintf(path, sizeof(path), "/proc/%d/exe", p->pid);
-	ssize_t n = readlink(path, exe, sizeof(exe) - 1);
-	free(p->exe);
-	p->exe = NULL;
-	if (n >= 0) {
-		exe[n] = '\0';
-		p->exe = xstrdup(exe);
-	}
-	free(p->cmdline);
-	p->cmdline = NULL;
-	p->cmdline_len = 0;
-	char *cmd = NULL;
-	size_t len = 0;
-	int rc = read_pid_file(p->pid, "cmdline", &cmd, &len);
+	snprintf(path, sizeof(path), "/proc/%d", pid);
+	id->procfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (id->procfd < 0)
+		return -ESRCH;
+	struct proc_stat st;
+	int rc = procfs_stat(pid, &st);
 	if (rc < 0)
 		return rc;
-	p->cmdline = cmd;
-	p->cmdline_len = len;
+	id->ppid = st.ppid;
+	id->start_ticks = st.start_ticks;
+	snprintf(path, sizeof(path), "/proc/%d/exe", pid);
+	ssize_t n = readlink(path, exe, sizeof(exe) - 1);
+	if (n >= 0) {
+		exe[n] = '\0';
+		id->exe = xstrdup(exe);
+	}
+	rc = read_pid_file(pid, "cmdline", &id->cmdline, &id->cmdline_len);
+	if (rc == 0 && id->cmdline_len == 0) {
+		/* A zombie has no command line left. */
+		free(id->cmdline);
+		id->cmdline = NULL;
+	}
 	return 0;
 }
 
-int procfs_fill(struct proc *p)
+void procfs_identity_free(struct proc_identity *id)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d", p->pid);
-	p->procfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (p->procfd < 0)
-		return -ESRCH;
-	p->pidfd = (int)syscall(SYS_pidfd_open, p->pid, 0);
-	struct proc_stat st;
-	int rc = procfs_stat(p->pid, &st);
-	if (rc < 0)
-		return rc;
-	p->start_ticks = st.start_ticks;
-	return procfs_refresh_identity(p);
+	if (id->procfd >= 0)
+		close(id->procfd);
+	free(id->exe);
+	free(id->cmdline);
+	memset(id, 0, sizeof(*id));
+	id->procfd = -1;
 }
 
 bool procfs_is_thread_of(const struct proc *p, pid_t tid)
 {
-	char rel[32];
-	snprintf(rel, sizeof(rel), "task/%d", tid);
-	return p->procfd >= 0 && faccessat(p->procfd, rel, F_OK, 0) == 0;
+	char rel[64];
+	if (p->procfd >= 0) {
+		snprintf(rel, sizeof(rel), "task/%d", tid);
+		return faccessat(p->procfd, rel, F_OK, 0) == 0;
+	}
+	snprintf(rel, sizeof(rel), "/proc/%d/task/%d", p->pid, tid);
+	return access(rel, F_OK) == 0;
 }
 
 int procfs_threads(pid_t pid)

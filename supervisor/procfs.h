@@ -9,11 +9,19 @@
 int procfs_status(pid_t tid, struct proc_status *st);
 int procfs_stat(pid_t pid, struct proc_stat *st);
 
-/* Open p's pidfd and /proc dir fd, read exe, cmdline and start time. */
-int procfs_fill(struct proc *p);
+/* Who a process is, from /proc: read without any lock held, because a
+ * first look at a new pid's /proc entries can take a long time. */
+struct proc_identity {
+	int procfd; /* O_PATH fd of /proc/PID */
+	pid_t ppid;
+	uint64_t start_ticks;
+	char *exe;     /* NULL if unreadable */
+	char *cmdline; /* NUL-separated; NULL if gone */
+	size_t cmdline_len;
+};
 
-/* Refresh exe and cmdline (after an exec). */
-int procfs_refresh_identity(struct proc *p);
+int procfs_identity(pid_t pid, struct proc_identity *id);
+void procfs_identity_free(struct proc_identity *id);
 
 /* Is tid still a thread of p? */
 bool procfs_is_thread_of(const struct proc *p, pid_t tid);

@@ -9,6 +9,7 @@
 #include "supervisor/cli.h"
 #include "supervisor/ctl_server.h"
 #include "supervisor/events.h"
+#include "supervisor/jobs.h"
 #include "supervisor/lifecycle.h"
 #include "supervisor/notify.h"
 #include "supervisor/procfs.h"
@@ -440,48 +441,12 @@ static void on_launch(struct ev_loop *loop, ev_io *w, int revents)
 	mv->launch_sock = -1;
 }
 
-struct pid_watch {
-	ev_io io;
-	pid_t pid;
-};
-
-static void on_pidfd(struct ev_loop *loop, ev_io *w, int revents)
-{
-	struct mv *mv = ev_userdata(loop);
-	struct pid_watch *pw = (struct pid_watch *)w;
-	ev_io_stop(loop, w);
-	pthread_mutex_lock(&mv->lock);
-	struct proc *p = proctab_get(&mv->procs, pw->pid);
-	if (p && p->watcher == pw) {
-		p->watcher = NULL;
-		lifecycle_exit_locked(mv, p);
-	}
-	pthread_mutex_unlock(&mv->lock);
-	free(pw);
-}
-
-void lifecycle_watch_new(struct mv *mv)
-{
-	pthread_mutex_lock(&mv->lock);
-	for (size_t i = 0; i < mv->n_to_watch; i++) {
-		struct proc *p = mv->to_watch[i];
-		if (p->pidfd < 0 || p->watcher)
-			continue;
-		struct pid_watch *pw = xcalloc(1, sizeof(*pw));
-		pw->pid = p->pid;
-		ev_io_init(&pw->io, on_pidfd, p->pidfd, EV_READ);
-		ev_io_start(mv->loop, &pw->io);
-		p->watcher = pw;
-	}
-	mv->n_to_watch = 0;
-	pthread_mutex_unlock(&mv->lock);
-}
-
 static void on_wake(struct ev_loop *loop, ev_async *w, int revents)
 {
 	struct mv *mv = w->data;
 	lifecycle_watch_new(mv);
 	events_flush(mv);
+	jobs_reap(mv);
 }
 
 static void setup_loop(struct mv *mv)
@@ -509,11 +474,7 @@ static void retire_all(struct mv *mv)
 	struct proc *p;
 	size_t i = 0;
 	while ((p = proctab_next(&mv->procs, &i))) {
-		if (p->watcher) {
-			ev_io_stop(mv->loop, p->watcher);
-			free(p->watcher);
-			p->watcher = NULL;
-		}
+		lifecycle_unwatch_locked(mv, p);
 		lifecycle_exit_locked(mv, p);
 		i = 0; /* the table changed under the iterator */
 	}
@@ -577,6 +538,7 @@ int run_main(int argc, char **argv)
 	setup_loop(mv);
 	if (!mv->launch_stage || mv->launch_stage == LAUNCH_EXEC)
 		ev_run(mv->loop, 0);
+	jobs_wait_all(mv);
 	notify_stop(mv);
 	retire_all(mv);
 	int code = final_status(mv);

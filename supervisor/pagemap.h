@@ -1,0 +1,29 @@
+/* Which pages of another process are present (or swapped, or written):
+ * PAGEMAP_SCAN on /proc/PID/pagemap (Linux 6.7) when the kernel has it,
+ * reading the pagemap's 8-byte entries otherwise. The raw ioctl lives here
+ * only. Functions return 0 or -errno. */
+#ifndef MV_PAGEMAP_H
+#define MV_PAGEMAP_H
+
+#include "common/compat.h"
+#include "state/as.h"
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+struct pagemap {
+	int fd;
+	bool scan; /* PAGEMAP_SCAN works on this fd */
+};
+
+int pagemap_open(pid_t pid, bool try_scan, struct pagemap *pm);
+void pagemap_close(struct pagemap *pm);
+
+/* Append to *runs the runs of pages in [start, end) that have any of the
+ * categories in anyof and none in none (PAGE_IS_* bits). In the fallback,
+ * PAGE_IS_PRESENT, PAGE_IS_SWAPPED and PAGE_IS_FILE are known;
+ * PAGE_IS_PFNZERO is never reported. Adjacent runs are merged. */
+int pagemap_runs(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t anyof, uint64_t none,
+		 struct as_range **runs, size_t *n, size_t *cap);
+
+#endif

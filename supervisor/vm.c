@@ -1,0 +1,68 @@
+#include "supervisor/vm.h"
+#include "common/util.h"
+
+#include <stdbool.h>
+#include <string.h>
+#include <sys/uio.h>
+
+ssize_t vm_read(pid_t pid, uint64_t addr, void *buf, size_t len)
+{
+	struct iovec local = {.iov_base = buf, .iov_len = len};
+	struct iovec remote = {.iov_base = (void *)(uintptr_t)addr, .iov_len = len};
+	ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+	return n < 0 ? -errno : n;
+}
+
+ssize_t vm_write(pid_t pid, uint64_t addr, const void *buf, size_t len)
+{
+	struct iovec local = {.iov_base = (void *)buf, .iov_len = len};
+	struct iovec remote = {.iov_base = (void *)(uintptr_t)addr, .iov_len = len};
+	ssize_t n = process_vm_writev(pid, &local, 1, &remote, 1, 0);
+	return n < 0 ? -errno : n;
+}
+
+ssize_t vm_read_string(pid_t pid, uint64_t addr, char *buf, size_t max)
+{
+	size_t got = 0;
+	while (got + 1 < max) {
+		/* Read up to the next page boundary: the string may end just
+		 * before an unmapped page. */
+		size_t chunk = 4096 - ((addr + got) & 4095);
+		chunk = MV_MIN(chunk, max - 1 - got);
+		ssize_t n = vm_read(pid, addr + got, buf + got, chunk);
+		if (n <= 0) {
+			if (got)
+				break;
+			return n < 0 ? n : -EFAULT;
+		}
+		char *nul = memchr(buf + got, '\0', (size_t)n);
+		if (nul)
+			return nul - buf;
+		got += (size_t)n;
+	}
+	buf[got] = '\0';
+	return (ssize_t)got;
+}
+
+ssize_t vm_read_argv(pid_t pid, uint64_t argv, bool compat32, char *buf, size_t max,
+		     size_t max_args)
+{
+	uint64_t ptrs[64];
+	uint32_t ptrs32[64];
+	max_args = MV_MIN(max_args, ARRAY_SIZE(ptrs));
+	size_t width = compat32 ? 4 : 8;
+	ssize_t n = vm_read(pid, argv, compat32 ? (void *)ptrs32 : (void *)ptrs, max_args * width);
+	if (n < 0)
+		return n;
+	size_t count = (size_t)n / width, used = 0;
+	for (size_t i = 0; i < count && used + 1 < max; i++) {
+		uint64_t p = compat32 ? ptrs32[i] : ptrs[i];
+		if (!p)
+			break;
+		ssize_t len = vm_read_string(pid, p, buf + used, max - used);
+		if (len < 0)
+			break;
+		used += (size_t)len + 1;
+	}
+	return (ssize_t)used;
+}

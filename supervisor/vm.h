@@ -1,0 +1,27 @@
+/* Reading and writing another process's memory with process_vm_readv /
+ * process_vm_writev: no fault handling, no ptrace stop. Functions return
+ * bytes moved or -errno. Never use what is read here for a decision about
+ * the call that is being answered without checking the notification is
+ * still valid afterwards (the tracee's other threads may change it). */
+#ifndef MV_VM_H
+#define MV_VM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+ssize_t vm_read(pid_t pid, uint64_t addr, void *buf, size_t len);
+ssize_t vm_write(pid_t pid, uint64_t addr, const void *buf, size_t len);
+
+/* A NUL-terminated string of at most max - 1 bytes (truncated beyond).
+ * Returns its length or -errno. */
+ssize_t vm_read_string(pid_t pid, uint64_t addr, char *buf, size_t max);
+
+/* argv (an array of pointers ending in NULL) as NUL-separated strings, at
+ * most max bytes and max_args entries; 64-bit or 32-bit pointers. Returns
+ * the bytes used in buf or -errno. */
+ssize_t vm_read_argv(pid_t pid, uint64_t argv, bool compat32, char *buf, size_t max,
+		     size_t max_args);
+
+#endif
