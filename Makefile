@@ -46,7 +46,8 @@ BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 all: $(BUILD)/memvisor $(WL_BIN) $(UNIT_BIN) $(BENCH_BIN)
 
 $(BUILD)/memvisor: $(CORE_OBJ) $(SUP_OBJ)
-	$(CC) $(CFLAGS) $(SANITIZE) -o $@ $^ $(LDFLAGS) $(LDLIBS)
+	@echo "  LD      $@"
+	@$(CC) $(CFLAGS) $(SANITIZE) -o $@ $^ $(LDFLAGS) $(LDLIBS)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -55,19 +56,23 @@ $(BUILD)/obj/%.o: %.c
 
 $(BUILD)/unit/%: tests/unit/%.c $(CORE_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(SANITIZE) -o $@ $^ $(LDFLAGS) $(LDLIBS)
+	@echo "  CC      $@"
+	@$(CC) $(CPPFLAGS) $(CFLAGS) $(SANITIZE) -o $@ $^ $(LDFLAGS) $(LDLIBS)
 
 $(BUILD)/workloads/%_static: tests/workloads/%_static.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CSTD) $(WARN) -O2 -g -static -pthread -o $@ $<
+	@echo "  CC      $@"
+	@$(CC) $(CPPFLAGS) $(CSTD) $(WARN) -O2 -g -static -pthread -o $@ $<
 
 $(BUILD)/workloads/%: tests/workloads/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CSTD) $(WARN) -O2 -g -pthread -o $@ $<
+	@echo "  CC      $@"
+	@$(CC) $(CPPFLAGS) $(CSTD) $(WARN) -O2 -g -pthread -o $@ $<
 
 $(BUILD)/bench/%: bench/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CSTD) $(WARN) -O2 -g -pthread -o $@ $< -lseccomp -lm
+	@echo "  CC      $@"
+	@$(CC) $(CPPFLAGS) $(CSTD) $(WARN) -O2 -g -pthread -o $@ $< -lseccomp -lm
 
 deps:
 	@missing=$$(for p in $(DEPS_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \

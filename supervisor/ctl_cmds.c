@@ -155,7 +155,7 @@ static int cmd_hello(struct mv *mv, struct ctl_client *c, json_t *args, json_t *
 		json_array_append_new(cmds, json_pack("{s:s, s:s}", "name", t[i].name, "summary", t[i].summary));
 	*result = json_pack("{s:s, s:i, s:i, s:o, s:s, s:o, s:o}", "memvisor", MV_VERSION, "protocol",
 			    PROTOCOL_VERSION, "pid", mv->self, "command", command_json(mv), "socket",
-			    mv->opts.socket_path ? mv->opts.socket_path : "", "features",
+			    mv->socket_path ? mv->socket_path : "", "features",
 			    features_json(&mv->feat), "commands", cmds);
 	return 0;
 }

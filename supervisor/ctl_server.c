@@ -34,6 +34,7 @@ struct ctl_client {
 	bool subscribed;
 	uint64_t dropped; /* events lost since the last "dropped" notice */
 	bool closing;     /* close once the output is flushed */
+	bool dead;        /* closed; freed after this loop iteration */
 	uid_t uid;
 	struct ctl_client *next, *prev;
 };
@@ -41,8 +42,10 @@ struct ctl_client {
 struct ctl_server {
 	int fd;
 	ev_io io;
+	ev_check reaper; /* frees closed clients once no callback holds them */
 	char *path;
 	struct ctl_client *clients;
+	struct ctl_client *dead;
 	int nclients;
 };
 
@@ -138,6 +141,8 @@ static int reply_error(struct ctl_client *c, json_t *id, const char *code, const
 
 void ctl_client_event(struct ctl_client *c, const char *line)
 {
+	if (c->dead)
+		return;
 	if (out_pending(c) > CTL_EVENTS_CAP) {
 		c->dropped++;
 		return;
@@ -257,9 +262,7 @@ static void on_client_read(struct ev_loop *loop, ev_io *w, int revents)
 			return;
 		}
 		c->in_len += (size_t)n;
-		if (process_input(c) < 0)
-			return;
-		if (c->closing)
+		if (process_input(c) < 0 || c->dead || c->closing)
 			return;
 	}
 }
@@ -269,14 +272,17 @@ static void on_client_write(struct ev_loop *loop, ev_io *w, int revents)
 	flush(w->data);
 }
 
+/* Close a client now; free it once the current callbacks are done with it
+ * (event delivery may be walking the subscriber list that holds it). */
 static void client_close(struct ctl_client *c)
 {
 	struct mv *mv = c->mv;
 	struct ctl_server *s = mv->ctl;
+	if (c->dead)
+		return;
+	c->dead = true;
 	ev_io_stop(mv->loop, &c->rio);
 	ev_io_stop(mv->loop, &c->wio);
-	if (c->subscribed)
-		events_unsubscribe(mv, c);
 	close(c->fd);
 	if (c->prev)
 		c->prev->next = c->next;
@@ -285,9 +291,30 @@ static void client_close(struct ctl_client *c)
 	if (c->next)
 		c->next->prev = c->prev;
 	s->nclients--;
-	free(c->in);
-	free(c->out);
-	free(c);
+	c->next = s->dead;
+	s->dead = c;
+	ev_check_start(mv->loop, &s->reaper);
+}
+
+static void free_dead(struct mv *mv)
+{
+	struct ctl_server *s = mv->ctl;
+	while (s->dead) {
+		struct ctl_client *c = s->dead;
+		s->dead = c->next;
+		if (c->subscribed)
+			events_unsubscribe(mv, c);
+		free(c->in);
+		free(c->out);
+		free(c);
+	}
+}
+
+static void on_check(struct ev_loop *loop, ev_check *w, int revents)
+{
+	struct mv *mv = w->data;
+	ev_check_stop(loop, w);
+	free_dead(mv);
 }
 
 /* ---- accepting ------------------------------------------------------ */
@@ -414,6 +441,7 @@ int ctl_server_start(struct mv *mv)
 	struct ctl_server *s = xcalloc(1, sizeof(*s));
 	s->fd = -1;
 	mv->ctl = s;
+	/* Only a socket that was created is announced in --stats-json. */
 	s->path = mv->opts.socket_path ? xstrdup(mv->opts.socket_path) : default_path(mv->self);
 	struct sockaddr_un a = {.sun_family = AF_UNIX};
 	if (strlen(s->path) >= sizeof(a.sun_path)) {
@@ -449,11 +477,13 @@ int ctl_server_start(struct mv *mv)
 		s->fd = -1;
 		return rc;
 	}
-	mv->opts.socket_path = s->path;
+	mv->socket_path = s->path;
 	log_info("control socket: %s", s->path);
 	ev_io_init(&s->io, on_accept, s->fd, EV_READ);
 	s->io.data = mv;
 	ev_io_start(mv->loop, &s->io);
+	ev_check_init(&s->reaper, on_check);
+	s->reaper.data = mv;
 	return 0;
 }
 
@@ -469,6 +499,8 @@ void ctl_server_stop(struct mv *mv)
 		if (flush(c) == 0)
 			client_close(c);
 	}
+	ev_check_stop(mv->loop, &s->reaper);
+	free_dead(mv);
 	if (s->fd >= 0) {
 		ev_io_stop(mv->loop, &s->io);
 		close(s->fd);

@@ -67,8 +67,10 @@ struct proc *lifecycle_find_locked(struct mv *mv, pid_t tid)
 	int pidfd = (int)syscall(SYS_pidfd_open, tid, 0);
 	if (pidfd >= 0)
 		return discover_locked(mv, tid, pidfd);
-	if (errno != EINVAL)
-		return NULL; /* ESRCH: gone */
+	/* A thread that is not a leader: EINVAL, or ENOENT since Linux 6.9
+	 * (PIDFD_THREAD). ESRCH: gone. */
+	if (errno != EINVAL && errno != ENOENT)
+		return NULL;
 	p = thread_owner_locked(mv, tid);
 	if (p)
 		proctab_add_thread(&mv->procs, p, tid);

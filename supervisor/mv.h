@@ -1,8 +1,8 @@
 /* The supervisor's state, shared by its two threads:
  *
- *  - the notify thread (notify.c) receives, decides and answers seccomp
- *    notifications, and nothing else, so a tracee never waits behind
- *    control-socket work;
+ *  - the notify thread (notify.c) blocks in the listener's receive, decides
+ *    and answers seccomp notifications, and nothing else, so a tracee
+ *    never waits behind control-socket work;
  *  - the main thread (run.c) runs everything else on a libev loop: signals,
  *    the reaper's reports, pidfd exit watchers, the control socket, jobs.
  *
@@ -49,9 +49,6 @@ struct mv {
 	int listener;
 	pthread_t notify_thread;
 	bool notify_running;
-	struct ev_loop *notify_loop;
-	ev_io notify_io;
-	ev_async notify_stop;
 	uint64_t notifications; /* under lock */
 	uint64_t unknown_calls; /* notifications for calls not in our table */
 	pid_t last_cloner;      /* the process that last called clone/fork/vfork */
@@ -70,6 +67,7 @@ struct mv {
 	size_t n_to_watch, cap_to_watch;
 
 	struct ctl_server *ctl;
+	const char *socket_path; /* the control socket, once listening */
 	struct events *events;
 
 	/* The command. */

@@ -4,13 +4,21 @@
 #include "common/util.h"
 #include "supervisor/handle.h"
 
+#include <signal.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
 
 static struct seccomp_notif_sizes sizes;
 static struct seccomp_notif *req;
 static struct seccomp_notif_resp *resp;
+static atomic_bool stopping;
+
+/* Interrupts the notify thread's blocking receive (a realtime signal
+ * nothing else uses; the launcher gives the command default dispositions). */
+#define NOTIFY_WAKE_SIGNAL (SIGRTMIN + 3)
 
 int notify_setup(struct mv *mv)
 {
@@ -35,19 +43,19 @@ bool notify_id_valid(int listener, uint64_t id)
 	return ioctl(listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0;
 }
 
-/* One notification: receive, decide, answer, account. The same thread
- * answers what it received, so with SYNC_WAKE_UP the whole round trip
- * stays on one CPU. */
-static void on_listener(struct ev_loop *loop, ev_io *w, int revents)
+/* One notification: receive, decide, answer, account. The thread that
+ * receives answers, so with SYNC_WAKE_UP the whole round trip stays on
+ * one CPU. */
+static void handle_one(struct mv *mv)
 {
-	struct mv *mv = w->data;
 	memset(req, 0, sizes.seccomp_notif);
 	if (ioctl(mv->listener, SECCOMP_IOCTL_NOTIF_RECV, req) < 0) {
 		/* ENOENT: the call was withdrawn (the thread got a signal or
-		 * died) between the wake-up and our receive. */
+		 * died) between the wake-up and our receive. EINTR: our own
+		 * wake-up signal, see notify_stop. */
 		if (errno != ENOENT && errno != EINTR) {
 			log_error("seccomp notification receive: %s", strerror(errno));
-			ev_io_stop(loop, w);
+			atomic_store(&stopping, true);
 		}
 		return;
 	}
@@ -69,28 +77,39 @@ static void on_listener(struct ev_loop *loop, ev_io *w, int revents)
 	handle_answered(mv, &a, rc, dt);
 }
 
-static void on_stop(struct ev_loop *loop, ev_async *w, int revents)
-{
-	ev_break(loop, EVBREAK_ALL);
-}
-
+/* The notify thread sleeps in SECCOMP_IOCTL_NOTIF_RECV itself rather than
+ * in epoll: measured here (bench/README.md), epoll costs about 2 us a
+ * notification, and with SYNC_WAKE_UP it makes the tracee and the
+ * supervisor swap CPUs (27,818 migrations for 14,201 mmap+munmap pairs,
+ * against 89 blocking), so that a notified call took 27.7 us instead of
+ * 12.5 us. */
 static void *notify_thread(void *arg)
 {
 	struct mv *mv = arg;
-	ev_run(mv->notify_loop, 0);
+	sigset_t only_wake;
+	sigfillset(&only_wake);
+	sigdelset(&only_wake, NOTIFY_WAKE_SIGNAL);
+	pthread_sigmask(SIG_SETMASK, &only_wake, NULL);
+	while (!atomic_load(&stopping))
+		handle_one(mv);
 	return NULL;
+}
+
+static void on_wake_signal(int sig)
+{
+	(void)sig;
 }
 
 int notify_start(struct mv *mv)
 {
-	mv->notify_loop = ev_loop_new(EVBACKEND_EPOLL | EVFLAG_NOSIGMASK);
-	if (!mv->notify_loop)
-		return -ENOMEM;
-	ev_io_init(&mv->notify_io, on_listener, mv->listener, EV_READ);
-	mv->notify_io.data = mv;
-	ev_io_start(mv->notify_loop, &mv->notify_io);
-	ev_async_init(&mv->notify_stop, on_stop);
-	ev_async_start(mv->notify_loop, &mv->notify_stop);
+	/* No SA_RESTART: the signal must make the blocked receive return. */
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_wake_signal;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(NOTIFY_WAKE_SIGNAL, &sa, NULL) < 0)
+		return -errno;
+	atomic_store(&stopping, false);
 	int rc = pthread_create(&mv->notify_thread, NULL, notify_thread, mv);
 	if (rc)
 		return -rc;
@@ -102,9 +121,20 @@ void notify_stop(struct mv *mv)
 {
 	if (!mv->notify_running)
 		return;
-	ev_async_send(mv->notify_loop, &mv->notify_stop);
-	pthread_join(mv->notify_thread, NULL);
+	atomic_store(&stopping, true);
+	/* A signal that arrives before the thread is back in the ioctl is
+	 * lost; so send it again until the thread has gone. */
+	for (;;) {
+		pthread_kill(mv->notify_thread, NOTIFY_WAKE_SIGNAL);
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 10 * 1000 * 1000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		if (pthread_timedjoin_np(mv->notify_thread, NULL, &ts) == 0)
+			break;
+	}
 	mv->notify_running = false;
-	ev_loop_destroy(mv->notify_loop);
-	mv->notify_loop = NULL;
 }

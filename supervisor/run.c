@@ -523,8 +523,13 @@ int run_main(int argc, char **argv)
 	proctab_init(&mv->procs, 4096);
 	mv->loop = ev_default_loop(EVBACKEND_EPOLL | EVFLAG_NOSIGMASK);
 	events_init(mv);
-	if (ctl_server_start(mv) < 0)
-		return 125;
+	if (ctl_server_start(mv) < 0) {
+		/* An explicit --socket must work; the default place is a
+		 * convenience, and the command can run without it. */
+		if (mv->opts.socket_path)
+			return 125;
+		fprintf(stderr, "memvisor: warning: running without a control socket\n");
+	}
 	rc = start_command(mv);
 	if (rc < 0 && !mv->launch_stage) {
 		if (rc == -EPIPE)

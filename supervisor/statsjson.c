@@ -32,7 +32,7 @@ static json_t *build(struct mv *mv, int exit_code)
 		json_array_append_new(cmd, json_string(mv->opts.argv[i]));
 	json_object_set_new(root, "command", cmd);
 	json_object_set_new(root, "exit_status", json_integer(exit_code));
-	json_object_set_new(root, "socket", mv->opts.socket_path ? json_string(mv->opts.socket_path) : json_null());
+	json_object_set_new(root, "socket", mv->socket_path ? json_string(mv->socket_path) : json_null());
 	json_object_set_new(root, "duration", json_real((double)(mv_now_ns() - mv->start_ns) / 1e9));
 
 	struct proc_stats *total = xcalloc(1, sizeof(*total));

@@ -213,7 +213,7 @@ x = bytearray(64 << 20); x[::4096] = b"x" * len(x[::4096]); print(sum(x[::4096])
 	assert_output "$native"
 	[ "$(json_get "$TMP/out/s.json" 'd["totals"]["calls"]["mmap"]["allow"]')" -ge 8 ]
 	# It really ran as nobody, under the filter.
-	run setpriv --reuid=nobody --regid=nogroup --clear-groups -- "$TMP/memvisor" run -- \
+	run setpriv --reuid=nobody --regid=nogroup --clear-groups -- env XDG_RUNTIME_DIR="$TMP/out" "$TMP/memvisor" run -- \
 		sh -c 'id -un; grep "^Seccomp:" /proc/self/status'
 	assert_success
 	assert_line nobody
@@ -289,4 +289,13 @@ x = bytearray(64 << 20); x[::4096] = b"x" * len(x[::4096]); print(sum(x[::4096])
 	run "$MEMVISOR" run --log /nonexistent/dir/log -- true
 	assert_failure 125
 	assert_output --partial "cannot open log file"
+}
+
+@test "every thread's calls are counted on its process" {
+	run "$MEMVISOR" run --stats-json "$TMP/s.json" -- "$WL/mt_mem" 8 8
+	assert_success
+	total=$(json_get "$TMP/s.json" 'sum(p["stats"]["total"] for p in d["processes"])')
+	[ "$total" -eq "$(json_get "$TMP/s.json" 'd["notifications"]')" ]
+	# mt_mem's own process made at least 8 threads' worth of mmaps.
+	[ "$(json_get "$TMP/s.json" '[p for p in d["processes"] if p["exe"].endswith("mt_mem")][0]["stats"]["calls"]["mmap"]["allow"]')" -ge 64 ]
 }
