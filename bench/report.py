@@ -128,7 +128,7 @@ def table_service(d):
     and the wake-ups."""
     if not d["stats"]:
         return
-    print("## memvisor's handling time, RECV to SEND (one more supervised run, "
+    print("## memvisor's handling time, RECV to after SEND (one more supervised run, "
           "--stats-json)\n")
     print("| benchmark | notifications | handling total ms | mean µs | worst p99 µs "
           "| max µs |")
