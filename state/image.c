@@ -28,7 +28,7 @@ void img_init(struct img *im)
 	memset(im, 0, sizeof(*im));
 }
 
-static void proc_free(struct img_proc *p)
+static void proc_clear(struct img_proc *p)
 {
 	for (size_t i = 0; i < p->n_t; i++)
 		for (size_t k = 0; k < p->t[i].n_regs; k++)
@@ -39,8 +39,22 @@ static void proc_free(struct img_proc *p)
 		free(p->r[i].ext.v);
 	}
 	free(p->r);
+	p->t = NULL;
+	p->r = NULL;
+	p->n_t = p->cap_t = p->n_r = p->cap_r = 0;
+}
+
+static void proc_free(struct img_proc *p)
+{
+	proc_clear(p);
 	free(p->exe);
 	free(p->cmdline);
+}
+
+void img_proc_forget(struct img_proc *p)
+{
+	proc_clear(p);
+	p->gone = true;
 }
 
 void img_free(struct img *im)

@@ -110,6 +110,7 @@ struct img_thread {
 	pid_t tid;
 	int signal; /* a signal that was being delivered when it stopped (re-delivered), or 0 */
 	bool group_stop; /* it was in a group stop (SIGSTOP) */
+	bool vfork_wait; /* could not be stopped, nor run: a vfork parent (no registers) */
 	struct img_regset regs[IMG_MAX_REGSETS];
 	size_t n_regs;
 };
@@ -139,8 +140,8 @@ struct img_totals {
 struct img {
 	char id[33]; /* 32 hex digits */
 	char memvisor[32];
-	char kernel[128];
-	char arch[16];
+	char kernel[160];
+	char arch[80];
 	uint64_t created_ns; /* wall clock */
 	uint64_t pages_size; /* bytes of the pages file, header included */
 	uint64_t pause_ns;
@@ -159,6 +160,10 @@ struct img_thread *img_add_thread(struct img_proc *p, pid_t tid);
 /* Adds a copy of the regset bytes. */
 void img_thread_add_regset(struct img_thread *t, const char *name, uint32_t note, const void *data,
 			   size_t len);
+/* Drop what is known of a process that turned out to be gone: its
+ * threads and regions (their extents' bytes in the pages file become
+ * unreferenced). */
+void img_proc_forget(struct img_proc *p);
 /* Takes ownership of r->path; ext starts empty. */
 struct img_region *img_add_region(struct img_proc *p, const struct as_region *r);
 struct img_object *img_add_object(struct img *im, uint64_t inode, uint32_t dev_major,

@@ -71,6 +71,7 @@ static void write_thread(struct jw *w, const struct img_thread *t)
 	jw_ki64(w, "tid", t->tid);
 	jw_ki64(w, "signal", t->signal);
 	jw_kbool(w, "group_stop", t->group_stop);
+	jw_kbool(w, "vfork_wait", t->vfork_wait);
 	for (size_t i = 0; i < t->n_regs; i++)
 		if (strcmp(t->regs[i].name, "prstatus") == 0)
 			write_ip_sp(w, &t->regs[i]);
@@ -431,6 +432,7 @@ static int parse_thread(struct pctx *c, json_t *o, struct img_proc *p)
 	struct img_thread *t = img_add_thread(p, tid);
 	t->signal = sig;
 	t->group_stop = json_is_true(json_object_get(o, "group_stop"));
+	t->vfork_wait = json_is_true(json_object_get(o, "vfork_wait"));
 	json_t *rs = json_object_get(o, "regsets");
 	if (!json_is_object(rs))
 		return perr(c, "regsets: expected an object");

@@ -2,6 +2,7 @@
  * helpers, and the commands that report on processes and memory. */
 #include "supervisor/ctl.h"
 #include "common/util.h"
+#include "supervisor/ctl_checkpoint.h"
 #include "supervisor/ctl_server.h"
 #include "supervisor/jobs.h"
 #include "supervisor/lifecycle.h"
@@ -451,6 +452,8 @@ static const struct ctl_cmd table[] = {
 	{"events", cmd_events, "subscribe to the event stream"},
 	{"job", cmd_job, "a job's progress or result: {\"id\":N}"},
 	{"jobs", cmd_jobs, "every job of this run"},
+	{"checkpoint", ctl_cmd_checkpoint,
+	 "write the processes' memory to an image: {\"dir\":PATH, [\"pids\":[N...]], [\"force\":true]}"},
 };
 
 const struct ctl_cmd *ctl_cmd_find(const char *name)

@@ -1,6 +1,7 @@
 /* memvisor: run a command with its memory system calls supervised. */
 #include "common/util.h"
 #include "supervisor/ctl_client.h"
+#include "supervisor/image_main.h"
 #include "supervisor/run.h"
 
 #include <stdio.h>
@@ -15,6 +16,7 @@ struct subcommand {
 static const struct subcommand subcommands[] = {
 	{"run", run_main, "run a command under supervision"},
 	{"ctl", ctl_client_main, "query and control a running memvisor"},
+	{"image", image_main, "summarise or verify a checkpoint image"},
 };
 
 static void usage(FILE *f)

@@ -65,10 +65,17 @@ static int runs_scan(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t 
 		for (int i = 0; i < got; i++)
 			add_run(runs, n, cap, vec[i].start, vec[i].end);
 		/* walk_end may stop short of the range even when every
-		 * region was returned: continue from it, never re-count. */
-		if (a.walk_end <= at)
+		 * region was returned, and when the vector is full it can
+		 * even lie before the last region returned (seen on 6.18: a
+		 * 1 GiB region with 16,384 runs came back with 512 of them
+		 * twice): continue from whichever is further, never
+		 * re-count. */
+		uint64_t next = a.walk_end;
+		if (got > 0 && vec[got - 1].end > next)
+			next = vec[got - 1].end;
+		if (next <= at)
 			break;
-		at = a.walk_end;
+		at = next;
 	}
 	return 0;
 }

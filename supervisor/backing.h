@@ -1,0 +1,34 @@
+/* The file behind a shared-memory mapping of another process (MAP_SHARED
+ * anonymous memory, a memfd, a SysV segment: all shmem files), opened for
+ * reading, and the runs of it that hold data.
+ *
+ * Ways in, in order:
+ *   map_files  /proc/PID/map_files/START-END: the mapping's own file.
+ *              Needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE in the
+ *              initial user namespace (fs/proc/base.c proc_map_files_get_link).
+ *   fd         a descriptor the process holds on the same file (same
+ *              device and inode), reopened through /proc/PID/fd/N: a
+ *              memfd the program kept open. Needs ptrace read access only.
+ * Neither: the caller falls back to the pages present in the mapping. */
+#ifndef MV_BACKING_H
+#define MV_BACKING_H
+
+#include "state/as.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Open the file mapped by region r of process tid. Returns an fd, and
+ * sets *source to "map_files" or "fd"; -errno when neither way works. */
+int backing_open(pid_t tid, const struct as_region *r, const char **source);
+
+/* Append to *runs the page-aligned runs of [0, size) that hold data,
+ * from SEEK_DATA/SEEK_HOLE (holes cost nothing to skip). 0 or -errno. */
+int backing_data_runs(int fd, uint64_t size, struct as_range **runs, size_t *n, size_t *cap);
+
+/* Read len bytes at off; past the end of the file reads zeros (the last
+ * page of a file whose size is not a page multiple). 0 or -errno. */
+int backing_read(int fd, uint64_t off, void *buf, size_t len);
+
+#endif

@@ -1,0 +1,49 @@
+/* Opening a checkpoint image for reading, and checking it: the pages
+ * header, the manifest's checksum and consistency, and every extent's
+ * checksum. Used by `memvisor image` and, before any page is used, by
+ * reload (issue 6). Functions return 0 or -errno with a message in err;
+ * -EINVAL (or -EBADMSG for a checksum mismatch) means a bad image. */
+#ifndef MV_IMGREAD_H
+#define MV_IMGREAD_H
+
+#include "state/image.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct imgread {
+	int dirfd;
+	int pagesfd;
+	struct img im;
+	struct img_header h;
+	uint64_t manifest_size;
+};
+
+/* Where an extent is, for messages: "process 42 region 0x..-0x.. extent 3
+ * (0x7f.., 1 pages at pages offset 0x5000)". */
+struct imgread_ref {
+	const struct img_extent *e;
+	size_t proc;   /* index in im.p, or SIZE_MAX for an object */
+	size_t owner;  /* region index, or object index */
+	size_t index;  /* extent index within it */
+};
+
+/* Open dir: read and check the header and the manifest (checksum,
+ * parse, validate, the two agree). */
+int imgread_open(const char *dir, struct imgread *r, char *err, size_t errlen);
+void imgread_close(struct imgread *r);
+
+/* Every extent, sorted by offset in the pages file. *refs is malloc'd. */
+size_t imgread_refs(const struct imgread *r, struct imgread_ref **refs);
+
+/* Describe an extent's place. */
+void imgread_describe(const struct imgread *r, const struct imgread_ref *ref, char *buf,
+		      size_t len);
+
+/* Read every extent and check its checksum, in file order. progress, if
+ * given, is called now and then with the bytes checked so far. -EBADMSG
+ * with err naming the first bad extent; -errno for a read error. */
+int imgread_verify(const struct imgread *r, void (*progress)(uint64_t done, uint64_t total, void *arg),
+		   void *arg, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,116 @@
+/* Stopping a process's threads with ptrace, for a consistent look at its
+ * memory and registers, and resuming them: PTRACE_SEIZE + PTRACE_INTERRUPT
+ * on every thread (re-scanning /proc/PID/task until no new one appears),
+ * waiting for each stop, saving registers, PTRACE_DETACH. The raw ptrace
+ * and waitpid calls live here only.
+ *
+ * The kernel ties a tracee to the tracer *thread* (ptrace_attach sets the
+ * tracee's parent to current), so every request on a seized thread must
+ * come from the thread that seized it: the job thread that runs a
+ * checkpoint (and later, remote syscalls: remote.c builds on a stopped
+ * struct ptrace_thread and its saved registers). If that thread exits,
+ * the kernel detaches everything it traced (exit_ptrace).
+ *
+ * "The process or thread is gone" is an outcome here, not an error: it is
+ * recorded in the state and the caller decides whether it matters.
+ * Functions return 0 (or a count) or -errno. */
+#ifndef MV_PTRACE_H
+#define MV_PTRACE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum ptrace_tstate {
+	PT_SEIZED,   /* seized and interrupted, stop not seen yet */
+	PT_STOPPED,  /* in a ptrace stop: registers and memory are still */
+	PT_BLOCKED,  /* will not stop, but cannot run either: a vfork parent
+		      * waiting for a child we hold (ptrace_classify_laggard) */
+	PT_GONE,     /* exited (or was never ours) */
+	PT_DETACHED, /* resumed */
+};
+
+struct ptrace_thread {
+	pid_t tid;
+	enum ptrace_tstate state;
+	int signal;      /* caught in a signal-delivery stop: delivered again at detach */
+	bool group_stop; /* stopped by SIGSTOP & co before us: stays stopped after detach */
+	uint64_t interrupt_ns, stop_ns;
+	/* Saved by ptrace_save_regs_stopped. */
+	void *prstatus;
+	size_t prstatus_len;
+	void *fpstate; /* NT_X86_XSTATE, or NT_PRFPREG where XSAVE is absent */
+	size_t fpstate_len;
+	unsigned fpstate_note;
+};
+
+struct ptrace_proc {
+	pid_t pid;
+	int pidfd; /* -1 if none: then pid reuse cannot be told apart */
+	bool gone; /* every thread exited, or the pid is another process now */
+	struct ptrace_thread *t;
+	size_t n, cap;
+	uint64_t first_interrupt_ns, last_detach_ns;
+	unsigned exited_threads; /* threads that exited while we had them */
+};
+
+/* pidfd is taken over (closed by ptrace_proc_free). */
+void ptrace_proc_init(struct ptrace_proc *pp, pid_t pid, int pidfd);
+void ptrace_proc_free(struct ptrace_proc *pp);
+
+/* Seize and interrupt every thread in /proc/PID/task not seized yet.
+ * Returns how many were new (0: the set is complete once all are
+ * stopped), -ESRCH when the process is gone (pp->gone is set), or
+ * -EPERM and friends when ptrace is refused. */
+int ptrace_seize_new(struct ptrace_proc *pp);
+
+/* Collect the stops (and exits) that have happened, without blocking.
+ * Returns how many seized threads have not stopped yet. */
+size_t ptrace_poll_stops(struct ptrace_proc *pp);
+
+/* A thread that has not stopped yet, or NULL. */
+struct ptrace_thread *ptrace_laggard(struct ptrace_proc *pp);
+
+/* A thread that has not stopped for a while: if it is a vfork parent
+ * (kernel/fork.c wait_for_vfork_done: a killable wait that an interrupt
+ * does not end), it cannot run until its child execs or exits, and the
+ * child is one we stop: mark it PT_BLOCKED and return true. Its registers
+ * cannot be read; its memory can (process_vm_readv needs no stop). */
+bool ptrace_classify_laggard(struct ptrace_proc *pp, struct ptrace_thread *t);
+
+/* After every thread stopped: does pidfd still name a live process? If
+ * not, the threads we hold belong to whatever reused the pid; detach and
+ * mark pp gone. */
+void ptrace_check_identity(struct ptrace_proc *pp);
+
+/* Save the thread's registers: NT_PRSTATUS, and NT_X86_XSTATE (or
+ * NT_PRFPREG). Precondition: t->state == PT_STOPPED, called on the
+ * seizing thread. -ESRCH when it died meanwhile. */
+int ptrace_save_regs_stopped(struct ptrace_thread *t);
+
+/* A stopped (or blocked) thread of pp to read its memory and /proc files
+ * through (the leader may be a zombie while other threads run), or 0. */
+pid_t ptrace_reader_tid(const struct ptrace_proc *pp);
+
+/* Resume the stopped threads: PTRACE_DETACH with the pending signal.
+ * Sets last_detach_ns. Safe on every path, and more than once. */
+void ptrace_detach_stopped(struct ptrace_proc *pp);
+
+/* Then the threads that had not stopped (or were blocked): wait for
+ * their stop until deadline_ns and detach them. One that never stops is
+ * released when the seizing thread exits (exit_ptrace), before which it
+ * may sit in its stop for a moment. Detach every process's stopped
+ * threads first: a blocked vfork parent only moves once its child runs. */
+void ptrace_detach_rest(struct ptrace_proc *pp, uint64_t deadline_ns);
+
+/* Both, with a 100 ms deadline. */
+void ptrace_detach_all(struct ptrace_proc *pp);
+
+/* Threads in PT_STOPPED. */
+size_t ptrace_stopped_count(const struct ptrace_proc *pp);
+
+/* "state D, wchan folio_wait" for a thread that would not stop. */
+void ptrace_describe_thread(pid_t pid, pid_t tid, char *buf, size_t len);
+
+#endif
