@@ -30,7 +30,6 @@
  * cache when it is checksummed) and IOV_MAX ranges. */
 #define BATCH_BYTES (512u << 10)
 #define BATCH_IOV 1024
-#define STAGE_BUF (8u << 20)
 
 /* Where the bytes of an object's pages come from when its file cannot be
  * opened: a mapping of it in one of the processes. */
@@ -72,6 +71,7 @@ struct ckpt {
 	const char *layout_how;
 	uint64_t t_start, t_stopped, t_planned, t_copied, t_resumed, t_end;
 	uint64_t pause_start, pause_end;
+	uint64_t ns_read, ns_wait; /* where the copy's time went */
 	const char *code;
 	char msg[512];
 };
@@ -220,20 +220,30 @@ static int stop_all(struct ckpt *c)
 {
 	job_progress(c->j, "stopping", 0, 0);
 	uint64_t deadline = mv_now_ns() + (uint64_t)c->req->stop_timeout_ms * 1000000ull;
+	uint64_t t0 = mv_now_ns(), td = 0, ts = 0, tw = 0;
 	if (c->req->all)
 		discover(c);
+	td = mv_now_ns() - t0;
 	for (;;) {
 		size_t fresh = 0;
+		uint64_t a = mv_now_ns();
 		int rc = seize_round(c, &fresh);
 		if (rc < 0)
 			return rc;
+		uint64_t b = mv_now_ns();
+		ts += b - a;
 		if (c->req->all)
 			fresh += discover(c);
+		uint64_t d = mv_now_ns();
+		td += d - b;
 		if ((rc = wait_round(c, deadline)) < 0)
 			return rc;
+		tw += mv_now_ns() - d;
 		if (!fresh)
 			break;
 	}
+	log_debug("checkpoint: stop: discover %.2f ms, seize %.2f ms, wait %.2f ms", (double)td / 1e6,
+		 (double)ts / 1e6, (double)tw / 1e6);
 	for (size_t i = 0; i < c->n; i++) {
 		struct cproc *p = &c->p[i];
 		if (!p->pt.gone)
@@ -581,6 +591,11 @@ static int read_batch(struct reader *r, struct cproc *p, char *dst)
 	return 0;
 }
 
+static void add_sum(struct pagesw_buf *b, uint32_t *crc, size_t off, size_t len)
+{
+	b->sums[b->n_sums++] = (struct pagesw_sum){crc, (uint32_t)off, (uint32_t)len};
+}
+
 static int flush_batch(struct reader *r)
 {
 	if (!r->n)
@@ -588,7 +603,9 @@ static int flush_batch(struct reader *r)
 	struct ckpt *c = r->c;
 	struct cproc *p = &c->p[r->proc];
 	char *dst = (char *)r->buf->data + r->at;
+	uint64_t t0 = mv_now_ns();
 	int rc = p->died ? -ESRCH : read_batch(r, p, dst);
+	c->ns_read += mv_now_ns() - t0;
 	if (rc == -ESRCH) {
 		/* Killed while stopped (only SIGKILL ends a stopped
 		 * process): its remaining extents become zeros that nothing
@@ -598,9 +615,11 @@ static int flush_batch(struct reader *r)
 	} else if (rc < 0) {
 		return rc;
 	}
+	/* The writer threads checksum them, off the pause. */
+	size_t at = r->at;
 	for (size_t k = 0; k < r->n; k++) {
-		r->ext[k]->crc = crc32c(dst, r->iov[k].iov_len);
-		dst += r->iov[k].iov_len;
+		add_sum(r->buf, &r->ext[k]->crc, at, r->iov[k].iov_len);
+		at += r->iov[k].iov_len;
 	}
 	c->done += r->bytes;
 	r->n = r->bytes = 0;
@@ -629,7 +648,9 @@ static int place(struct reader *r, const struct img_extent *e)
 	if (r->buf && r->buf->len + len > r->buf->cap && (rc = submit(r)) < 0)
 		return rc;
 	if (!r->buf) {
+		uint64_t t0 = mv_now_ns();
 		r->buf = pagesw_get(r->c->w);
+		r->c->ns_wait += mv_now_ns() - t0;
 		if (!r->buf)
 			return writer_failed(r->c);
 		r->buf->off = e->off;
@@ -671,7 +692,7 @@ static int copy_fd(struct reader *r, int fd, const char *what, struct img_extent
 	if (rc < 0)
 		return cfail(r->c, rc, CTL_E_INTERNAL, "reading %s at %#llx: %s", what,
 			     (unsigned long long)e->addr, strerror(-rc));
-	e->crc = crc32c(dst, len);
+	add_sum(r->buf, &e->crc, r->buf->len, len);
 	r->buf->len += len;
 	r->c->done += len;
 	return 0;
@@ -739,11 +760,23 @@ static int copy_all(struct ckpt *c)
 		pagesw_submit(c->w, (r->buf->len = 0, r->buf));
 	free(r);
 	c->t_copied = mv_now_ns();
+	log_debug("checkpoint: copy %.1f ms: read %.1f, waiting for buffers %.1f",
+		  (double)(c->t_copied - c->t_planned) / 1e6, (double)c->ns_read / 1e6,
+		  (double)c->ns_wait / 1e6);
+	return rc;
+}
+
+/* After the writers are done with the extents (their checksums land in
+ * them): drop what was read from processes killed meanwhile. */
+static int settle(struct ckpt *c)
+{
+	uint64_t t0 = mv_now_ns();
+	int rc = pagesw_drain(c->w);
+	log_debug("checkpoint: drain %.1f ms after resume", (double)(mv_now_ns() - t0) / 1e6);
 	if (rc < 0)
-		return rc;
+		return cfail(c, rc, CKPT_E_IO, "writing %s/%s: %s", c->req->dir.dir, IMG_PAGES, strerror(-rc));
 	for (size_t k = 0; k < c->im.n_o; k++)
 		drop_dead_pieces(c, k);
-	/* Processes killed meanwhile: nothing of them is kept. */
 	for (size_t i = 0; i < c->n; i++) {
 		if (!c->p[i].died || c->p[i].img < 0)
 			continue;
@@ -796,13 +829,16 @@ static void fill_identity(struct ckpt *c)
 static int commit(struct ckpt *c)
 {
 	job_progress(c->j, "syncing", c->done, c->total);
+	uint64_t t0 = mv_now_ns();
 	fill_identity(c);
 	char err[IMG_ERR_LEN];
 	/* Never commit an image we would refuse to read. */
 	if (img_validate(&c->im, err, sizeof(err)) < 0)
 		return cfail(c, -EINVAL, CTL_E_INTERNAL, "the image is inconsistent: %s", err);
+	uint64_t t1 = mv_now_ns();
 	size_t len;
 	_cleanup_free_ char *text = img_manifest_write(&c->im, &len);
+	uint64_t t2 = mv_now_ns();
 	struct img_header h = {.version = IMG_VERSION,
 			       .pages_size = c->off,
 			       .data_bytes = c->im.recorded.data_bytes,
@@ -812,13 +848,19 @@ static int commit(struct ckpt *c)
 	int rc = pagesw_finish(c->w, &h);
 	if (rc < 0)
 		return cfail(c, rc, CKPT_E_IO, "writing %s/%s: %s", c->req->dir.dir, IMG_PAGES, strerror(-rc));
+	uint64_t t3 = mv_now_ns();
 	rc = imgdir_write_file(&c->req->dir, IMG_MANIFEST, text, len);
 	if (rc < 0)
 		return cfail(c, rc, CKPT_E_IO, "writing %s/%s: %s", c->req->dir.dir, IMG_MANIFEST,
 			     strerror(-rc));
+	uint64_t t4 = mv_now_ns();
 	if ((rc = imgdir_commit(&c->req->dir, err, sizeof(err))) < 0)
 		return cfail(c, rc, CKPT_E_IO, "%s", err);
 	c->t_end = mv_now_ns();
+	log_debug("checkpoint: commit: validate %.1f ms, manifest %.1f ms, pages sync %.1f ms, "
+		 "manifest write+sync %.1f ms, rename+syncs %.1f ms",
+		 (double)(t1 - t0) / 1e6, (double)(t2 - t1) / 1e6, (double)(t3 - t2) / 1e6,
+		 (double)(t4 - t3) / 1e6, (double)(c->t_end - t4) / 1e6);
 	return 0;
 }
 
@@ -846,13 +888,14 @@ static json_t *result_json(struct ckpt *c)
 	const struct img_totals *t = &c->im.recorded;
 	uint64_t busy = c->t_end - c->t_start;
 	return json_pack("{s:s, s:s, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
-			 "s:I, s:f, s:b, s:s, s:s}",
+			 "s:I, s:I, s:f, s:b, s:s, s:s}",
 			 "dir", c->req->dir.dir, "id", c->im.id, "processes", procs, "threads",
 			 (json_int_t)t->threads, "regions", (json_int_t)t->regions, "extents",
 			 (json_int_t)t->extents, "bytes", (json_int_t)t->data_bytes, "shared_bytes",
 			 (json_int_t)t->shared_bytes, "committed", (json_int_t)t->committed,
 			 "pages_size", (json_int_t)c->off, "pause_ns", (json_int_t)c->im.pause_ns,
-			 "stop_ns", (json_int_t)(c->t_stopped - c->t_start), "layout_ns",
+			 "prepare_ns", (json_int_t)(c->pause_start - c->t_start),
+			 "stop_ns", (json_int_t)(c->t_stopped - c->pause_start), "layout_ns",
 			 (json_int_t)(c->t_planned - c->t_stopped), "copy_ns",
 			 (json_int_t)(c->t_copied - c->t_planned), "sync_ns",
 			 (json_int_t)(c->t_end - c->t_resumed), "elapsed_ns", (json_int_t)busy,
@@ -895,10 +938,9 @@ int checkpoint_run(struct job *j)
 	img_init(&c.im);
 	c.im.created_ns = mv_wall_ns();
 	init_procs(&c);
-	size_t nbuf = MV_MAX(c.req->buffer / STAGE_BUF, 2);
-	/* The buffers are made before the program stops: populating them
+	/* The buffers are made before the program stops: making them
 	 * would otherwise add to the pause. */
-	int rc = pagesw_open(c.req->dir.tmpfd, STAGE_BUF, nbuf, &c.w);
+	int rc = pagesw_open(c.req->dir.tmpfd, c.req->buffer, &c.w);
 	if (rc < 0) {
 		cfail(&c, rc, CKPT_E_IO, "creating %s/%s: %s", c.req->dir.dir, IMG_PAGES, strerror(-rc));
 		goto out_remove;
@@ -909,6 +951,8 @@ int checkpoint_run(struct job *j)
 	if (rc == 0)
 		rc = copy_all(&c);
 	resume_all(&c);
+	if (rc == 0)
+		rc = settle(&c);
 	if (rc == 0)
 		rc = commit(&c);
 	if (rc < 0)

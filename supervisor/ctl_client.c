@@ -337,6 +337,9 @@ static int opt_pid_args(int argc, char **argv, json_t **args)
 	return pid_args(argc, argv, args);
 }
 
+/* --wait on checkpoint or job: follow the job to its end (follow_job). */
+static bool wait_for_job;
+
 static int job_args(int argc, char **argv, json_t **args)
 {
 	char *end;
@@ -345,8 +348,74 @@ static int job_args(int argc, char **argv, json_t **args)
 		fprintf(stderr, "memvisor ctl: '%s' is not a job id\n", argv[0]);
 		return -1;
 	}
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--wait") != 0) {
+			fprintf(stderr, "memvisor ctl: unexpected argument '%s'\n", argv[i]);
+			return -1;
+		}
+		wait_for_job = true;
+	}
 	*args = json_pack("{s:I}", "id", (json_int_t)id);
 	return 0;
+}
+
+/* checkpoint DIR [--pid PID]... [--force] [--wait] [--buffer SIZE] */
+static int checkpoint_args(int argc, char **argv, json_t **args)
+{
+	const char *dir = NULL;
+	json_t *pids = json_array();
+	*args = json_object();
+	for (int i = 0; i < argc; i++) {
+		const char *a = argv[i];
+		long long pid;
+		uint64_t size;
+		if (strcmp(a, "--force") == 0) {
+			json_object_set_new(*args, "force", json_true());
+		} else if (strcmp(a, "--wait") == 0) {
+			wait_for_job = true;
+		} else if (strcmp(a, "--pid") == 0 && i + 1 < argc) {
+			if (parse_pid(argv[++i], &pid) < 0)
+				goto fail;
+			json_array_append_new(pids, json_integer((json_int_t)pid));
+		} else if (strcmp(a, "--buffer") == 0 && i + 1 < argc) {
+			if (mv_parse_size(argv[++i], &size) < 0) {
+				fprintf(stderr, "memvisor ctl: --buffer: '%s' is not a size\n", argv[i]);
+				goto fail;
+			}
+			json_object_set_new(*args, "buffer", json_integer((json_int_t)size));
+		} else if (a[0] == '-' || dir) {
+			fprintf(stderr, "memvisor ctl: usage: checkpoint DIR [--pid PID]... [--force] [--wait]\n");
+			goto fail;
+		} else {
+			dir = a;
+		}
+	}
+	if (!dir) {
+		fprintf(stderr, "memvisor ctl: checkpoint: no directory given\n");
+		goto fail;
+	}
+	/* The supervisor has its own working directory. */
+	char path[8192];
+	if (dir[0] == '/') {
+		snprintf(path, sizeof(path), "%s", dir);
+	} else {
+		char cwd[4096];
+		if (!getcwd(cwd, sizeof(cwd))) {
+			fprintf(stderr, "memvisor ctl: getcwd: %s\n", strerror(errno));
+			goto fail;
+		}
+		snprintf(path, sizeof(path), "%s/%s", cwd, dir);
+	}
+	json_object_set_new(*args, "dir", json_string(path));
+	if (json_array_size(pids))
+		json_object_set_new(*args, "pids", pids);
+	else
+		json_decref(pids);
+	return 0;
+fail:
+	json_decref(pids);
+	json_decref(*args);
+	return -1;
 }
 
 static void render_hello(json_t *r)
@@ -501,11 +570,47 @@ static void render_jobs_list(json_t *jobs)
 	json_array_foreach(jobs, i, j) render_job_line(j);
 }
 
+static double ms(json_t *o, const char *key)
+{
+	return (double)jint(o, key) / 1e6;
+}
+
+static void render_checkpoint_result(json_t *res)
+{
+	char a[32], b[32], c[32];
+	printf("image %s (id %s)\n", jstr(res, "dir"), jstr(res, "id"));
+	printf("  %zu processes, %lld threads, %lld regions, %lld extents\n",
+	       json_array_size(json_object_get(res, "processes")), jint(res, "threads"),
+	       jint(res, "regions"), jint(res, "extents"));
+	printf("  %s written (%s committed in the processes), %s of it shared memory\n",
+	       hsize(json_object_get(res, "bytes"), a, sizeof(a)),
+	       hsize(json_object_get(res, "committed"), b, sizeof(b)),
+	       hsize(json_object_get(res, "shared_bytes"), c, sizeof(c)));
+	printf("  paused %.1f ms (stop %.1f, layout %.1f, copy %.1f); synced %.1f ms after; "
+	       "%.1f ms in all, %.0f MB/s\n",
+	       ms(res, "pause_ns"), ms(res, "stop_ns"), ms(res, "layout_ns"), ms(res, "copy_ns"),
+	       ms(res, "sync_ns"), ms(res, "elapsed_ns"),
+	       json_real_value(json_object_get(res, "rate")) / 1e6);
+	size_t i;
+	json_t *p;
+	json_array_foreach(json_object_get(res, "processes"), i, p)
+	{
+		if (strcmp(jstr(p, "state"), "gone") == 0)
+			printf("  process %lld: gone (exited during the checkpoint)\n", jint(p, "pid"));
+		else
+			printf("  process %lld: %lld threads, %s, paused %.1f ms\n", jint(p, "pid"),
+			       jint(p, "threads"), hsize(json_object_get(p, "bytes"), a, sizeof(a)),
+			       ms(p, "pause_ns"));
+	}
+}
+
 static void render_job(json_t *r)
 {
 	render_job_line(r);
 	json_t *res = json_object_get(r, "result");
-	if (res) {
+	if (res && strcmp(jstr(r, "kind"), "checkpoint") == 0) {
+		render_checkpoint_result(res);
+	} else if (res) {
 		char *s = json_dumps(res, JSON_INDENT(2) | JSON_SORT_KEYS);
 		printf("%s\n", s);
 		free(s);
@@ -522,6 +627,12 @@ static void render_raw(json_t *r)
 	char *s = json_dumps(r, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_ENCODE_ANY);
 	printf("%s\n", s);
 	free(s);
+}
+
+static void render_started(json_t *r)
+{
+	printf("checkpoint job %lld started: %s (follow it with: memvisor ctl job %lld --wait)\n",
+	       jint(r, "job"), jstr(r, "dir"), jint(r, "job"));
 }
 
 /* `ctl call CMD [JSON]`: any command with raw arguments, for scripts. */
@@ -571,7 +682,10 @@ static const struct ctl_op ops[] = {
 	{"events", "events", 0, 0, no_args, NULL, "follow the event stream (Ctrl-C to stop)"},
 	{"policy", "policy [set FILE]", 0, 2, policy_args, render_raw,
 	 "show the active policy, or replace it"},
-	{"job", "job ID", 1, 1, job_args, render_job, "a job's progress or result"},
+	{"job", "job ID [--wait]", 1, 2, job_args, render_job,
+	 "a job's progress or result; --wait follows it to the end"},
+	{"checkpoint", "checkpoint DIR [--pid PID]... [--force] [--wait]", 1, 64, checkpoint_args,
+	 render_started, "write the memory of the processes to an image in DIR"},
 	{"jobs", "jobs", 0, 0, no_args, render_jobs, "every job of this run"},
 	{"call", "call COMMAND [JSON-ARGS]", 1, 2, call_args, render_raw,
 	 "send any request; prints the raw result"},
@@ -656,6 +770,75 @@ static int follow_events(struct conn *c, bool raw)
 			render_event(e);
 		}
 		json_decref(e);
+	}
+}
+
+/* ---- following a job -------------------------------------------------- */
+
+static void progress_line(json_t *j, bool tty)
+{
+	char a[32], b[32];
+	double done = (double)jint(j, "done"), total = (double)jint(j, "total");
+	double frac = total > 0 ? done / total : 0.0;
+	hsize(json_object_get(j, "done"), a, sizeof(a));
+	hsize(json_object_get(j, "total"), b, sizeof(b));
+	double rate = json_real_value(json_object_get(j, "rate")) / 1e6;
+	if (!tty) {
+		fprintf(stderr, "job %lld %s %s: %.0f%% %s / %s, %.0f MB/s, %.1f s\n", jint(j, "id"),
+			jstr(j, "kind"), jstr(j, "phase"), frac * 100, a, b, rate,
+			json_real_value(json_object_get(j, "elapsed")));
+		return;
+	}
+	char bar[31];
+	int full = (int)(frac * 30 + 0.5);
+	for (int i = 0; i < 30; i++)
+		bar[i] = i < full ? '#' : '.';
+	bar[30] = '\0';
+	fprintf(stderr, "\r\033[K%s %-9s [%s] %3.0f%% %s / %s %.0f MB/s", jstr(j, "kind"),
+		jstr(j, "phase"), bar, frac * 100, a, b, rate);
+}
+
+/* Poll `job ID` until it ends: a bar on a terminal, a line a second (and
+ * at every phase) otherwise, both on stderr; then the result on stdout.
+ * Exit status 0 when the job is done, 1 when it failed. */
+static int follow_job(struct conn *c, long long id, bool raw)
+{
+	bool tty = isatty(STDERR_FILENO);
+	char phase[32] = "";
+	uint64_t last = 0;
+	for (;;) {
+		json_t *j = NULL;
+		int rc = call(c, "job", json_pack("{s:I}", "id", (json_int_t)id), &j);
+		if (rc)
+			return rc;
+		const char *state = jstr(j, "state");
+		if (strcmp(state, "running") != 0) {
+			if (tty)
+				fprintf(stderr, "\r\033[K");
+			if (raw) {
+				char *s = json_dumps(j, JSON_COMPACT);
+				printf("%s\n", s);
+				free(s);
+			} else {
+				render_job(j);
+			}
+			json_t *e = json_object_get(j, "error");
+			if (e)
+				fprintf(stderr, "memvisor ctl: job %lld failed: %s: %s\n", id, jstr(e, "code"),
+					jstr(e, "message"));
+			rc = strcmp(state, "done") == 0 ? EXIT_OK : EXIT_REPLY;
+			json_decref(j);
+			return rc;
+		}
+		uint64_t now = mv_now_ns();
+		if (tty || strcmp(phase, jstr(j, "phase")) != 0 || now - last >= 1000000000ull) {
+			progress_line(j, tty);
+			snprintf(phase, sizeof(phase), "%s", jstr(j, "phase"));
+			last = now;
+		}
+		json_decref(j);
+		struct timespec ts = {0, 100 * 1000000};
+		nanosleep(&ts, NULL);
 	}
 }
 
@@ -780,6 +963,13 @@ int ctl_client_main(int argc, char **argv)
 		cmd = "policy_set";
 	json_t *result = NULL;
 	rc = call(&c, cmd, args, &result);
+	if (rc == EXIT_OK && wait_for_job) {
+		long long id = jint(result, strcmp(op->name, "job") == 0 ? "id" : "job");
+		json_decref(result);
+		rc = follow_job(&c, id, o.json);
+		conn_close(&c);
+		return rc;
+	}
 	conn_close(&c);
 	if (rc)
 		return rc;

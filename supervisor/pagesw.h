@@ -1,14 +1,22 @@
-/* The pages-file writer of a checkpoint: a ring of large page-aligned
- * buffers and a writer thread, so that reading the next batch of memory
- * (the job thread) overlaps writing the previous one. Buffers are written
- * whole with one pwrite each, with O_DIRECT where the file system takes
- * it (no copy into the page cache: the CPU is free for the reads and the
- * checksums); buffered writes otherwise.
+/* The pages-file writer of a checkpoint. The job thread fills large
+ * page-aligned staging buffers with memory (process_vm_readv) and queues
+ * them; two writer threads checksum the extents of a buffer and write it
+ * with one pwrite, with O_DIRECT where the file system takes it (no copy
+ * into the page cache); a flusher thread makes what is written durable
+ * (fdatasync) while the rest is still being read, so that the final sync
+ * has little left to do. Reading, checksumming, writing and flushing all
+ * overlap; only the reading happens while the program is stopped.
+ *
+ * The staging buffers are kept from one checkpoint to the next, and
+ * touched once (by a process_vm_readv and a read) when first made: on the
+ * VMs memvisor is measured on, the first kernel write to a page and the
+ * first user read of it cost about 5 us each (bench/README.md), which
+ * would otherwise be paid while the program is stopped.
  *
  * Failure points (named for fault injection, issue 7):
- *   pages.open    opening the pages file
+ *   pages.open    creating the pages file
  *   pages.write   a buffer's pwrite (ENOSPC, EIO)
- *   pages.sync    the final fdatasync
+ *   pages.sync    an fdatasync
  * Functions return 0 or -errno. */
 #ifndef MV_PAGESW_H
 #define MV_PAGESW_H
@@ -21,36 +29,52 @@
 
 struct pagesw;
 
-struct pagesw_buf {
-	void *data;
-	size_t cap; /* bytes, a multiple of IMG_PAGE */
-	size_t len; /* bytes filled, a multiple of IMG_PAGE */
-	uint64_t off; /* where in the pages file */
+/* An extent to checksum in a buffer: the writer stores the CRC32C of
+ * buf[off, off + len) into *crc before writing. */
+struct pagesw_sum {
+	uint32_t *crc;
+	uint32_t off, len;
 };
 
-/* Create dirfd/IMG_PAGES (mode 0600) and start the writer thread with
- * n_bufs buffers of buf_size bytes. */
-int pagesw_open(int dirfd, size_t buf_size, size_t n_bufs, struct pagesw **out);
+struct pagesw_buf {
+	void *data;
+	size_t cap;   /* bytes, a multiple of IMG_PAGE */
+	size_t len;   /* bytes filled, a multiple of IMG_PAGE */
+	uint64_t off; /* where in the pages file */
+	struct pagesw_sum *sums;
+	size_t n_sums; /* at most cap / IMG_PAGE */
+};
+
+/* Create dirfd/IMG_PAGES (mode 0600) and start the threads, with staging
+ * buffers of about `buffer` bytes in all (made and warmed now if the
+ * kept ones are not that size). */
+int pagesw_open(int dirfd, size_t buffer, struct pagesw **out);
 
 /* Job thread: a free buffer, waiting while every buffer is queued; NULL
  * once a write has failed (see pagesw_error). */
 struct pagesw_buf *pagesw_get(struct pagesw *w);
 
-/* Job thread: queue b to be written at b->off (b->len bytes). */
+/* Job thread: queue b to be checksummed and written at b->off. */
 void pagesw_submit(struct pagesw *w, struct pagesw_buf *b);
+
+/* Wait until every queued buffer is checksummed and written. Returns the
+ * first error. After it, the checksums are in place. */
+int pagesw_drain(struct pagesw *w);
 
 /* The first write error, or 0. */
 int pagesw_error(struct pagesw *w);
 
-/* Wait until everything queued is written, write the header, fdatasync.
- * Returns the first error of any write. */
+/* Drain, write the header, fdatasync. Returns the first error. */
 int pagesw_finish(struct pagesw *w, const struct img_header *h);
 
-/* Stop the thread and free everything (after pagesw_finish, or to give
- * up). Closes the file. */
+/* Stop the threads and close the file (after pagesw_finish, or to give
+ * up: queued buffers are dropped). The buffers are kept for next time. */
 void pagesw_close(struct pagesw *w);
 
 /* Was the file written with O_DIRECT? */
 bool pagesw_direct(const struct pagesw *w);
+
+/* Time spent writing, and in the final fdatasync, in ns. */
+void pagesw_times(const struct pagesw *w, uint64_t *write_ns, uint64_t *sync_ns);
 
 #endif

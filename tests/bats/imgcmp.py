@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""Read a memvisor checkpoint image (docs/image-format.md) independently
+of memvisor, for the tests.
+
+  imgcmp.py region IMG PID START END DUMP [--pages N]
+      The image's bytes of [START, END) of process PID (hex addresses)
+      must equal DUMP, a file of END-START bytes (holes read as zeros):
+      a private anonymous page missing from the image is zeros; a private
+      file-backed page missing from it is the file's own and not compared;
+      a shared region is read through its object. With --pages N, the
+      image must hold exactly N pages of the range.
+  imgcmp.py pages IMG PID START END
+      Print how many pages of [START, END) the image holds.
+
+Exit 0 when equal, 1 with the first difference on stderr.
+"""
+import json
+import os
+import sys
+
+PAGE = 4096
+
+
+def load(img):
+    with open(os.path.join(img, "manifest.json")) as f:
+        return json.load(f)
+
+
+def find_region(man, pid, start):
+    for p in man["processes"]:
+        if p["pid"] != pid:
+            continue
+        for r in p["regions"]:
+            if int(r["start"], 16) <= start < int(r["end"], 16):
+                return r
+        sys.exit(f"imgcmp: process {pid} has no region at {start:#x}")
+    sys.exit(f"imgcmp: process {pid} is not in the image")
+
+
+def image_pages(man, r, start, end):
+    """{address of a page: offset of its bytes in the pages file}"""
+    out = {}
+    if r["content"] == "shared":
+        obj = man["objects"][r["object"]]
+        base = int(r["start"], 16) - r["offset"]  # address of object offset 0
+        exts = [(a + base, n, off) for a, n, off, _ in obj["extents"]]
+    else:
+        exts = [(a, n, off) for a, n, off, _ in r["extents"]]
+    for a, n, off in exts:
+        for i in range(n):
+            addr = a + i * PAGE
+            if start <= addr < end:
+                out[addr] = off + i * PAGE
+    return out
+
+
+def dump_pages(path, length):
+    """Pages of the dump that hold data (SEEK_DATA), as offsets."""
+    pages = set()
+    with open(path, "rb") as f:
+        fd = f.fileno()
+        at = 0
+        while at < length:
+            try:
+                data = os.lseek(fd, at, os.SEEK_DATA)
+            except OSError:
+                break
+            hole = os.lseek(fd, data, os.SEEK_HOLE)
+            for off in range(data - data % PAGE, min(hole, length), PAGE):
+                pages.add(off)
+            at = hole
+    return pages
+
+
+def cmd_region(img, pid, start, end, dump, want_pages):
+    man = load(img)
+    r = find_region(man, pid, start)
+    img_pages = image_pages(man, r, start, end)
+    if want_pages is not None and len(img_pages) != want_pages:
+        sys.exit(f"imgcmp: the image holds {len(img_pages)} pages of {start:#x}-{end:#x}, expected {want_pages}")
+    file_backed = r["content"] == "private" and r["inode"] != 0
+    zero = bytes(PAGE)
+    with open(os.path.join(img, "pages"), "rb") as pf, open(dump, "rb") as df:
+        dpages = dump_pages(dump, end - start)
+        for off in sorted(dpages | {a - start for a in img_pages}):
+            addr = start + off
+            if addr not in img_pages and file_backed:
+                continue
+            df.seek(off)
+            d = df.read(PAGE).ljust(PAGE, b"\0")
+            if addr in img_pages:
+                pf.seek(img_pages[addr])
+                i = pf.read(PAGE)
+            else:
+                i = zero
+            if i != d:
+                where = "in the image" if addr in img_pages else "missing from the image"
+                sys.exit(f"imgcmp: page {addr:#x} ({where}) differs from the dump at offset {off:#x}")
+    print(f"ok {len(img_pages)} pages")
+
+
+def main():
+    a = sys.argv[1:]
+    if len(a) >= 5 and a[0] == "pages":
+        man = load(a[1])
+        r = find_region(man, int(a[2]), int(a[3], 16))
+        print(len(image_pages(man, r, int(a[3], 16), int(a[4], 16))))
+        return
+    if len(a) >= 6 and a[0] == "region":
+        want = int(a[7]) if len(a) >= 8 and a[6] == "--pages" else None
+        cmd_region(a[1], int(a[2]), int(a[3], 16), int(a[4], 16), a[5], want)
+        return
+    sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main()
