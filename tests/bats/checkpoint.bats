@@ -1,0 +1,382 @@
+#!/usr/bin/env bats
+# Checkpoints (issue 5): the image equals the processes' memory, threads
+# and processes that come and go, errors, integrity, permissions, and a
+# program that does not notice.
+
+load helpers
+bats_require_minimum_version 1.5.0
+
+setup() {
+	setup_tmp
+	SOCK=$TMP/ctl.sock
+}
+
+teardown() {
+	exec 7>&- 2>/dev/null || true
+	if mountpoint -q "$TMP/small" 2>/dev/null; then umount "$TMP/small" || true; fi
+	teardown_tmp
+}
+
+ctl() { "$MEMVISOR" ctl --socket "$SOCK" "$@"; }
+raw() { python3 "$BATS_TEST_DIRNAME/ctlraw.py" "$SOCK" "$@"; }
+imgcmp() { python3 "$BATS_TEST_DIRNAME/imgcmp.py" "$@"; }
+
+# Start a workload under memvisor, its stdin a FIFO held on fd 7, its
+# stdout in $TMP/out; PID is the pid it prints with "ready".
+start() {
+	rm -f "$TMP/in"
+	mkfifo "$TMP/in"
+	"$MEMVISOR" run --socket "$SOCK" "${MV_ARGS[@]}" -- "$@" <"$TMP/in" >"$TMP/out" 2>"$TMP/err" &
+	MVPID=$!
+	remember_pid $MVPID
+	exec 7>"$TMP/in"
+	wait_for 60 grep -q '^ready' "$TMP/out"
+	PID=$(awk '/^ready/{print $2}' "$TMP/out")
+}
+
+stop() {
+	exec 7>&-
+	wait $MVPID
+}
+
+# Send a line to the workload; wait for a new output line matching RE.
+say() { # LINE RE
+	local n
+	n=$(wc -l <"$TMP/out")
+	echo "$1" >&7
+	wait_for 60 sh -c "tail -n +$((n + 1)) '$TMP/out' | grep -q '$2'"
+}
+
+# Every thread of PID is free of ptrace and not stopped.
+not_traced() {
+	local t
+	for t in /proc/"$1"/task/*; do
+		st=$(cat "$t/status" 2>/dev/null) || continue # a thread that just ended
+		grep -q '^TracerPid:[[:space:]]*0$' <<<"$st" || return 1
+		! grep -q '^State:[[:space:]]*[tT]' <<<"$st" || return 1
+	done
+}
+
+region() { awk -v n="$1" '$1 == "region" && $2 == n {print $3, $4}' "$TMP/out"; }
+
+mf() { json_get "$1/manifest.json" "$2"; }
+
+@test "the image equals the process's memory byte for byte; clean pages are absent; size is close to committed" {
+	start "$WL/ckpt_pattern" --dense 32 --sparse 1024 --threads 4
+	mkdir "$TMP/dump"
+	say "dump $TMP/dump" '^dumped'
+	run ctl checkpoint "$TMP/img" --wait
+	assert_success
+	assert_output --partial "image $TMP/img"
+	run "$MEMVISOR" image verify "$TMP/img"
+	assert_success
+	# Region by region, against the dump the process wrote itself; the
+	# page counts are exactly what it wrote: one page in 16 of the sparse
+	# gigabyte, the memfd without its hole, the two written pages of the
+	# private file mapping (its clean pages are the file's), and the
+	# PROT_NONE pages (read through /proc/PID/mem).
+	for spec in dense:8192 sparse:16384 shared:8 memfd:12 cow:2 prot_none:4 tbuf0:64 tbuf3:64; do
+		name=${spec%:*}
+		read -r s e < <(region "$name")
+		imgcmp region "$TMP/img" "$PID" "$s" "$e" "$TMP/dump/$name.bin" --pages "${spec#*:}"
+	done
+	# Every thread, with its registers.
+	[ "$(mf "$TMP/img" "len([p for p in d['processes'] if p['pid']==$PID][0]['threads'])")" -eq 5 ]
+	[ "$(mf "$TMP/img" "all(len(t['regsets']['prstatus']['data'])>200 and 'xstate' in t['regsets'] for p in d['processes'] for t in p['threads'])")" = True ]
+	# Shared memory went through its file.
+	[ "$(mf "$TMP/img" "sorted(o['source']+'/'+o['coverage'] for o in d['objects'])")" = '["map_files/whole", "map_files/whole"]' ]
+	# vdso and vvar are skipped.
+	[ "$(mf "$TMP/img" "sorted(set(r['kind'] for p in d['processes'] for r in p['regions'] if r['content']=='skipped'))")" = '["vdso", "vvar"]' ] ||
+		[ "$(mf "$TMP/img" "sorted(set(r['kind'] for p in d['processes'] for r in p['regions'] if r['content']=='skipped'))")" = '["vdso", "vsyscall", "vvar"]' ]
+	# Close to committed: anonymous memory (smaps_rollup) plus the data
+	# pages of the two shared objects (8 + 12 pages).
+	anon=$(awk '/^Anonymous:/ {print $2 * 1024}' /proc/"$PID"/smaps_rollup)
+	bytes=$(mf "$TMP/img" "d['totals']['data_bytes']")
+	python3 -c "import sys; b, a = $bytes, $anon + 20 * 4096; sys.exit(0 if abs(b - a) <= 0.01 * a else 1)" ||
+		{ echo "image $bytes bytes, committed $anon + 80 KiB"; false; }
+	# Files 0600, the directory 0700, nothing else in it.
+	[ "$(stat -c %a "$TMP/img")" = 700 ]
+	[ "$(stat -c %a "$TMP/img/pages")" = 600 ]
+	[ "$(stat -c %a "$TMP/img/manifest.json")" = 600 ]
+	[ "$(ls -A "$TMP/img" | tr '\n' ' ')" = "manifest.json pages " ]
+	[ -z "$(ls -A "$TMP" | grep '\.tmp\.')" ]
+	# The program runs on, unharmed and untraced.
+	not_traced "$PID"
+	say check '^ok'
+	stop
+}
+
+@test "image info summarises an image" {
+	start "$WL/ckpt_pattern" --dense 8 --sparse 64 --threads 2
+	ctl checkpoint "$TMP/img" --wait >/dev/null
+	run "$MEMVISOR" image info "$TMP/img"
+	assert_success
+	assert_output --partial "1 processes (0 gone), 3 threads"
+	assert_output --regexp "by kind: +anon"
+	assert_line --regexp "^ +$PID +[0-9]+ +3 "
+	assert_output --partial "map_files whole  /memfd:ckpt_pattern"
+	run "$MEMVISOR" image info --json "$TMP/img"
+	assert_success
+	echo "$output" >"$TMP/info.json"
+	[ "$(json_get "$TMP/info.json" "d['threads']")" -eq 3 ]
+	[ "$(json_get "$TMP/info.json" "d['by_kind']['anon'] >= (8 + 4) << 20")" = True ]
+	stop
+}
+
+@test "verify catches one flipped byte and names the extent; a changed manifest too" {
+	start "$WL/ckpt_pattern" --dense 8 --sparse 64 --threads 1
+	ctl checkpoint "$TMP/img" --wait >/dev/null
+	run "$MEMVISOR" image verify "$TMP/img"
+	assert_success
+	# One byte in the middle of the dense region's third extent.
+	read -r s e < <(region dense)
+	off=$(mf "$TMP/img" "[x[2] for p in d['processes'] for r in p['regions'] if int(r['start'],16)==0x$s for x in r['extents']][2]")
+	python3 -c "import sys; f=open(sys.argv[1],'r+b'); f.seek(int(sys.argv[2])); b=f.read(1); f.seek(int(sys.argv[2])); f.write(bytes([b[0]^1]))" "$TMP/img/pages" $((off + 1234))
+	run "$MEMVISOR" image verify "$TMP/img"
+	assert_failure 1
+	assert_output --partial "region 0x$s-0x$e extent 2"
+	assert_output --partial "checksum mismatch"
+	run "$MEMVISOR" image verify --json "$TMP/img"
+	assert_failure 1
+	python3 -c "import sys; f=open(sys.argv[1],'r+b'); f.seek(int(sys.argv[2])); b=f.read(1); f.seek(int(sys.argv[2])); f.write(bytes([b[0]^1]))" "$TMP/img/pages" $((off + 1234))
+	run "$MEMVISOR" image verify "$TMP/img"
+	assert_success
+	# A manifest edited to agree with itself is still caught: its
+	# checksum is in the pages header.
+	cp "$TMP/img/manifest.json" "$TMP/manifest.orig"
+	sed -i 's/"pause_ns":\([0-9]\)/"pause_ns":9\1/' "$TMP/img/manifest.json"
+	run "$MEMVISOR" image verify "$TMP/img"
+	assert_failure 1
+	assert_output --partial "manifest.json"
+	cp "$TMP/manifest.orig" "$TMP/img/manifest.json"
+	# A truncated pages file.
+	truncate -s -4096 "$TMP/img/pages"
+	run "$MEMVISOR" image verify "$TMP/img"
+	assert_failure 1
+	assert_output --partial "pages is"
+	stop
+}
+
+@test "an existing directory is refused unless --force, which replaces only an image" {
+	start "$WL/ckpt_pattern" --dense 4 --sparse 16 --threads 0
+	ctl checkpoint "$TMP/img" --wait >/dev/null
+	id1=$(mf "$TMP/img" "d['id']")
+	run ctl checkpoint "$TMP/img"
+	assert_failure 1
+	assert_output --partial "exists (use --force to replace it)"
+	run ctl checkpoint "$TMP/img" --force --wait
+	assert_success
+	[ "$(mf "$TMP/img" "d['id']")" != "$id1" ]
+	"$MEMVISOR" image verify "$TMP/img"
+	mkdir "$TMP/other"
+	touch "$TMP/other/precious"
+	run ctl checkpoint "$TMP/other" --force
+	assert_failure 1
+	assert_output --partial "not a memvisor image; not replacing it"
+	[ -e "$TMP/other/precious" ]
+	mkdir "$TMP/empty"
+	run ctl checkpoint "$TMP/empty" --force --wait
+	assert_success
+	"$MEMVISOR" image verify "$TMP/empty"
+	[ -z "$(ls -A "$TMP" | grep '\.tmp\.')" ]
+	stop
+}
+
+@test "bad requests: a relative path, a pid not supervised, a missing parent, a file in the way" {
+	start "$WL/ckpt_pattern" --dense 4 --sparse 16 --threads 0
+	req() { raw send "{\"id\":1,\"cmd\":\"checkpoint\",\"args\":$1}"; }
+	run req '{"dir":"relative/img"}'
+	assert_output --partial '"code":"bad_request"'
+	run req "{\"dir\":\"$TMP/x\",\"pids\":[1]}"
+	assert_output --partial '"code":"no_such_process"'
+	run req "{\"dir\":\"$TMP/x\",\"pids\":[]}"
+	assert_output --partial '"code":"bad_request"'
+	run req "{\"dir\":\"$TMP/x\",\"pids\":[\"$PID\"]}"
+	assert_output --partial '"code":"bad_request"'
+	run req "{\"dir\":\"$TMP/x\",\"buffer\":1}"
+	assert_output --partial '"code":"bad_request"'
+	run ctl checkpoint "$TMP/no/such/dir/img"
+	assert_failure 1
+	assert_output --partial "invalid"
+	assert_output --partial "No such file or directory"
+	touch "$TMP/file"
+	run ctl checkpoint "$TMP/file/img"
+	assert_failure 1
+	assert_output --partial "Not a directory"
+	[ ! -e "$TMP/x" ]
+	# The connection and the supervisor are fine.
+	run ctl checkpoint "$TMP/x" --pid "$PID" --wait
+	assert_success
+	stop
+}
+
+@test "a second checkpoint while one runs is busy; the job shows on status and on the event stream" {
+	start "$WL/ckpt_churn" big 512
+	ctl --json events >"$TMP/events" 7>&- &
+	remember_pid $!
+	sleep 0.2
+	run ctl --json checkpoint "$TMP/img1" --buffer 16M
+	assert_success
+	job=$(echo "$output" | python3 -c 'import json,sys; print(json.load(sys.stdin)["job"])')
+	run ctl checkpoint "$TMP/img2"
+	assert_failure 1
+	assert_output --partial "busy: a checkpoint is already running"
+	ctl --json status >"$TMP/status.json"
+	[ "$(json_get "$TMP/status.json" "[j['kind'] for j in d['jobs']]")" = '["checkpoint"]' ] ||
+		ctl job "$job" | grep -q done # it may have finished already on a fast disk
+	run ctl job "$job" --wait
+	assert_success
+	assert_output --partial "checkpoint done"
+	assert_output --partial "paused"
+	wait_for 5 grep -q '"state":"done"' "$TMP/events"
+	grep '"event":"job"' "$TMP/events" | grep -q '"kind":"checkpoint"'
+	grep '"event":"job"' "$TMP/events" | grep -q '"phase":"copying"'
+	[ ! -e "$TMP/img2" ]
+	"$MEMVISOR" image verify "$TMP/img1"
+	stop
+}
+
+@test "threads created during the checkpoint are stopped too" {
+	start "$WL/ckpt_churn" threads
+	for i in 1 2 3 4 5; do
+		run ctl checkpoint "$TMP/img$i" --wait
+		assert_success
+		"$MEMVISOR" image verify "$TMP/img$i" >/dev/null
+		not_traced "$PID"
+	done
+	# The thread count moved between images, and each thread has registers.
+	counts=$(for i in 1 2 3 4 5; do mf "$TMP/img$i" "d['totals']['threads']"; done | sort -u | wc -l)
+	[ "$counts" -ge 2 ]
+	for i in 1 2 3 4 5; do
+		[ "$(mf "$TMP/img$i" "all('prstatus' in t['regsets'] for p in d['processes'] for t in p['threads'])")" = True ]
+	done
+	say count '^created'
+	[ "$(awk '/^created/{n=$2} END {print n}' "$TMP/out")" -gt 100 ]
+	stop
+}
+
+@test "a forked tree: every process is in the image, each child byte for byte; --pid chooses" {
+	mkdir "$TMP/dump"
+	start "$WL/ckpt_churn" fork 3 "$TMP/dump"
+	wait_for 10 sh -c "[ \$(grep -c '^child' '$TMP/out') -eq 3 ]"
+	run ctl checkpoint "$TMP/img" --wait
+	assert_success
+	[ "$(mf "$TMP/img" "d['totals']['processes']")" -eq 4 ]
+	while read -r _ idx cpid s e; do
+		imgcmp region "$TMP/img" "$cpid" "$s" "$e" "$TMP/dump/child-$idx.bin" --pages 1024
+		[ "$(mf "$TMP/img" "[p['ppid'] for p in d['processes'] if p['pid']==$cpid][0]")" -eq "$PID" ]
+	done < <(grep '^child' "$TMP/out")
+	# The processes were stopped together: one pause covers them all.
+	[ "$(mf "$TMP/img" "d['pause_ns'] >= max(p['pause_ns'] for p in d['processes'])")" = True ]
+	one=$(awk '/^child 1 /{print $3}' "$TMP/out")
+	run ctl checkpoint "$TMP/one" --pid "$one" --wait
+	assert_success
+	[ "$(mf "$TMP/one" "[p['pid'] for p in d['processes']]")" = "[$one]" ]
+	for p in $PID $(awk '/^child/{print $3}' "$TMP/out"); do not_traced "$p"; done
+	stop
+}
+
+@test "a process that exits during the checkpoint is recorded as gone, or fails the job if it was asked for" {
+	start "$WL/ckpt_churn" big 512
+	child=$(awk '/^child/{print $2}' "$TMP/out")
+	# The parent's 512 MiB are copied first; the child is killed meanwhile.
+	job=$(ctl --json checkpoint "$TMP/img" --buffer 16M | python3 -c 'import json,sys; print(json.load(sys.stdin)["job"])')
+	wait_for 20 sh -c "$MEMVISOR ctl --socket $SOCK --json job $job | grep -q '\"phase\":\"copying\"'"
+	kill -9 "$child"
+	run ctl job "$job" --wait
+	assert_success
+	[ "$(mf "$TMP/img" "[p['state'] for p in d['processes'] if p['pid']==$child][0]")" = gone ]
+	[ "$(mf "$TMP/img" "[p['state'] for p in d['processes'] if p['pid']==$PID][0]")" = dumped ]
+	"$MEMVISOR" image verify "$TMP/img"
+	not_traced "$PID"
+	stop
+
+	# Asked for by pid, its exit fails the job, which cleans up.
+	start "$WL/ckpt_churn" big 512
+	child=$(awk '/^child/{print $2}' "$TMP/out")
+	job=$(ctl --json checkpoint "$TMP/img2" --buffer 16M --pid "$PID" --pid "$child" | python3 -c 'import json,sys; print(json.load(sys.stdin)["job"])')
+	wait_for 20 sh -c "$MEMVISOR ctl --socket $SOCK --json job $job | grep -q '\"phase\":\"copying\"'"
+	kill -9 "$child"
+	run ctl job "$job" --wait
+	assert_failure 1
+	assert_output --partial "no_such_process"
+	assert_output --partial "process $child exited during the checkpoint"
+	[ ! -e "$TMP/img2" ]
+	[ -z "$(ls -A "$TMP" | grep '\.tmp\.')" ]
+	not_traced "$PID"
+	stop
+}
+
+@test "processes forking and exiting all the time: every checkpoint succeeds" {
+	start "$WL/ckpt_churn" procs
+	for i in 1 2 3 4 5 6; do
+		run ctl checkpoint "$TMP/img$i" --wait
+		assert_success
+		"$MEMVISOR" image verify "$TMP/img$i" >/dev/null
+	done
+	say count '^forked'
+	not_traced "$PID"
+	stop
+}
+
+@test "ENOSPC on a small tmpfs fails the job cleanly and the program runs on" {
+	[ "$(id -u)" = 0 ] || skip "needs root to mount a tmpfs"
+	mkdir "$TMP/small"
+	mount -t tmpfs -o size=16m tmpfs "$TMP/small" || skip "cannot mount a tmpfs here"
+	start "$WL/ckpt_pattern" --dense 64 --sparse 16 --threads 2
+	run ctl checkpoint "$TMP/small/img" --wait
+	assert_failure 1
+	assert_output --partial "io_error"
+	assert_output --partial "No space left on device"
+	# Nothing left behind, nothing that looks like an image.
+	[ -z "$(ls -A "$TMP/small")" ]
+	not_traced "$PID"
+	say check '^ok'
+	# And the next checkpoint, elsewhere, works.
+	run ctl checkpoint "$TMP/img" --wait
+	assert_success
+	stop
+	umount "$TMP/small"
+}
+
+@test "the program's output is unchanged by checkpoints" {
+	native=$("$WL/ckpt_churn" compute)
+	start "$WL/ckpt_churn" compute
+	n=0
+	for i in 1 2 3 4; do
+		ctl checkpoint "$TMP/img$i" --wait >/dev/null 2>&1 && n=$((n + 1))
+		sleep 0.2
+	done
+	[ "$n" -ge 2 ]
+	stop
+	diff <(grep -v '^ready' <<<"$native") <(grep -v '^ready' "$TMP/out")
+}
+
+@test "unprivileged: shared memory through the process's memfd, or its present pages" {
+	[ "$(id -u)" = 0 ] || skip "needs root to switch to nobody"
+	cp "$MEMVISOR" "$WL/ckpt_pattern" "$TMP/"
+	chmod 755 "$TMP/memvisor" "$TMP/ckpt_pattern"
+	mkdir "$TMP/u" "$TMP/u/dump"
+	chown -R nobody "$TMP/u"
+	mkfifo "$TMP/in"
+	chmod 666 "$TMP/in"
+	setpriv --reuid=nobody --regid=nogroup --clear-groups -- env XDG_RUNTIME_DIR="$TMP/u" \
+		"$TMP/memvisor" run --socket "$TMP/u/ctl.sock" -- "$TMP/ckpt_pattern" --dense 4 --sparse 16 --threads 1 \
+		<"$TMP/in" >"$TMP/out" 2>"$TMP/err" &
+	remember_pid $!
+	exec 7>"$TMP/in"
+	wait_for 20 grep -q '^ready' "$TMP/out"
+	PID=$(awk '/^ready/{print $2}' "$TMP/out")
+	say "dump $TMP/u/dump" '^dumped'
+	run setpriv --reuid=nobody --regid=nogroup --clear-groups -- \
+		"$TMP/memvisor" ctl --socket "$TMP/u/ctl.sock" checkpoint "$TMP/u/img" --wait
+	assert_success
+	[ "$(mf "$TMP/u/img" "sorted(o['source']+'/'+o['coverage'] for o in d['objects'])")" = '["fd/whole", "mapping/mapped"]' ]
+	for spec in shared:8 memfd:12 dense:1024; do
+		name=${spec%:*}
+		read -r s e < <(region "$name")
+		imgcmp region "$TMP/u/img" "$PID" "$s" "$e" "$TMP/u/dump/$name.bin" --pages "${spec#*:}"
+	done
+	[ "$(stat -c %U "$TMP/u/img/pages")" = nobody ]
+	exec 7>&-
+}
