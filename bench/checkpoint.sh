@@ -11,7 +11,8 @@
 #                     put it on the disk you want to measure
 #   CKPT_MIB=1024     region size
 #   CKPT_REPS=5       repetitions of each case
-#   CKPT_CASES="dense sparse"  (also: thp — dense with huge pages)
+#   CKPT_CASES="dense sparse"  (also: thp, dense with huge pages; dense_bigbuf,
+#                     dense with staging buffers larger than the data)
 #   CKPT_BUFFER=...   staging buffer for the job (ctl checkpoint --buffer)
 set -euo pipefail
 export LC_ALL=C
@@ -42,16 +43,13 @@ echo "host: $(uname -sr), $(nproc) CPUs, $(sed -n 's/^model name[[:space:]]*: //
 echo "images: $DIR ($(df -T "$DIR" | awk 'NR==2 {print $2}'))"
 echo
 
-# Raw bandwidths, on the same disk, in the same run.
-"$BUILD/bench/ckpt_raw" -m "$MIB" "$DIR" >"$T/raw"
-raw() { sed -n "s/^$1=//p" "$T/raw"; }
+# Raw bandwidths, on the same disk, in the same run: before, between and
+# after the cases (this machine is shared; the median is used).
+raw_sample() { "$BUILD/bench/ckpt_raw" -m "$MIB" "$DIR" >>"$T/raw"; }
+raw() { sed -n "s/^$1=//p" "$T/raw" | median; }
+raws() { sed -n "s/^$1=//p" "$T/raw" | awk '{printf "%s%.2f", NR > 1 ? " " : "", $1 / 1e9}'; }
 gbps() { awk -v b="$1" 'BEGIN { printf "%.2f", b / 1e9 }'; }
-echo "| raw | GB/s |"
-echo "|---|---|"
-for k in disk_direct disk_buffered memcpy_warm memcpy_fresh vm_readv crc32c; do
-	echo "| $k | $(gbps "$(raw $k)") |"
-done
-echo
+raw_sample
 
 run_case() { # NAME FILL-ARGS...
 	local name=$1
@@ -85,8 +83,18 @@ for c in $CASES; do
 	dense) run_case dense -s 1 ;;
 	sparse) run_case sparse -s 16 ;;
 	thp) run_case thp -s 1 -t ;;
+	dense_bigbuf) CKPT_BUFFER=$((MIB + 64))M run_case dense_bigbuf -s 1 ;;
 	esac
+	[ "$c" = dense ] && raw_sample
 done
+raw_sample
+
+echo "| raw (median of the samples) | GB/s | samples |"
+echo "|---|---|---|"
+for k in disk_direct disk_buffered memcpy_warm memcpy_fresh vm_readv crc32c; do
+	echo "| $k | $(gbps "$(raw $k)") | $(raws $k) |"
+done
+echo
 
 dense_ms=
 echo "| case | data | job time ms | dump GB/s | pause ms | stop ms | copy ms | sync ms | O_DIRECT |"
@@ -99,13 +107,19 @@ for c in $CASES; do
 			c, b / 1048576, e / 1e6, b / e, p / 1e6, s / 1e6, cp / 1e6, sy / 1e6, d ? "yes" : "no" }'
 done
 echo
+echo "samples (job ms / pause ms):"
+for c in $CASES; do
+	echo "  $c: $(awk '{printf "%s%.0f/%.0f", NR > 1 ? " " : "", $1 / 1e6, $2 / 1e6}' "$T/res.$c")"
+done
+echo
 disk=$(raw disk_direct) copy=$(raw memcpy_warm)
 for c in $CASES; do
 	[ "$c" = dense ] || continue
 	awk -v e="$(col dense 1)" -v b="$(col dense 3)" -v disk="$disk" -v copy="$copy" 'BEGIN {
 		floor = disk < copy ? disk : copy
+		rate = b / e * 1e9
 		printf "dense: %.2f GB/s = %.0f%% of min(disk %.2f, memcpy %.2f) GB/s (target 90%%)\n",
-			b / e, 100 * (b / e) / floor, disk / 1e9, copy / 1e9 }'
+			rate / 1e9, 100 * rate / floor, disk / 1e9, copy / 1e9 }'
 done
 if [ -n "$dense_ms" ] && [[ " $CASES " == *" sparse "* ]]; then
 	awk -v d="$dense_ms" -v s="$(col sparse 1)" 'BEGIN {

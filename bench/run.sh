@@ -17,6 +17,8 @@
 #   BENCH_FLOOR_N=1000  ops per batch of notif_floor (5 batches a run)
 #   BENCH_PYTHON=python3, BENCH_NODE=node, BENCH_GCC=gcc
 #   BENCH_RAW=FILE      keep the raw numbers (default: a temporary file)
+#   BENCH_CHECKPOINT=1  then the checkpoint benchmark (bench/checkpoint.sh,
+#                       3 repetitions unless CKPT_REPS says); 0 skips it
 set -euo pipefail
 export LC_ALL=C
 
@@ -188,6 +190,10 @@ main() {
 		count_notifications "$name"
 	done
 	"$PY" "$HERE/report.py" "$RAW"
+	if [ "${BENCH_CHECKPOINT:-1}" != 0 ]; then
+		echo
+		CKPT_REPS=${CKPT_REPS:-3} "$HERE/checkpoint.sh" "$BUILD"
+	fi
 }
 
 main "$@"

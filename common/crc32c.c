@@ -17,7 +17,7 @@
 #define POLY 0x82f63b78u
 #define LANE 1360 /* bytes: 3 lanes = 4080, so a 4 KiB page is one block */
 
-static uint32_t table[8][256]; /* slicing-by-8 */
+static uint32_t table[8][256];	    /* slicing-by-8 */
 static uint32_t shift_lane[4][256]; /* Z(LANE) by byte of the register */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static bool have_hw, force_table;
@@ -87,7 +87,7 @@ static uint32_t sw_update(uint32_t reg, const unsigned char *p, size_t len)
 
 #if defined(__x86_64__)
 __attribute__((target("sse4.2"))) static uint32_t hw_update(uint32_t reg, const unsigned char *p,
-							     size_t len)
+							    size_t len)
 {
 	while (len && ((uintptr_t)p & 7)) {
 		reg = __builtin_ia32_crc32qi(reg, *p++);

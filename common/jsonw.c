@@ -110,7 +110,10 @@ static size_t utf8_seq(const unsigned char *s, size_t n)
 	unsigned c = s[0];
 	if (c < 0x80)
 		return 1;
-	size_t len = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+	size_t len = c >= 0xc2 && c <= 0xdf   ? 2
+		     : c >= 0xe0 && c <= 0xef ? 3
+		     : c >= 0xf0 && c <= 0xf4 ? 4
+					      : 0;
 	if (!len || len > n)
 		return 0;
 	for (size_t i = 1; i < len; i++)

@@ -10,7 +10,8 @@
 #include <string.h>
 #include <sys/random.h>
 
-static const char *const content_names[IMG_CONTENT_COUNT] = {"private", "shared", "file", "skipped"};
+static const char *const content_names[IMG_CONTENT_COUNT] = {"private", "shared", "file",
+							     "skipped"};
 static const char *const coverage_names[IMG_COVER_COUNT] = {"whole", "mapped"};
 
 const char *img_content_name(enum img_content c)
@@ -162,9 +163,9 @@ size_t img_extents_add_run(struct img_extents *x, uint64_t start, uint64_t end, 
 		uint64_t e = MV_MIN(end, block_end);
 		grow((void **)&x->v, x->n, &x->cap, sizeof(*x->v));
 		x->v[x->n++] = (struct img_extent){
-			.addr = start,
-			.off = *off,
-			.pages = (uint32_t)((e - start) / IMG_PAGE),
+		    .addr = start,
+		    .off = *off,
+		    .pages = (uint32_t)((e - start) / IMG_PAGE),
 		};
 		*off += e - start;
 		start = e;
@@ -306,7 +307,8 @@ void img_header_encode(const struct img_header *h, void *buf)
 	put32(b + H_CRC, crc32c(b, H_CRC));
 }
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 static int fail(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -324,13 +326,14 @@ int img_header_decode(const void *buf, struct img_header *h, char *err, size_t e
 		return fail(err, errlen, "pages: not a memvisor pages file (bad magic)");
 	uint32_t want = get32(b + H_CRC), got = crc32c(b, H_CRC);
 	if (want != got)
-		return fail(err, errlen, "pages: header checksum mismatch (stored %08x, computed %08x)",
-			    want, got);
+		return fail(err, errlen,
+			    "pages: header checksum mismatch (stored %08x, computed %08x)", want,
+			    got);
 	memset(h, 0, sizeof(*h));
 	h->version = get32(b + H_VERSION);
 	if (h->version != IMG_VERSION)
-		return fail(err, errlen, "pages: format version %u, this memvisor reads %u", h->version,
-			    IMG_VERSION);
+		return fail(err, errlen, "pages: format version %u, this memvisor reads %u",
+			    h->version, IMG_VERSION);
 	if (get32(b + H_SIZE) != IMG_HEADER_SIZE || get32(b + H_PAGE) != IMG_PAGE)
 		return fail(err, errlen, "pages: unexpected header or page size");
 	memcpy(h->id, b + H_ID, 32);
@@ -366,17 +369,20 @@ int img_match_layout(const struct img_proc *p, const struct as_model *live, char
 		long k = as_find(live, r->start);
 		const struct as_region *l = k >= 0 ? &live->r[k] : NULL;
 		if (!l || l->end < r->end) {
-			snprintf(err, errlen, "process %d: region %#llx-%#llx (%s) is no longer mapped as a whole",
-				 p->pid, (unsigned long long)r->start, (unsigned long long)r->end,
-				 as_kind_name(r->kind));
+			snprintf(
+			    err, errlen,
+			    "process %d: region %#llx-%#llx (%s) is no longer mapped as a whole",
+			    p->pid, (unsigned long long)r->start, (unsigned long long)r->end,
+			    as_kind_name(r->kind));
 			return -ESTALE;
 		}
 		if (!same_backing(r, l)) {
-			snprintf(err, errlen,
-				 "process %d: region %#llx-%#llx (%s) has changed (now %#llx-%#llx, %s)",
-				 p->pid, (unsigned long long)r->start, (unsigned long long)r->end,
-				 as_kind_name(r->kind), (unsigned long long)l->start,
-				 (unsigned long long)l->end, as_kind_name(l->kind));
+			snprintf(
+			    err, errlen,
+			    "process %d: region %#llx-%#llx (%s) has changed (now %#llx-%#llx, %s)",
+			    p->pid, (unsigned long long)r->start, (unsigned long long)r->end,
+			    as_kind_name(r->kind), (unsigned long long)l->start,
+			    (unsigned long long)l->end, as_kind_name(l->kind));
 			return -ESTALE;
 		}
 	}
@@ -432,7 +438,8 @@ long img_b64_decode(const char *s, size_t slen, void *out, size_t max)
 				return -1;
 			}
 		}
-		uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
+		uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 |
+			     (uint32_t)v[3];
 		for (int k = 0; k < 3 - pad; k++) {
 			if (n >= max)
 				return -1;

@@ -21,15 +21,15 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define IMG_FORMAT "memvisor-image"
-#define IMG_VERSION 1
-#define IMG_PAGE 4096u
+#define IMG_FORMAT	"memvisor-image"
+#define IMG_VERSION	1
+#define IMG_PAGE	4096u
 #define IMG_HEADER_SIZE 4096u
-#define IMG_MAGIC "MVIMAGE"       /* 8 bytes with its NUL */
-#define IMG_EXTENT_MAX (2u << 20) /* bytes: extents never cross a 2 MiB boundary */
-#define IMG_MANIFEST "manifest.json"
-#define IMG_PAGES "pages"
-#define IMG_ERR_LEN 512
+#define IMG_MAGIC	"MVIMAGE"  /* 8 bytes with its NUL */
+#define IMG_EXTENT_MAX	(2u << 20) /* bytes: extents never cross a 2 MiB boundary */
+#define IMG_MANIFEST	"manifest.json"
+#define IMG_PAGES	"pages"
+#define IMG_ERR_LEN	512
 
 /* A run of pages stored in the pages file. addr is a virtual address for
  * a private region, an offset in the object for a shared-memory object.
@@ -73,8 +73,8 @@ struct img_region {
 	enum as_kind kind;
 	char *path;
 	enum img_content content;
-	long object;        /* IMG_SHARED: index into img.objects; else -1 */
-	uint64_t committed; /* resident bytes the kernel reported */
+	long object;		/* IMG_SHARED: index into img.objects; else -1 */
+	uint64_t committed;	/* resident bytes the kernel reported */
 	struct img_extents ext; /* IMG_PRIVATE */
 };
 
@@ -131,10 +131,10 @@ struct img_proc {
 /* Totals computed from the content (never trusted from the manifest). */
 struct img_totals {
 	size_t processes, gone, threads, regions, extents, objects;
-	uint64_t data_bytes; /* sum of extent lengths */
-	uint64_t committed;  /* sum of the kernel's resident bytes */
+	uint64_t data_bytes;		 /* sum of extent lengths */
+	uint64_t committed;		 /* sum of the kernel's resident bytes */
 	uint64_t by_kind[AS_KIND_COUNT]; /* extent bytes by region kind; objects count as shmem */
-	uint64_t shared_bytes;           /* extent bytes of objects */
+	uint64_t shared_bytes;		 /* extent bytes of objects */
 };
 
 struct img {
@@ -151,7 +151,6 @@ struct img {
 	size_t n_o, cap_o;
 	struct img_totals recorded; /* the manifest's own totals (parsed), for validation */
 };
-
 
 void img_init(struct img *im);
 void img_free(struct img *im);

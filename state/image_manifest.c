@@ -340,12 +340,14 @@ static int parse_extents(struct pctx *c, json_t *o, struct img_extents *x)
 	{
 		json_int_t v[4];
 		if (!json_is_array(e) || json_array_size(e) != 4)
-			return perr(c, "extents[%zu]: expected [address, pages, offset, crc32c]", i);
+			return perr(c, "extents[%zu]: expected [address, pages, offset, crc32c]",
+				    i);
 		for (size_t k = 0; k < 4; k++) {
 			json_t *n = json_array_get(e, k);
 			v[k] = json_is_integer(n) ? json_integer_value(n) : -1;
 			if (v[k] < 0)
-				return perr(c, "extents[%zu][%zu]: expected a non-negative integer", i, k);
+				return perr(c, "extents[%zu][%zu]: expected a non-negative integer",
+					    i, k);
 		}
 		if (v[1] == 0 || v[1] > UINT32_MAX || v[3] > UINT32_MAX)
 			return perr(c, "extents[%zu]: page count or checksum out of range", i);
@@ -419,7 +421,8 @@ static int parse_regset(struct pctx *c, struct img_thread *t, const char *name, 
 	_cleanup_free_ void *buf = xmalloc(size + 3);
 	long n = img_b64_decode(data, strlen(data), buf, size + 3);
 	if (n < 0 || (uint64_t)n != size)
-		return perr(c, "regsets.%s: data is not %llu bytes of base64", name, (unsigned long long)size);
+		return perr(c, "regsets.%s: data is not %llu bytes of base64", name,
+			    (unsigned long long)size);
 	img_thread_add_regset(t, name, (uint32_t)note, buf, (size_t)n);
 	return 0;
 }
@@ -427,7 +430,8 @@ static int parse_regset(struct pctx *c, struct img_thread *t, const char *name, 
 static int parse_thread(struct pctx *c, json_t *o, struct img_proc *p)
 {
 	int tid, sig;
-	if (!json_is_object(o) || get_i32(c, o, "tid", &tid) < 0 || get_i32(c, o, "signal", &sig) < 0)
+	if (!json_is_object(o) || get_i32(c, o, "tid", &tid) < 0 ||
+	    get_i32(c, o, "signal", &sig) < 0)
 		return -EINVAL;
 	struct img_thread *t = img_add_thread(p, tid);
 	t->signal = sig;
@@ -463,7 +467,8 @@ static int parse_cmdline(struct pctx *c, json_t *o, struct img_proc *p)
 	p->cmdline = xmalloc(len + 1);
 	json_array_foreach(a, i, s)
 	{
-		memcpy(p->cmdline + p->cmdline_len, json_string_value(s), json_string_length(s) + 1);
+		memcpy(p->cmdline + p->cmdline_len, json_string_value(s),
+		       json_string_length(s) + 1);
 		p->cmdline_len += json_string_length(s) + 1;
 	}
 	return 0;
@@ -539,8 +544,9 @@ static int parse_totals(struct pctx *c, json_t *o, struct img_totals *t)
 {
 	snprintf(c->where, sizeof(c->where), "totals");
 	uint64_t v[9];
-	static const char *const keys[] = {"processes", "gone", "threads", "regions", "objects",
-					   "extents", "data_bytes", "shared_bytes", "committed"};
+	static const char *const keys[] = {"processes",	 "gone",	 "threads",
+					   "regions",	 "objects",	 "extents",
+					   "data_bytes", "shared_bytes", "committed"};
 	if (!json_is_object(o))
 		return perr(c, "expected an object");
 	for (size_t i = 0; i < ARRAY_SIZE(keys); i++)
@@ -574,8 +580,8 @@ static int parse_top(struct pctx *c, json_t *root, struct img *im)
 	if (get_u64(c, root, "version", &version) < 0)
 		return -EINVAL;
 	if (version != IMG_VERSION)
-		return perr(c, "version %llu; this memvisor reads version %d", (unsigned long long)version,
-			    IMG_VERSION);
+		return perr(c, "version %llu; this memvisor reads version %d",
+			    (unsigned long long)version, IMG_VERSION);
 	if (get_u64(c, root, "page_size", &page) < 0)
 		return -EINVAL;
 	if (page != IMG_PAGE)
@@ -643,7 +649,8 @@ static int cmp_fileref(const void *a, const void *b)
 	return x->off < y->off ? -1 : x->off > y->off;
 }
 
-static int vfail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int vfail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 static int vfail(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -657,8 +664,9 @@ static int vfail(char *err, size_t errlen, const char *fmt, ...)
 static int fail_extent(char *err, size_t errlen, const char *owner, size_t i,
 		       const struct img_extent *e, const char *why)
 {
-	return vfail(err, errlen, "%s extent %zu (%#llx, %u pages at pages offset %#llx): %s", owner,
-		     i, (unsigned long long)e->addr, e->pages, (unsigned long long)e->off, why);
+	return vfail(err, errlen, "%s extent %zu (%#llx, %u pages at pages offset %#llx): %s",
+		     owner, i, (unsigned long long)e->addr, e->pages, (unsigned long long)e->off,
+		     why);
 }
 
 /* Extents of one region or object: aligned, sorted, disjoint, inside
@@ -679,7 +687,8 @@ static int check_extents(const struct img_extents *x, uint64_t lo, uint64_t hi, 
 			why = "overlaps or precedes the extent before it";
 		else if (e->addr / IMG_EXTENT_MAX != (e->addr + len - 1) / IMG_EXTENT_MAX)
 			why = "crosses a 2 MiB boundary";
-		else if (e->off < IMG_HEADER_SIZE || e->off + len > pages_size || e->off + len < e->off)
+		else if (e->off < IMG_HEADER_SIZE || e->off + len > pages_size ||
+			 e->off + len < e->off)
 			why = "outside the pages file";
 		if (why)
 			return fail_extent(err, errlen, owner, i, e, why);
@@ -688,7 +697,8 @@ static int check_extents(const struct img_extents *x, uint64_t lo, uint64_t hi, 
 	return 0;
 }
 
-static void region_owner(char *buf, size_t len, const struct img_proc *p, const struct img_region *r)
+static void region_owner(char *buf, size_t len, const struct img_proc *p,
+			 const struct img_region *r)
 {
 	snprintf(buf, len, "process %d region %#llx-%#llx", p->pid, (unsigned long long)r->start,
 		 (unsigned long long)r->end);
@@ -706,7 +716,8 @@ static int check_region(const struct img *im, const struct img_proc *p, size_t k
 		return vfail(err, errlen, "%s: overlaps or precedes the region before it", owner);
 	if (r->content == IMG_SHARED) {
 		if (r->object < 0 || (size_t)r->object >= im->n_o)
-			return vfail(err, errlen, "%s: object %ld does not exist", owner, r->object);
+			return vfail(err, errlen, "%s: object %ld does not exist", owner,
+				     r->object);
 	} else if (r->object >= 0) {
 		return vfail(err, errlen, "%s: a %s region names an object", owner,
 			     img_content_name(r->content));
@@ -725,7 +736,8 @@ static int check_proc(const struct img *im, const struct img_proc *p, char *err,
 		return vfail(err, errlen, "process %d is gone but has threads or regions", p->pid);
 	for (size_t i = 0; i < p->n_t; i++)
 		if (p->t[i].tid <= 0)
-			return vfail(err, errlen, "process %d: a thread has tid %d", p->pid, p->t[i].tid);
+			return vfail(err, errlen, "process %d: a thread has tid %d", p->pid,
+				     p->t[i].tid);
 	for (size_t k = 0; k < p->n_r; k++) {
 		int rc = check_region(im, p, k, err, errlen);
 		if (rc < 0)
@@ -753,9 +765,10 @@ static int check_file_overlap(const struct img *im, size_t n_ext, char *err, siz
 	qsort(v, n, sizeof(*v), cmp_fileref);
 	for (size_t i = 1; i < n; i++)
 		if (v[i].off < v[i - 1].off + v[i - 1].len)
-			return vfail(err, errlen,
-				     "two extents overlap in the pages file at offset %#llx (%s, %s)",
-				     (unsigned long long)v[i].off, v[i - 1].owner, v[i].owner);
+			return vfail(
+			    err, errlen,
+			    "two extents overlap in the pages file at offset %#llx (%s, %s)",
+			    (unsigned long long)v[i].off, v[i - 1].owner, v[i].owner);
 	return 0;
 }
 
@@ -766,30 +779,35 @@ static int check_totals(const struct img_totals *t, const struct img_totals *r, 
 		const char *name;
 		uint64_t got, want;
 	} f[] = {
-		{"processes", t->processes, r->processes}, {"gone", t->gone, r->gone},
-		{"threads", t->threads, r->threads},       {"regions", t->regions, r->regions},
-		{"objects", t->objects, r->objects},       {"extents", t->extents, r->extents},
-		{"data_bytes", t->data_bytes, r->data_bytes},
-		{"shared_bytes", t->shared_bytes, r->shared_bytes},
-		{"committed", t->committed, r->committed},
+	    {"processes", t->processes, r->processes},
+	    {"gone", t->gone, r->gone},
+	    {"threads", t->threads, r->threads},
+	    {"regions", t->regions, r->regions},
+	    {"objects", t->objects, r->objects},
+	    {"extents", t->extents, r->extents},
+	    {"data_bytes", t->data_bytes, r->data_bytes},
+	    {"shared_bytes", t->shared_bytes, r->shared_bytes},
+	    {"committed", t->committed, r->committed},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(f); i++)
 		if (f[i].got != f[i].want)
-			return vfail(err, errlen, "totals.%s is %llu but the content adds up to %llu",
-				     f[i].name, (unsigned long long)f[i].want,
-				     (unsigned long long)f[i].got);
+			return vfail(err, errlen,
+				     "totals.%s is %llu but the content adds up to %llu", f[i].name,
+				     (unsigned long long)f[i].want, (unsigned long long)f[i].got);
 	return 0;
 }
 
 int img_validate(const struct img *im, char *err, size_t errlen)
 {
 	if (im->pages_size < IMG_HEADER_SIZE || im->pages_size % IMG_PAGE)
-		return vfail(err, errlen, "pages_size %llu is not a whole number of pages after the header",
+		return vfail(err, errlen,
+			     "pages_size %llu is not a whole number of pages after the header",
 			     (unsigned long long)im->pages_size);
 	for (size_t i = 0; i < im->n_p; i++) {
 		for (size_t j = 0; j < i; j++)
 			if (im->p[j].pid == im->p[i].pid)
-				return vfail(err, errlen, "process %d is listed twice", im->p[i].pid);
+				return vfail(err, errlen, "process %d is listed twice",
+					     im->p[i].pid);
 		int rc = check_proc(im, &im->p[i], err, errlen);
 		if (rc < 0)
 			return rc;

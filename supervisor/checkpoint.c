@@ -29,7 +29,7 @@
 /* One process_vm_readv: at most this much (so the data is still in the
  * cache when it is checksummed) and IOV_MAX ranges. */
 #define BATCH_BYTES (512u << 10)
-#define BATCH_IOV 1024
+#define BATCH_IOV   1024
 
 /* Where the bytes of an object's pages come from when its file cannot be
  * opened: a mapping of it in one of the processes. */
@@ -50,10 +50,10 @@ struct cobj {
 struct cproc {
 	struct ptrace_proc pt;
 	bool requested;
-	pid_t tid;  /* memory and /proc are read through this thread */
-	int memfd;  /* /proc/TID/mem, opened on first need */
-	long img;   /* index into im.p, or -1 */
-	bool died;  /* killed while we held it */
+	pid_t tid; /* memory and /proc are read through this thread */
+	int memfd; /* /proc/TID/mem, opened on first need */
+	long img;  /* index into im.p, or -1 */
+	bool died; /* killed while we held it */
 };
 
 struct ckpt {
@@ -77,7 +77,7 @@ struct ckpt {
 };
 
 static int cfail(struct ckpt *c, int rc, const char *code, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 
 /* Record the first failure; later ones are consequences. */
 static int cfail(struct ckpt *c, int rc, const char *code, const char *fmt, ...)
@@ -117,6 +117,25 @@ static struct cproc *add_proc(struct ckpt *c, pid_t pid, int pidfd, bool request
 	return p;
 }
 
+/* Has the process gone (killed while stopped: only SIGKILL ends a
+ * stopped process)? Its mm may be torn down (process_vm_readv: ESRCH)
+ * before the thread turns zombie, so any of the signs will do. */
+static bool proc_dead(const struct cproc *p)
+{
+	if (p->pt.pidfd >= 0) {
+		struct pollfd pfd = {.fd = p->pt.pidfd, .events = POLLIN};
+		if (poll(&pfd, 1, 0) > 0)
+			return true;
+	}
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/stat", p->tid);
+	_cleanup_free_ char *text = NULL;
+	if (mv_read_file_at(AT_FDCWD, path, &text, NULL) < 0)
+		return true;
+	char *rp = strrchr(text, ')');
+	return !rp || rp[1] != ' ' || rp[2] == 'Z' || rp[2] == 'X';
+}
+
 /* Every process below the reaper that we do not hold yet: a process
  * forked by a thread before it stopped shows up here, once the parent
  * stopped (copy_process links the child before the parent returns). */
@@ -144,8 +163,8 @@ static int proc_lost(struct ckpt *c, struct cproc *p)
 {
 	p->pt.gone = true;
 	if (p->requested)
-		return cfail(c, -ESRCH, CTL_E_NO_SUCH_PROCESS, "process %d exited during the checkpoint",
-			     p->pt.pid);
+		return cfail(c, -ESRCH, CTL_E_NO_SUCH_PROCESS,
+			     "process %d exited during the checkpoint", p->pt.pid);
 	log_info("checkpoint: process %d exited meanwhile; recorded as gone", p->pt.pid);
 	return 0;
 }
@@ -164,7 +183,8 @@ static int seize_round(struct ckpt *c, size_t *fresh)
 		}
 		if (r < 0)
 			return cfail(c, r, r == -EPERM ? CTL_E_PERMISSION : CTL_E_INTERNAL,
-				     "cannot stop process %d with ptrace: %s", p->pt.pid, strerror(-r));
+				     "cannot stop process %d with ptrace: %s", p->pt.pid,
+				     strerror(-r));
 		*fresh += (size_t)r;
 	}
 	return 0;
@@ -242,8 +262,8 @@ static int stop_all(struct ckpt *c)
 		if (!fresh)
 			break;
 	}
-	log_debug("checkpoint: stop: discover %.2f ms, seize %.2f ms, wait %.2f ms", (double)td / 1e6,
-		 (double)ts / 1e6, (double)tw / 1e6);
+	log_debug("checkpoint: stop: discover %.2f ms, seize %.2f ms, wait %.2f ms",
+		  (double)td / 1e6, (double)ts / 1e6, (double)tw / 1e6);
 	for (size_t i = 0; i < c->n; i++) {
 		struct cproc *p = &c->p[i];
 		if (!p->pt.gone)
@@ -286,7 +306,8 @@ static void plan_threads(struct ckpt *c, size_t i)
 			/* ESRCH: killed while stopped; the process goes too and
 			 * the reads will tell. */
 			if (rc != -ESRCH)
-				log_warn("checkpoint: registers of thread %d: %s", t->tid, strerror(-rc));
+				log_warn("checkpoint: registers of thread %d: %s", t->tid,
+					 strerror(-rc));
 			continue;
 		}
 		struct img_thread *it = img_add_thread(iproc(c, i), t->tid);
@@ -332,7 +353,8 @@ static int plan_private(struct ckpt *c, struct pagemap *pm, struct img_region *r
 static void add_piece(struct cobj *o, struct piece p)
 {
 	if (o->n_pc == o->cap_pc)
-		o->pc = xrealloc(o->pc, (o->cap_pc = o->cap_pc ? o->cap_pc * 2 : 16) * sizeof(*o->pc));
+		o->pc =
+		    xrealloc(o->pc, (o->cap_pc = o->cap_pc ? o->cap_pc * 2 : 16) * sizeof(*o->pc));
 	o->pc[o->n_pc++] = p;
 }
 
@@ -362,12 +384,14 @@ static int plan_mapped(struct ckpt *c, size_t i, struct pagemap *pm, const struc
 				  PAGE_IS_PRESENT | PAGE_IS_SWAPPED, 0, &runs, &nr, &cr);
 		for (size_t q = 0; rc == 0 && q < nr; q++)
 			add_piece(o, (struct piece){ostart + (runs[q].start - src->start),
-						    ostart + (runs[q].end - src->start), i, runs[q].start});
+						    ostart + (runs[q].end - src->start), i,
+						    runs[q].start});
 	}
 	free(todo);
 	free(runs);
 	if (o->n_m == o->cap_m)
-		o->mapped = xrealloc(o->mapped, (o->cap_m = o->cap_m ? o->cap_m * 2 : 8) * sizeof(*o->mapped));
+		o->mapped = xrealloc(o->mapped,
+				     (o->cap_m = o->cap_m ? o->cap_m * 2 : 8) * sizeof(*o->mapped));
 	o->mapped[o->n_m++] = (struct as_range){ostart, oend};
 	qsort(o->mapped, o->n_m, sizeof(*o->mapped), cmp_range);
 	return rc;
@@ -375,7 +399,8 @@ static int plan_mapped(struct ckpt *c, size_t i, struct pagemap *pm, const struc
 
 static long new_object(struct ckpt *c, size_t i, const struct as_region *src)
 {
-	struct img_object *io = img_add_object(&c->im, src->inode, src->dev_major, src->dev_minor, src->path);
+	struct img_object *io =
+	    img_add_object(&c->im, src->inode, src->dev_major, src->dev_minor, src->path);
 	long idx = (long)c->im.n_o - 1;
 	if ((size_t)idx >= c->cap_obj) {
 		c->cap_obj = c->cap_obj ? c->cap_obj * 2 : 8;
@@ -467,8 +492,8 @@ static int plan_proc(struct ckpt *c, size_t i)
 		return 0;
 	}
 	if (rc < 0)
-		return cfail(c, rc, CTL_E_INTERNAL, "reading the layout of process %d: %s", p->pt.pid,
-			     strerror(-rc));
+		return cfail(c, rc, CTL_E_INTERNAL, "reading the layout of process %d: %s",
+			     p->pt.pid, strerror(-rc));
 	return 0;
 }
 
@@ -479,14 +504,16 @@ static int plan_objects(struct ckpt *c)
 		struct img_object *io = &c->im.o[k];
 		if (o->fd < 0) {
 			for (size_t q = 0; q < o->n_pc; q++)
-				img_extents_add_run(&io->ext, o->pc[q].start, o->pc[q].end, &c->off);
+				img_extents_add_run(&io->ext, o->pc[q].start, o->pc[q].end,
+						    &c->off);
 			continue;
 		}
 		struct as_range *runs = NULL;
 		size_t n = 0, cap = 0;
 		int rc = backing_data_runs(o->fd, io->size, &runs, &n, &cap);
 		for (size_t q = 0; rc == 0 && q < n; q++)
-			img_extents_add_run(&io->ext, runs[q].start, MV_MIN(runs[q].end, io->size), &c->off);
+			img_extents_add_run(&io->ext, runs[q].start, MV_MIN(runs[q].end, io->size),
+					    &c->off);
 		free(runs);
 		if (rc < 0)
 			return cfail(c, rc, CTL_E_INTERNAL, "reading the holes of %s: %s",
@@ -536,18 +563,8 @@ struct reader {
 static int writer_failed(struct ckpt *c)
 {
 	int e = pagesw_error(c->w);
-	return cfail(c, e, CKPT_E_IO, "writing %s/%s: %s", c->req->dir.dir, IMG_PAGES, strerror(-e));
-}
-
-static bool thread_alive(pid_t tid)
-{
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/stat", tid);
-	_cleanup_free_ char *text = NULL;
-	if (mv_read_file_at(AT_FDCWD, path, &text, NULL) < 0)
-		return false;
-	char *rp = strrchr(text, ')');
-	return rp && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
+	return cfail(c, e, CKPT_E_IO, "writing %s/%s: %s", c->req->dir.dir, IMG_PAGES,
+		     strerror(-e));
 }
 
 /* Read one extent through /proc/TID/mem: pages process_vm_readv refuses
@@ -576,14 +593,16 @@ static int read_batch(struct reader *r, struct cproc *p, char *dst)
 		while (k < r->n && acc + r->iov[k].iov_len <= done)
 			acc += r->iov[k++].iov_len;
 		if (rc == -EFAULT && k < r->n)
-			rc = read_forced(r->c, p, (uint64_t)(uintptr_t)r->iov[k].iov_base, dst + acc,
-					 r->iov[k].iov_len);
+			rc = read_forced(r->c, p, (uint64_t)(uintptr_t)r->iov[k].iov_base,
+					 dst + acc, r->iov[k].iov_len);
 		if (rc < 0) {
-			if (!thread_alive(p->tid))
+			if (rc == -ESRCH || proc_dead(p))
 				return -ESRCH;
-			return cfail(r->c, rc, CTL_E_INTERNAL, "reading %zu bytes of process %d at %#llx: %s",
+			return cfail(r->c, rc, CTL_E_INTERNAL,
+				     "reading %zu bytes of process %d at %#llx: %s",
 				     r->iov[k].iov_len, p->pt.pid,
-				     (unsigned long long)(uintptr_t)r->iov[k].iov_base, strerror(-rc));
+				     (unsigned long long)(uintptr_t)r->iov[k].iov_base,
+				     strerror(-rc));
 		}
 		dst += acc + r->iov[k].iov_len;
 		i0 = k + 1;
@@ -656,7 +675,8 @@ static int place(struct reader *r, const struct img_extent *e)
 		r->buf->off = e->off;
 	}
 	if (r->buf->off + r->buf->len != e->off || len > r->buf->cap)
-		return cfail(r->c, -EINVAL, CTL_E_INTERNAL, "extent at pages offset %#llx out of order",
+		return cfail(r->c, -EINVAL, CTL_E_INTERNAL,
+			     "extent at pages offset %#llx out of order",
 			     (unsigned long long)e->off);
 	return 0;
 }
@@ -774,7 +794,8 @@ static int settle(struct ckpt *c)
 	int rc = pagesw_drain(c->w);
 	log_debug("checkpoint: drain %.1f ms after resume", (double)(mv_now_ns() - t0) / 1e6);
 	if (rc < 0)
-		return cfail(c, rc, CKPT_E_IO, "writing %s/%s: %s", c->req->dir.dir, IMG_PAGES, strerror(-rc));
+		return cfail(c, rc, CKPT_E_IO, "writing %s/%s: %s", c->req->dir.dir, IMG_PAGES,
+			     strerror(-rc));
 	for (size_t k = 0; k < c->im.n_o; k++)
 		drop_dead_pieces(c, k);
 	for (size_t i = 0; i < c->n; i++) {
@@ -847,7 +868,8 @@ static int commit(struct ckpt *c)
 	memcpy(h.id, c->im.id, sizeof(h.id));
 	int rc = pagesw_finish(c->w, &h);
 	if (rc < 0)
-		return cfail(c, rc, CKPT_E_IO, "writing %s/%s: %s", c->req->dir.dir, IMG_PAGES, strerror(-rc));
+		return cfail(c, rc, CKPT_E_IO, "writing %s/%s: %s", c->req->dir.dir, IMG_PAGES,
+			     strerror(-rc));
 	uint64_t t3 = mv_now_ns();
 	rc = imgdir_write_file(&c->req->dir, IMG_MANIFEST, text, len);
 	if (rc < 0)
@@ -858,9 +880,9 @@ static int commit(struct ckpt *c)
 		return cfail(c, rc, CKPT_E_IO, "%s", err);
 	c->t_end = mv_now_ns();
 	log_debug("checkpoint: commit: validate %.1f ms, manifest %.1f ms, pages sync %.1f ms, "
-		 "manifest write+sync %.1f ms, rename+syncs %.1f ms",
-		 (double)(t1 - t0) / 1e6, (double)(t2 - t1) / 1e6, (double)(t3 - t2) / 1e6,
-		 (double)(t4 - t3) / 1e6, (double)(c->t_end - t4) / 1e6);
+		  "manifest write+sync %.1f ms, rename+syncs %.1f ms",
+		  (double)(t1 - t0) / 1e6, (double)(t2 - t1) / 1e6, (double)(t3 - t2) / 1e6,
+		  (double)(t4 - t3) / 1e6, (double)(c->t_end - t4) / 1e6);
 	return 0;
 }
 
@@ -875,33 +897,34 @@ static json_t *result_json(struct ckpt *c)
 		for (size_t k = 0; k < p->n_r; k++)
 			for (size_t x = 0; x < p->r[k].ext.n; x++)
 				bytes += img_extent_len(&p->r[k].ext.v[x]);
-		json_array_append_new(procs, json_pack("{s:i, s:s, s:I, s:I, s:I, s:I}", "pid", p->pid,
-						       "state", p->gone ? "gone" : "dumped", "threads",
-						       (json_int_t)p->n_t, "regions", (json_int_t)p->n_r,
-						       "bytes", (json_int_t)bytes, "pause_ns",
-						       (json_int_t)p->pause_ns));
+		json_array_append_new(
+		    procs, json_pack("{s:i, s:s, s:I, s:I, s:I, s:I}", "pid", p->pid, "state",
+				     p->gone ? "gone" : "dumped", "threads", (json_int_t)p->n_t,
+				     "regions", (json_int_t)p->n_r, "bytes", (json_int_t)bytes,
+				     "pause_ns", (json_int_t)p->pause_ns));
 	}
 	for (size_t i = 0; i < c->n; i++)
 		if (c->p[i].img < 0) /* gone before its layout was read */
-			json_array_append_new(procs, json_pack("{s:i, s:s}", "pid", c->p[i].pt.pid,
-							       "state", "gone"));
+			json_array_append_new(
+			    procs, json_pack("{s:i, s:s}", "pid", c->p[i].pt.pid, "state", "gone"));
 	const struct img_totals *t = &c->im.recorded;
 	uint64_t busy = c->t_end - c->t_start;
-	return json_pack("{s:s, s:s, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
-			 "s:I, s:I, s:f, s:b, s:s, s:s}",
-			 "dir", c->req->dir.dir, "id", c->im.id, "processes", procs, "threads",
-			 (json_int_t)t->threads, "regions", (json_int_t)t->regions, "extents",
-			 (json_int_t)t->extents, "bytes", (json_int_t)t->data_bytes, "shared_bytes",
-			 (json_int_t)t->shared_bytes, "committed", (json_int_t)t->committed,
-			 "pages_size", (json_int_t)c->off, "pause_ns", (json_int_t)c->im.pause_ns,
-			 "prepare_ns", (json_int_t)(c->pause_start - c->t_start),
-			 "stop_ns", (json_int_t)(c->t_stopped - c->pause_start), "layout_ns",
-			 (json_int_t)(c->t_planned - c->t_stopped), "copy_ns",
-			 (json_int_t)(c->t_copied - c->t_planned), "sync_ns",
-			 (json_int_t)(c->t_end - c->t_resumed), "elapsed_ns", (json_int_t)busy,
-			 "rate", busy ? (double)t->data_bytes / ((double)busy / 1e9) : 0.0, "direct",
-			 pagesw_direct(c->w), "checksum", crc32c_impl(), "layout_source",
-			 c->layout_how ? c->layout_how : "");
+	return json_pack(
+	    "{s:s, s:s, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
+	    "s:I, s:I, s:f, s:b, s:s, s:s}",
+	    "dir", c->req->dir.dir, "id", c->im.id, "processes", procs, "threads",
+	    (json_int_t)t->threads, "regions", (json_int_t)t->regions, "extents",
+	    (json_int_t)t->extents, "bytes", (json_int_t)t->data_bytes, "shared_bytes",
+	    (json_int_t)t->shared_bytes, "committed", (json_int_t)t->committed, "pages_size",
+	    (json_int_t)c->off, "pause_ns", (json_int_t)c->im.pause_ns, "prepare_ns",
+	    (json_int_t)(c->pause_start - c->t_start), "stop_ns",
+	    (json_int_t)(c->t_stopped - c->pause_start), "layout_ns",
+	    (json_int_t)(c->t_planned - c->t_stopped), "copy_ns",
+	    (json_int_t)(c->t_copied - c->t_planned), "sync_ns",
+	    (json_int_t)(c->t_end - c->t_resumed), "elapsed_ns", (json_int_t)busy, "rate",
+	    busy ? (double)t->data_bytes / ((double)busy / 1e9) : 0.0, "direct",
+	    pagesw_direct(c->w), "checksum", crc32c_impl(), "layout_source",
+	    c->layout_how ? c->layout_how : "");
 }
 
 static void init_procs(struct ckpt *c)
@@ -942,7 +965,8 @@ int checkpoint_run(struct job *j)
 	 * would otherwise add to the pause. */
 	int rc = pagesw_open(c.req->dir.tmpfd, c.req->buffer, &c.w);
 	if (rc < 0) {
-		cfail(&c, rc, CKPT_E_IO, "creating %s/%s: %s", c.req->dir.dir, IMG_PAGES, strerror(-rc));
+		cfail(&c, rc, CKPT_E_IO, "creating %s/%s: %s", c.req->dir.dir, IMG_PAGES,
+		      strerror(-rc));
 		goto out_remove;
 	}
 	rc = stop_all(&c);

@@ -27,16 +27,16 @@
 #include <sys/types.h>
 
 /* Job error codes beyond ctl.h's. */
-#define CKPT_E_IO "io_error"
+#define CKPT_E_IO      "io_error"
 #define CKPT_E_TIMEOUT "timeout"
 
 #define CKPT_STOP_TIMEOUT_MS 10000
-#define CKPT_BUFFER_DEFAULT (64u << 20)
+#define CKPT_BUFFER_DEFAULT  (64u << 20)
 
 struct checkpoint_req {
 	struct imgdir dir; /* prepared: the temporary directory exists */
-	bool all;          /* every supervised process, found at stop time */
-	pid_t *pids;       /* else these (with a pidfd each, taken over) */
+	bool all;	   /* every supervised process, found at stop time */
+	pid_t *pids;	   /* else these (with a pidfd each, taken over) */
 	int *pidfds;
 	size_t n;
 	size_t buffer; /* staging buffer bytes */

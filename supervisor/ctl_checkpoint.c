@@ -27,7 +27,8 @@ static int add_pid(struct mv *mv, struct checkpoint_req *req, json_t *v, size_t 
 	json_decref(args);
 	if (rc < 0) {
 		if (err->code && strcmp(err->code, CTL_E_BAD_REQUEST) == 0)
-			snprintf(err->message, sizeof(err->message), "args.pids[%zu]: expected a process id", idx);
+			snprintf(err->message, sizeof(err->message),
+				 "args.pids[%zu]: expected a process id", idx);
 		return -1;
 	}
 	for (size_t i = 0; i < req->n; i++)
@@ -53,7 +54,8 @@ static int parse_pids(struct mv *mv, json_t *args, struct checkpoint_req *req, s
 		return 0;
 	}
 	if (!json_is_array(a) || json_array_size(a) == 0)
-		return ctl_fail(err, CTL_E_BAD_REQUEST, "args.pids: expected a non-empty array of process ids");
+		return ctl_fail(err, CTL_E_BAD_REQUEST,
+				"args.pids: expected a non-empty array of process ids");
 	req->pids = xcalloc(json_array_size(a), sizeof(*req->pids));
 	req->pidfds = xcalloc(json_array_size(a), sizeof(*req->pidfds));
 	json_array_foreach(a, i, v) if (add_pid(mv, req, v, i, err) < 0) return -1;
@@ -70,7 +72,8 @@ static int parse_opts(json_t *args, struct checkpoint_req *req, bool *force, str
 	if (buffer < (16 << 20) || buffer > (16ll << 30))
 		return ctl_fail(err, CTL_E_BAD_REQUEST, "args.buffer: between 16 MiB and 16 GiB");
 	if (timeout < 1 || timeout > 3600 * 1000)
-		return ctl_fail(err, CTL_E_BAD_REQUEST, "args.stop_timeout_ms: between 1 and 3600000");
+		return ctl_fail(err, CTL_E_BAD_REQUEST,
+				"args.stop_timeout_ms: between 1 and 3600000");
 	req->buffer = (size_t)buffer;
 	req->stop_timeout_ms = (int)timeout;
 	return 0;
@@ -94,8 +97,8 @@ static int prepare_dir(const char *dir, bool force, struct checkpoint_req *req, 
 	if (rc == 0)
 		return 0;
 	const char *code = rc == -EACCES || rc == -EPERM || rc == -EROFS ? CTL_E_PERMISSION
-			   : rc == -ENOMEM || rc == -EIO			 ? CTL_E_INTERNAL
-										 : CTL_E_INVALID;
+			   : rc == -ENOMEM || rc == -EIO		 ? CTL_E_INTERNAL
+									 : CTL_E_INVALID;
 	return ctl_fail(err, code, "%s", msg);
 }
 
@@ -107,7 +110,8 @@ int ctl_cmd_checkpoint(struct mv *mv, struct ctl_client *c, json_t *args, json_t
 	if (ctl_arg_string(args, "dir", &dir, err) < 0)
 		return -1;
 	if (dir[0] != '/')
-		return ctl_fail(err, CTL_E_BAD_REQUEST, "args.dir: '%s' is not an absolute path", dir);
+		return ctl_fail(err, CTL_E_BAD_REQUEST, "args.dir: '%s' is not an absolute path",
+				dir);
 	struct checkpoint_req *req = xcalloc(1, sizeof(*req));
 	req->dir.parentfd = req->dir.tmpfd = -1;
 	if (parse_opts(args, req, &force, err) < 0 || parse_pids(mv, args, req, err) < 0 ||

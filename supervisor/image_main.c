@@ -76,22 +76,27 @@ static void info_text(const char *dir, const struct imgread *r)
 		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
 	printf("image:     %s\n", dir);
 	printf("format:    %s %d, id %s\n", IMG_FORMAT, IMG_VERSION, im->id);
-	printf("created:   %s by memvisor %s on %s (%s)\n", when, im->memvisor, im->kernel, im->arch);
+	printf("created:   %s by memvisor %s on %s (%s)\n", when, im->memvisor, im->kernel,
+	       im->arch);
 	printf("pause:     %.1f ms\n", (double)im->pause_ns / 1e6);
-	printf("size:      %s of pages (%s of data), %s of manifest\n", human(im->pages_size, a, sizeof(a)),
-	       human(t->data_bytes, b, sizeof(b)), human(r->manifest_size, c, sizeof(c)));
-	printf("contents:  %zu processes (%zu gone), %zu threads, %zu regions, %zu extents, %zu shared objects\n",
+	printf("size:      %s of pages (%s of data), %s of manifest\n",
+	       human(im->pages_size, a, sizeof(a)), human(t->data_bytes, b, sizeof(b)),
+	       human(r->manifest_size, c, sizeof(c)));
+	printf("contents:  %zu processes (%zu gone), %zu threads, %zu regions, %zu extents, %zu "
+	       "shared objects\n",
 	       t->processes, t->gone, t->threads, t->regions, t->extents, t->objects);
 	printf("by kind:  ");
 	for (int k = 0; k < AS_KIND_COUNT; k++)
 		if (t->by_kind[k])
-			printf(" %s %s", as_kind_name((enum as_kind)k), human(t->by_kind[k], a, sizeof(a)));
+			printf(" %s %s", as_kind_name((enum as_kind)k),
+			       human(t->by_kind[k], a, sizeof(a)));
 	printf("\n\n%7s %7s %4s %7s %10s %10s %9s  %s\n", "PID", "PPID", "THR", "REGIONS", "IMAGE",
 	       "COMMITTED", "PAUSE", "COMMAND");
 	for (size_t i = 0; i < im->n_p; i++) {
 		const struct img_proc *p = &im->p[i];
 		if (p->gone) {
-			printf("%7d %7s %4s %7s %10s %10s %9s  (gone)\n", p->pid, "-", "-", "-", "-", "-", "-");
+			printf("%7d %7s %4s %7s %10s %10s %9s  (gone)\n", p->pid, "-", "-", "-",
+			       "-", "-", "-");
 			continue;
 		}
 		printf("%7d %7d %4zu %7zu %10s %10s %7.1fms  ", p->pid, p->ppid, p->n_t, p->n_r,
@@ -121,23 +126,27 @@ static json_t *info_json(const char *dir, const struct imgread *r)
 	json_t *kinds = json_object(), *procs = json_array();
 	for (int k = 0; k < AS_KIND_COUNT; k++)
 		if (t->by_kind[k])
-			json_object_set_new(kinds, as_kind_name((enum as_kind)k), json_integer((json_int_t)t->by_kind[k]));
+			json_object_set_new(kinds, as_kind_name((enum as_kind)k),
+					    json_integer((json_int_t)t->by_kind[k]));
 	for (size_t i = 0; i < im->n_p; i++) {
 		const struct img_proc *p = &im->p[i];
-		json_array_append_new(procs, json_pack("{s:i, s:i, s:s, s:I, s:I, s:I, s:I, s:I}", "pid", p->pid,
-						       "ppid", p->ppid, "state", p->gone ? "gone" : "dumped",
-						       "threads", (json_int_t)p->n_t, "regions", (json_int_t)p->n_r,
-						       "bytes", (json_int_t)proc_bytes(p), "committed",
-						       (json_int_t)proc_committed(p), "pause_ns", (json_int_t)p->pause_ns));
+		json_array_append_new(
+		    procs,
+		    json_pack("{s:i, s:i, s:s, s:I, s:I, s:I, s:I, s:I}", "pid", p->pid, "ppid",
+			      p->ppid, "state", p->gone ? "gone" : "dumped", "threads",
+			      (json_int_t)p->n_t, "regions", (json_int_t)p->n_r, "bytes",
+			      (json_int_t)proc_bytes(p), "committed", (json_int_t)proc_committed(p),
+			      "pause_ns", (json_int_t)p->pause_ns));
 	}
-	return json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}",
-			 "dir", dir, "id", im->id, "memvisor", im->memvisor, "created_ns",
-			 (json_int_t)im->created_ns, "pause_ns", (json_int_t)im->pause_ns, "pages_size",
-			 (json_int_t)im->pages_size, "manifest_size", (json_int_t)r->manifest_size,
-			 "processes", (json_int_t)t->processes, "threads", (json_int_t)t->threads,
-			 "regions", (json_int_t)t->regions, "extents", (json_int_t)t->extents, "objects",
-			 (json_int_t)t->objects, "data_bytes", (json_int_t)t->data_bytes, "committed",
-			 (json_int_t)t->committed, "by_kind", kinds, "process_list", procs);
+	return json_pack(
+	    "{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}",
+	    "dir", dir, "id", im->id, "memvisor", im->memvisor, "created_ns",
+	    (json_int_t)im->created_ns, "pause_ns", (json_int_t)im->pause_ns, "pages_size",
+	    (json_int_t)im->pages_size, "manifest_size", (json_int_t)r->manifest_size, "processes",
+	    (json_int_t)t->processes, "threads", (json_int_t)t->threads, "regions",
+	    (json_int_t)t->regions, "extents", (json_int_t)t->extents, "objects",
+	    (json_int_t)t->objects, "data_bytes", (json_int_t)t->data_bytes, "committed",
+	    (json_int_t)t->committed, "by_kind", kinds, "process_list", procs);
 }
 
 static void print_json(json_t *o)
@@ -170,7 +179,8 @@ static void on_progress(uint64_t done, uint64_t total, void *arg)
 {
 	if (!isatty(STDERR_FILENO))
 		return;
-	fprintf(stderr, "\rverifying: %3.0f%%", total ? 100.0 * (double)done / (double)total : 100.0);
+	fprintf(stderr, "\rverifying: %3.0f%%",
+		total ? 100.0 * (double)done / (double)total : 100.0);
 	if (done == total)
 		fprintf(stderr, "\r              \r");
 }
@@ -185,10 +195,11 @@ static int cmd_verify(const char *dir, const struct image_opts *o)
 		rc = imgread_verify(&r, on_progress, NULL, err, sizeof(err));
 	double secs = (double)(mv_now_ns() - t0) / 1e9;
 	if (o->json) {
-		print_json(rc == 0 ? json_pack("{s:s, s:b, s:I, s:I, s:f}", "dir", dir, "ok", 1, "extents",
-					       (json_int_t)r.im.recorded.extents, "bytes",
-					       (json_int_t)r.im.recorded.data_bytes, "seconds", secs)
-				   : json_pack("{s:s, s:b, s:s}", "dir", dir, "ok", 0, "error", err));
+		print_json(rc == 0
+			       ? json_pack("{s:s, s:b, s:I, s:I, s:f}", "dir", dir, "ok", 1,
+					   "extents", (json_int_t)r.im.recorded.extents, "bytes",
+					   (json_int_t)r.im.recorded.data_bytes, "seconds", secs)
+			       : json_pack("{s:s, s:b, s:s}", "dir", dir, "ok", 0, "error", err));
 	} else if (rc == 0) {
 		char a[32];
 		printf("%s: ok: %zu extents, %s checked in %.2f s\n", dir, r.im.recorded.extents,

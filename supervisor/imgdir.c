@@ -18,7 +18,7 @@
 #endif
 
 static int efail(char *err, size_t errlen, int rc, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 
 static int efail(char *err, size_t errlen, int rc, const char *fmt, ...)
 {
@@ -73,9 +73,10 @@ static int check_existing(struct imgdir *d, bool force, char *err, size_t errlen
 	if (!force)
 		return efail(err, errlen, -EEXIST, "%s exists (use --force to replace it)", d->dir);
 	if (!S_ISDIR(st.st_mode))
-		return efail(err, errlen, -ENOTEMPTY, "%s exists and is not a directory; not replacing it",
-			     d->dir);
-	_cleanup_close_ int fd = openat(d->parentfd, d->base, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+		return efail(err, errlen, -ENOTEMPTY,
+			     "%s exists and is not a directory; not replacing it", d->dir);
+	_cleanup_close_ int fd =
+	    openat(d->parentfd, d->base, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return efail(err, errlen, -errno, "%s: %s", d->dir, strerror(errno));
 	if (!dir_empty(fd) && !imgdir_is_image(fd))
@@ -94,13 +95,15 @@ static int make_tmp(struct imgdir *d, char *err, size_t errlen)
 		if (mkdirat(d->parentfd, name, 0700) < 0) {
 			if (errno == EEXIST)
 				continue;
-			return efail(err, errlen, -errno, "cannot create a directory next to %s: %s",
-				     d->dir, strerror(errno));
+			return efail(err, errlen, -errno,
+				     "cannot create a directory next to %s: %s", d->dir,
+				     strerror(errno));
 		}
 		d->tmpbase = xstrdup(name);
 		/* The umask may have taken bits we need; nothing more than
 		 * the owner gets any. */
-		d->tmpfd = openat(d->parentfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+		d->tmpfd =
+		    openat(d->parentfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 		if (d->tmpfd < 0 || fchmod(d->tmpfd, 0700) < 0) {
 			int e = errno;
 			imgdir_abort(d);
@@ -119,13 +122,15 @@ int imgdir_prepare(const char *dir, bool force, struct imgdir *d, char *err, siz
 	while (len > 1 && dir[len - 1] == '/')
 		len--;
 	if (dir[0] != '/')
-		return efail(err, errlen, -EINVAL, "%s: the directory must be an absolute path", dir);
+		return efail(err, errlen, -EINVAL, "%s: the directory must be an absolute path",
+			     dir);
 	d->dir = strndup(dir, len);
 	const char *slash = strrchr(d->dir, '/');
 	d->base = xstrdup(slash + 1);
 	if (!*d->base || strcmp(d->base, ".") == 0 || strcmp(d->base, "..") == 0)
 		return efail(err, errlen, -EINVAL, "%s: not a name for a new directory", dir);
-	_cleanup_free_ char *parent = slash == d->dir ? xstrdup("/") : strndup(d->dir, (size_t)(slash - d->dir));
+	_cleanup_free_ char *parent =
+	    slash == d->dir ? xstrdup("/") : strndup(d->dir, (size_t)(slash - d->dir));
 	d->parentfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (d->parentfd < 0)
 		return efail(err, errlen, -errno, "%s: %s", parent, strerror(errno));
@@ -137,7 +142,8 @@ int imgdir_prepare(const char *dir, bool force, struct imgdir *d, char *err, siz
 
 int imgdir_write_file(struct imgdir *d, const char *name, const void *buf, size_t len)
 {
-	_cleanup_close_ int fd = openat(d->tmpfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	_cleanup_close_ int fd =
+	    openat(d->tmpfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
 	if (fchmod(fd, 0600) < 0)
@@ -201,7 +207,8 @@ int imgdir_commit(struct imgdir *d, char *err, size_t errlen)
 	int rc = rename_into_place(d);
 	if (rc < 0)
 		return efail(err, errlen, rc, "cannot rename the image into %s: %s", d->dir,
-			     rc == -EEXIST || rc == -ENOTEMPTY ? "it appeared meanwhile" : strerror(-rc));
+			     rc == -EEXIST || rc == -ENOTEMPTY ? "it appeared meanwhile"
+							       : strerror(-rc));
 	d->committed = true;
 	if (fsync(d->parentfd) < 0)
 		log_warn("syncing the directory of %s: %s", d->dir, strerror(errno));

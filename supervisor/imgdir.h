@@ -16,12 +16,12 @@
 #include <stddef.h>
 
 struct imgdir {
-	char *dir;      /* the final path */
-	char *base;     /* its last component */
-	char *tmpbase;  /* the temporary sibling's name */
-	int parentfd;   /* the parent directory */
-	int tmpfd;      /* the temporary directory */
-	bool replace;   /* DIR exists and will be exchanged */
+	char *dir;     /* the final path */
+	char *base;    /* its last component */
+	char *tmpbase; /* the temporary sibling's name */
+	int parentfd;  /* the parent directory */
+	int tmpfd;     /* the temporary directory */
+	bool replace;  /* DIR exists and will be exchanged */
 	bool committed;
 };
 

@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 
 static int rfail(char *err, size_t errlen, int rc, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 
 static int rfail(char *err, size_t errlen, int rc, const char *fmt, ...)
 {
@@ -30,7 +30,8 @@ static int read_header(struct imgread *r, const char *dir, char *err, size_t err
 	if (n < 0)
 		return rfail(err, errlen, -errno, "%s/%s: %s", dir, IMG_PAGES, strerror(errno));
 	if (n != (ssize_t)sizeof(buf))
-		return rfail(err, errlen, -EINVAL, "%s/%s: shorter than its header", dir, IMG_PAGES);
+		return rfail(err, errlen, -EINVAL, "%s/%s: shorter than its header", dir,
+			     IMG_PAGES);
 	return img_header_decode(buf, &r->h, err, errlen);
 }
 
@@ -43,8 +44,8 @@ static int read_manifest(struct imgread *r, const char *dir, char *err, size_t e
 		return rfail(err, errlen, rc, "%s/%s: %s", dir, IMG_MANIFEST, strerror(-rc));
 	r->manifest_size = len;
 	if (len != r->h.manifest_size)
-		return rfail(err, errlen, -EBADMSG, "%s: %zu bytes, the pages header says %llu", IMG_MANIFEST,
-			     len, (unsigned long long)r->h.manifest_size);
+		return rfail(err, errlen, -EBADMSG, "%s: %zu bytes, the pages header says %llu",
+			     IMG_MANIFEST, len, (unsigned long long)r->h.manifest_size);
 	uint32_t crc = crc32c(text, len);
 	if (crc != r->h.manifest_crc)
 		return rfail(err, errlen, -EBADMSG,
@@ -63,11 +64,13 @@ static int check_agree(struct imgread *r, char *err, size_t errlen)
 			     IMG_PAGES, IMG_MANIFEST, r->h.id, r->im.id);
 	if (r->h.pages_size != r->im.pages_size || (uint64_t)st.st_size != r->h.pages_size)
 		return rfail(err, errlen, -EINVAL,
-			     "%s is %llu bytes; its header says %llu and the manifest %llu", IMG_PAGES,
-			     (unsigned long long)st.st_size, (unsigned long long)r->h.pages_size,
+			     "%s is %llu bytes; its header says %llu and the manifest %llu",
+			     IMG_PAGES, (unsigned long long)st.st_size,
+			     (unsigned long long)r->h.pages_size,
 			     (unsigned long long)r->im.pages_size);
 	if (r->h.data_bytes != r->im.recorded.data_bytes)
-		return rfail(err, errlen, -EINVAL, "the pages header counts %llu data bytes, the manifest %llu",
+		return rfail(err, errlen, -EINVAL,
+			     "the pages header counts %llu data bytes, the manifest %llu",
 			     (unsigned long long)r->h.data_bytes,
 			     (unsigned long long)r->im.recorded.data_bytes);
 	return 0;
@@ -107,8 +110,8 @@ static int cmp_ref(const void *a, const void *b)
 	return x->e->off < y->e->off ? -1 : x->e->off > y->e->off;
 }
 
-static void push_refs(const struct img_extents *x, size_t proc, size_t owner,
-		      struct imgread_ref *v, size_t *n)
+static void push_refs(const struct img_extents *x, size_t proc, size_t owner, struct imgread_ref *v,
+		      size_t *n)
 {
 	for (size_t i = 0; i < x->n; i++)
 		v[(*n)++] = (struct imgread_ref){&x->v[i], proc, owner, i};
@@ -146,9 +149,9 @@ void imgread_describe(const struct imgread *r, const struct imgread_ref *ref, ch
 	} else {
 		const struct img_proc *p = &r->im.p[ref->proc];
 		const struct img_region *g = &p->r[ref->owner];
-		snprintf(where, sizeof(where), "process %d region %#llx-%#llx extent %zu at %#llx", p->pid,
-			 (unsigned long long)g->start, (unsigned long long)g->end, ref->index,
-			 (unsigned long long)e->addr);
+		snprintf(where, sizeof(where), "process %d region %#llx-%#llx extent %zu at %#llx",
+			 p->pid, (unsigned long long)g->start, (unsigned long long)g->end,
+			 ref->index, (unsigned long long)e->addr);
 	}
 	snprintf(buf, len, "%s (%u pages at pages offset %#llx)", where, e->pages,
 		 (unsigned long long)e->off);
@@ -192,8 +195,9 @@ int imgread_verify(const struct imgread *r, void (*progress)(uint64_t, uint64_t,
 		uint32_t crc = crc32c(buf, len);
 		if (crc != e->crc) {
 			imgread_describe(r, &refs[i], where, sizeof(where));
-			rc = rfail(err, errlen, -EBADMSG, "%s: checksum mismatch (stored %08x, computed %08x)",
-				   where, e->crc, crc);
+			rc = rfail(err, errlen, -EBADMSG,
+				   "%s: checksum mismatch (stored %08x, computed %08x)", where,
+				   e->crc, crc);
 			break;
 		}
 		done += len;

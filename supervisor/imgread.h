@@ -23,9 +23,9 @@ struct imgread {
  * (0x7f.., 1 pages at pages offset 0x5000)". */
 struct imgread_ref {
 	const struct img_extent *e;
-	size_t proc;   /* index in im.p, or SIZE_MAX for an object */
-	size_t owner;  /* region index, or object index */
-	size_t index;  /* extent index within it */
+	size_t proc;  /* index in im.p, or SIZE_MAX for an object */
+	size_t owner; /* region index, or object index */
+	size_t index; /* extent index within it */
 };
 
 /* Open dir: read and check the header and the manifest (checksum,
@@ -43,7 +43,8 @@ void imgread_describe(const struct imgread *r, const struct imgread_ref *ref, ch
 /* Read every extent and check its checksum, in file order. progress, if
  * given, is called now and then with the bytes checked so far. -EBADMSG
  * with err naming the first bad extent; -errno for a read error. */
-int imgread_verify(const struct imgread *r, void (*progress)(uint64_t done, uint64_t total, void *arg),
-		   void *arg, char *err, size_t errlen);
+int imgread_verify(const struct imgread *r,
+		   void (*progress)(uint64_t done, uint64_t total, void *arg), void *arg, char *err,
+		   size_t errlen);
 
 #endif

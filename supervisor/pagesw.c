@@ -10,8 +10,8 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 
-#define STAGE_BUF (8u << 20) /* one pwrite */
-#define N_WRITERS 2          /* one checksums while the other waits on its write */
+#define STAGE_BUF  (8u << 20) /* one pwrite */
+#define N_WRITERS  2	      /* one checksums while the other waits on its write */
 #define FLUSH_STEP (128ull << 20)
 
 /* The staging buffers, kept between checkpoints (one runs at a time). */
@@ -34,9 +34,9 @@ struct pagesw {
 	/* Under lock: */
 	struct pagesw_buf **free_list, **queue;
 	size_t n_free, q_head, q_len, n_bufs;
-	size_t busy;  /* buffers a writer holds */
-	bool stop;    /* give up: drop what is queued */
-	bool ending;  /* the flusher's last round */
+	size_t busy; /* buffers a writer holds */
+	bool stop;   /* give up: drop what is queued */
+	bool ending; /* the flusher's last round */
 	int error;
 	uint64_t written, flushed;
 	uint64_t ns_write, ns_sync;
@@ -71,8 +71,8 @@ static int pool_make(size_t buffer)
 		pool.mem = NULL;
 	}
 	size_t len = n * STAGE_BUF;
-	void *mem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
-			 -1, 0);
+	void *mem = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 	if (mem == MAP_FAILED)
 		return -errno;
 	/* Not copied into a child should the supervisor ever fork. */

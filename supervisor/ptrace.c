@@ -348,8 +348,9 @@ void ptrace_detach_rest(struct ptrace_proc *pp, uint64_t deadline_ns)
 	}
 	for (size_t i = 0; i < pp->n; i++)
 		if (pp->t[i].state == PT_SEIZED)
-			log_info("thread %d of process %d had not stopped: released when the job ends",
-				 pp->t[i].tid, pp->pid);
+			log_info(
+			    "thread %d of process %d had not stopped: released when the job ends",
+			    pp->t[i].tid, pp->pid);
 }
 
 void ptrace_detach_all(struct ptrace_proc *pp)

@@ -34,7 +34,7 @@ enum ptrace_tstate {
 struct ptrace_thread {
 	pid_t tid;
 	enum ptrace_tstate state;
-	int signal;      /* caught in a signal-delivery stop: delivered again at detach */
+	int signal;	 /* caught in a signal-delivery stop: delivered again at detach */
 	bool group_stop; /* stopped by SIGSTOP & co before us: stays stopped after detach */
 	uint64_t interrupt_ns, stop_ns;
 	/* Saved by ptrace_save_regs_stopped. */
