@@ -47,7 +47,7 @@ echo
 # after the cases (this machine is shared; the median is used).
 raw_sample() { "$BUILD/bench/ckpt_raw" -m "$MIB" "$DIR" >>"$T/raw"; }
 raw() { sed -n "s/^$1=//p" "$T/raw" | median; }
-raws() { sed -n "s/^$1=//p" "$T/raw" | awk '{printf "%s%.2f", NR > 1 ? " " : "", $1 / 1e9}'; }
+raws() { sed -n "s/^$1=//p" "$T/raw" | awk '{printf "%s%.2f", (NR > 1 ? " " : ""), $1 / 1e9}'; }
 gbps() { awk -v b="$1" 'BEGIN { printf "%.2f", b / 1e9 }'; }
 raw_sample
 
@@ -109,7 +109,7 @@ done
 echo
 echo "samples (job ms / pause ms):"
 for c in $CASES; do
-	echo "  $c: $(awk '{printf "%s%.0f/%.0f", NR > 1 ? " " : "", $1 / 1e6, $2 / 1e6}' "$T/res.$c")"
+	echo "  $c: $(awk '{printf "%s%.0f/%.0f", (NR > 1 ? " " : ""), $1 / 1e6, $2 / 1e6}' "$T/res.$c")"
 done
 echo
 disk=$(raw disk_direct) copy=$(raw memcpy_warm)

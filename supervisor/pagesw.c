@@ -34,9 +34,11 @@ struct pagesw {
 	/* Under lock: */
 	struct pagesw_buf **free_list, **queue;
 	size_t n_free, q_head, q_len, n_bufs;
-	size_t busy; /* buffers a writer holds */
-	bool stop;   /* give up: drop what is queued */
-	bool ending; /* the flusher's last round */
+	size_t busy;		    /* buffers a writer holds */
+	bool stop;		    /* give up: drop what is queued */
+	bool eager;		    /* the reading is over: flush whatever is written */
+	bool final_req, final_done; /* the flush after the header */
+	int final_err;
 	int error;
 	uint64_t written, flushed;
 	uint64_t ns_write, ns_sync;
@@ -166,23 +168,43 @@ static void *writer(void *arg)
 
 /* Make written bytes durable while the rest is read: the device's cache
  * flush is the slowest part of a checkpoint on a virtual disk, and it
- * overlaps the reading this way. */
+ * overlaps the reading this way. Once the reading is over (eager), any
+ * written byte is worth flushing; the final flush (after the header) runs
+ * here too, while the job thread writes the manifest. */
+static bool flush_due(const struct pagesw *w)
+{
+	return (w->final_req && !w->final_done) || w->written - w->flushed >= FLUSH_STEP ||
+	       (w->eager && w->written > w->flushed);
+}
+
 static void *flusher(void *arg)
 {
 	struct pagesw *w = arg;
 	pthread_mutex_lock(&w->lock);
 	for (;;) {
-		while (!w->stop && !w->ending && !w->error && w->written - w->flushed < FLUSH_STEP)
+		while (!w->stop && !w->error && !flush_due(w))
 			pthread_cond_wait(&w->cond, &w->lock);
-		if (w->stop || w->ending || w->error)
+		if (w->stop || w->error)
 			break;
+		bool final = w->final_req && !w->final_done;
 		uint64_t upto = w->written;
 		pthread_mutex_unlock(&w->lock);
+		uint64_t t0 = mv_now_ns();
 		int err = fdatasync(w->fd) < 0 ? -errno : 0;
 		pthread_mutex_lock(&w->lock);
-		if (err && !w->error)
+		if (final) {
+			w->ns_sync = mv_now_ns() - t0;
+			w->final_done = true;
+			w->final_err = err;
+		} else if (err && !w->error) {
 			w->error = err;
+		}
 		w->flushed = upto;
+		pthread_cond_broadcast(&w->cond);
+	}
+	if (w->final_req && !w->final_done) {
+		w->final_done = true;
+		w->final_err = w->error ? w->error : -ECANCELED;
 		pthread_cond_broadcast(&w->cond);
 	}
 	pthread_mutex_unlock(&w->lock);
@@ -275,20 +297,18 @@ int pagesw_drain(struct pagesw *w)
 	return err;
 }
 
-int pagesw_finish(struct pagesw *w, const struct img_header *h)
+void pagesw_flush_now(struct pagesw *w)
+{
+	pthread_mutex_lock(&w->lock);
+	w->eager = true;
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+}
+
+int pagesw_seal(struct pagesw *w, const struct img_header *h)
 {
 	int err = pagesw_drain(w);
 	if (err)
-		return err;
-	/* The flusher's round in progress ends first: one fdatasync after
-	 * the header covers everything. */
-	pthread_mutex_lock(&w->lock);
-	w->ending = true;
-	pthread_cond_broadcast(&w->cond);
-	pthread_mutex_unlock(&w->lock);
-	pthread_join(w->flusher, NULL);
-	w->flusher_started = false;
-	if ((err = pagesw_error(w)))
 		return err;
 	/* The header goes last: a pages file with a valid header has all
 	 * its extents written. Every buffer is free now. */
@@ -299,11 +319,21 @@ int pagesw_finish(struct pagesw *w, const struct img_header *h)
 	if ((err = write_buf(w, &hb)) < 0)
 		return err;
 	/* fdatasync also makes the file size durable (fsync(2)). */
-	uint64_t t0 = mv_now_ns();
-	if (fdatasync(w->fd) < 0)
-		return -errno;
-	w->ns_sync = mv_now_ns() - t0;
+	pthread_mutex_lock(&w->lock);
+	w->final_req = true;
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
 	return 0;
+}
+
+int pagesw_sealed(struct pagesw *w)
+{
+	pthread_mutex_lock(&w->lock);
+	while (!w->final_done)
+		pthread_cond_wait(&w->cond, &w->lock);
+	int err = w->final_err;
+	pthread_mutex_unlock(&w->lock);
+	return err;
 }
 
 void pagesw_close(struct pagesw *w)

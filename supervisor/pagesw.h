@@ -64,10 +64,19 @@ int pagesw_drain(struct pagesw *w);
 /* The first write error, or 0. */
 int pagesw_error(struct pagesw *w);
 
-/* Drain, write the header, fdatasync. Returns the first error. */
-int pagesw_finish(struct pagesw *w, const struct img_header *h);
+/* The reading is over: flush whatever is written from now on, without
+ * waiting for a whole step. */
+void pagesw_flush_now(struct pagesw *w);
 
-/* Stop the threads and close the file (after pagesw_finish, or to give
+/* Drain, write the header, and start the final fdatasync (on the flusher
+ * thread, so that the caller can write the manifest meanwhile). Returns
+ * the first error. */
+int pagesw_seal(struct pagesw *w, const struct img_header *h);
+
+/* Wait for that fdatasync; its result. */
+int pagesw_sealed(struct pagesw *w);
+
+/* Stop the threads and close the file (after pagesw_sealed, or to give
  * up: queued buffers are dropped). The buffers are kept for next time. */
 void pagesw_close(struct pagesw *w);
 
