@@ -143,23 +143,52 @@ static int stop_timeout(struct ckpt *c)
 /* Wait until every seized thread has stopped, exited, or is a blocked
  * vfork parent. Polling: a ptrace stop is reported to the tracer only by
  * wait (and a SIGCHLD that the main thread's signalfd takes). */
+/* Processes whose every thread is stopped: a vfork parent of one of
+ * them cannot run. */
+static size_t fully_stopped(struct ckpt *c, pid_t *out)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < c->n; i++)
+		if (!c->p[i].pt.gone && !ptrace_laggard(&c->p[i].pt) &&
+		    ptrace_stopped_count(&c->p[i].pt))
+			out[n++] = c->p[i].pt.pid;
+	return n;
+}
+
+static void classify_laggards(struct ckpt *c, uint64_t now)
+{
+	pid_t *stopped = NULL;
+	size_t n = 0;
+	for (size_t i = 0; i < c->n; i++) {
+		struct ptrace_proc *pp = &c->p[i].pt;
+		for (size_t k = 0; !pp->gone && k < pp->n; k++) {
+			struct ptrace_thread *t = &pp->t[k];
+			if (t->state != PT_SEIZED || now - t->interrupt_ns < VFORK_CHECK_NS)
+				continue;
+			if (!stopped) {
+				stopped = xcalloc(c->n + 1, sizeof(*stopped));
+				n = fully_stopped(c, stopped);
+			}
+			ptrace_classify_laggard(pp, t, stopped, n);
+		}
+	}
+	free(stopped);
+}
+
 static int wait_round(struct ckpt *c, uint64_t deadline)
 {
 	uint64_t nap = 20 * 1000;
 	for (;;) {
 		size_t waiting = 0;
 		uint64_t now = mv_now_ns();
-		for (size_t i = 0; i < c->n; i++) {
-			struct ptrace_proc *pp = &c->p[i].pt;
-			if (pp->gone)
-				continue;
-			ptrace_poll_stops(pp);
-			for (size_t k = 0; k < pp->n; k++) {
-				struct ptrace_thread *t = &pp->t[k];
-				if (t->state == PT_SEIZED && now - t->interrupt_ns > VFORK_CHECK_NS)
-					ptrace_classify_laggard(pp, t);
-				waiting += t->state == PT_SEIZED;
-			}
+		for (size_t i = 0; i < c->n; i++)
+			if (!c->p[i].pt.gone)
+				waiting += ptrace_poll_stops(&c->p[i].pt);
+		if (waiting) {
+			classify_laggards(c, now);
+			waiting = 0;
+			for (size_t i = 0; i < c->n; i++)
+				waiting += !c->p[i].pt.gone && ptrace_laggard(&c->p[i].pt);
 		}
 		if (!waiting)
 			return 0;

@@ -359,7 +359,7 @@ static int job_args(int argc, char **argv, json_t **args)
 	return 0;
 }
 
-/* checkpoint DIR [--pid PID]... [--force] [--wait] [--buffer SIZE] */
+/* checkpoint DIR [--pid PID]... [--force] [--wait] [--buffer SIZE] [--stop-timeout SECONDS] */
 static int checkpoint_args(int argc, char **argv, json_t **args)
 {
 	const char *dir = NULL;
@@ -377,6 +377,14 @@ static int checkpoint_args(int argc, char **argv, json_t **args)
 			if (parse_pid(argv[++i], &pid) < 0)
 				goto fail;
 			json_array_append_new(pids, json_integer((json_int_t)pid));
+		} else if (strcmp(a, "--stop-timeout") == 0 && i + 1 < argc) {
+			int ms;
+			if (cli_parse_seconds_ms(argv[++i], &ms) < 0 || ms < 1) {
+				fprintf(stderr, "memvisor ctl: --stop-timeout: '%s' is not a number of seconds\n",
+					argv[i]);
+				goto fail;
+			}
+			json_object_set_new(*args, "stop_timeout_ms", json_integer(ms));
 		} else if (strcmp(a, "--buffer") == 0 && i + 1 < argc) {
 			if (mv_parse_size(argv[++i], &size) < 0) {
 				fprintf(stderr, "memvisor ctl: --buffer: '%s' is not a size\n", argv[i]);

@@ -4,12 +4,14 @@
 
 #include <dirent.h>
 #include <elf.h>
+#include <linux/kcmp.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -226,15 +228,28 @@ pid_t ptrace_reader_tid(const struct ptrace_proc *pp)
 	return 0;
 }
 
-bool ptrace_classify_laggard(struct ptrace_proc *pp, struct ptrace_thread *t)
+bool ptrace_classify_laggard(struct ptrace_proc *pp, struct ptrace_thread *t, const pid_t *stopped,
+			     size_t n_stopped)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/wchan", pp->pid, t->tid);
-	_cleanup_free_ char *wchan = NULL;
-	if (mv_read_file_at(AT_FDCWD, path, &wchan, NULL) < 0)
+	/* The wait is killable, so the thread shows as D; its wait channel
+	 * names the vfork wait when the kernel did not inline it (here it
+	 * shows as kernel_clone). The sure sign: its address space is that
+	 * of a process whose threads we have all stopped, the vfork child
+	 * (kcmp KCMP_VM). */
+	if (thread_state(pp->pid, t->tid) != 'D')
 		return false;
-	if (strncmp(wchan, "wait_for_vfork_done", 19) != 0)
-		return false;
+	bool shares = false;
+	for (size_t i = 0; i < n_stopped && !shares; i++)
+		shares = stopped[i] != pp->pid &&
+			 syscall(SYS_kcmp, pp->pid, stopped[i], KCMP_VM, 0, 0) == 0;
+	if (!shares) {
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/wchan", pp->pid, t->tid);
+		_cleanup_free_ char *wchan = NULL;
+		if (mv_read_file_at(AT_FDCWD, path, &wchan, NULL) < 0 ||
+		    strncmp(wchan, "wait_for_vfork_done", 19) != 0)
+			return false;
+	}
 	t->state = PT_BLOCKED;
 	t->stop_ns = mv_now_ns();
 	return true;

@@ -74,10 +74,12 @@ struct ptrace_thread *ptrace_laggard(struct ptrace_proc *pp);
 
 /* A thread that has not stopped for a while: if it is a vfork parent
  * (kernel/fork.c wait_for_vfork_done: a killable wait that an interrupt
- * does not end), it cannot run until its child execs or exits, and the
- * child is one we stop: mark it PT_BLOCKED and return true. Its registers
- * cannot be read; its memory can (process_vm_readv needs no stop). */
-bool ptrace_classify_laggard(struct ptrace_proc *pp, struct ptrace_thread *t);
+ * does not end) whose child is one of the processes in stopped[] (all of
+ * whose threads we hold), it cannot run until that child execs or exits:
+ * mark it PT_BLOCKED and return true. Its registers cannot be read; its
+ * memory can (process_vm_readv needs no stop). */
+bool ptrace_classify_laggard(struct ptrace_proc *pp, struct ptrace_thread *t, const pid_t *stopped,
+			     size_t n_stopped);
 
 /* After every thread stopped: does pidfd still name a live process? If
  * not, the threads we hold belong to whatever reused the pid; detach and

@@ -319,6 +319,22 @@ mf() { json_get "$1/manifest.json" "$2"; }
 	stop
 }
 
+@test "a vfork parent, which cannot be stopped, does not hold the checkpoint up" {
+	start "$WL/ckpt_churn" vfork
+	sleep 0.3
+	run ctl checkpoint "$TMP/img" --wait --stop-timeout 3
+	assert_success
+	# The parent waits for its child, which the checkpoint held: recorded
+	# as such, without registers; the child was stopped.
+	[ "$(mf "$TMP/img" "[t['vfork_wait'] for p in d['processes'] for t in p['threads'] if t['tid']==$PID]")" = '[true]' ]
+	[ "$(mf "$TMP/img" "d['totals']['processes']")" -eq 2 ]
+	[ "$(mf "$TMP/img" "d['pause_ns'] < 2e9")" = True ]
+	"$MEMVISOR" image verify "$TMP/img"
+	sleep 1.5
+	not_traced "$PID"
+	stop
+}
+
 @test "ENOSPC on a small tmpfs fails the job cleanly and the program runs on" {
 	[ "$(id -u)" = 0 ] || skip "needs root to mount a tmpfs"
 	mkdir "$TMP/small"

@@ -12,6 +12,10 @@
  *                            stdin "count" -> "forked N"
  *   ckpt_churn big MIB       a dense MIB region and one child ("child
  *                            PID"), both waiting for stdin's end
+ *   ckpt_churn vfork         vfork()s children that sleep 1 s before they
+ *                            exec true, one after the other, until stdin
+ *                            ends: the parent is nearly always waiting in
+ *                            vfork
  *   ckpt_churn compute       deterministic work: 4 threads, 200 rounds of
  *                            hashing 4 MiB each, with 2 ms sleeps and
  *                            mmap/munmap between rounds; prints the hashes
@@ -216,6 +220,40 @@ static int mode_big(size_t mib)
 	return 0;
 }
 
+static atomic_bool input_over;
+
+static void *watch_stdin(void *arg)
+{
+	(void)arg;
+	char line[256];
+	while (fgets(line, sizeof(line), stdin))
+		;
+	atomic_store(&input_over, true);
+	return NULL;
+}
+
+static int mode_vfork(void)
+{
+	pthread_t t;
+	pthread_create(&t, NULL, watch_stdin, NULL);
+	printf("ready %d\n", (int)getpid());
+	fflush(stdout);
+	while (!atomic_load(&input_over)) {
+		pid_t pid = vfork();
+		if (pid == 0) {
+			/* Only async-signal-safe calls in a vfork child. */
+			struct timespec ts = {1, 0};
+			nanosleep(&ts, NULL);
+			execl("/bin/true", "true", (char *)NULL);
+			_exit(127);
+		}
+		if (pid > 0)
+			waitpid(pid, NULL, 0);
+	}
+	pthread_join(t, NULL);
+	return 0;
+}
+
 #define C_THREADS 4
 #define C_ROUNDS 200
 static uint64_t results[C_THREADS][C_ROUNDS];
@@ -271,6 +309,8 @@ int main(int argc, char **argv)
 		return mode_big(strtoul(argv[2], NULL, 0));
 	if (argc >= 2 && strcmp(argv[1], "compute") == 0)
 		return mode_compute();
-	fprintf(stderr, "usage: ckpt_churn threads|fork N DIR|procs|big MIB|compute\n");
+	if (argc >= 2 && strcmp(argv[1], "vfork") == 0)
+		return mode_vfork();
+	fprintf(stderr, "usage: ckpt_churn threads|fork N DIR|procs|big MIB|compute|vfork\n");
 	return 2;
 }
