@@ -91,7 +91,7 @@ raw_sample
 
 echo "| raw (median of the samples) | GB/s | samples |"
 echo "|---|---|---|"
-for k in disk_direct disk_buffered memcpy_warm memcpy_fresh vm_readv crc32c; do
+for k in disk_direct disk_buffered memcpy_first memcpy_warm memcpy_fresh vm_readv_first vm_readv crc32c; do
 	echo "| $k | $(gbps "$(raw $k)") | $(raws $k) |"
 done
 echo

@@ -12,7 +12,7 @@
 
 #define STAGE_BUF  (8u << 20) /* one pwrite */
 #define N_WRITERS  2	      /* one checksums while the other waits on its write */
-#define FLUSH_STEP (128ull << 20)
+#define FLUSH_STEP (512ull << 20)
 
 /* The staging buffers, kept between checkpoints (one runs at a time). */
 static struct {
