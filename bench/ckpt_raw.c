@@ -1,7 +1,7 @@
 /* ckpt_raw: the raw bandwidths a checkpoint is measured against, in one
  * run, on the disk and CPU it uses (bench/checkpoint.sh).
  *
- * Usage: ckpt_raw [-m MIB] DIR
+ * Usage: ckpt_raw [-m MIB] [-d] DIR      (-d: disk_direct only)
  * Prints key=value lines, bytes per second:
  *   disk_direct    O_DIRECT pwrite of 8 MiB buffers, then fdatasync
  *   disk_buffered  buffered write, then fsync
@@ -111,18 +111,23 @@ static double vm_readv(char *dst, size_t len)
 int main(int argc, char **argv)
 {
 	size_t mib = 1024;
-	int c;
-	while ((c = getopt(argc, argv, "m:")) != -1)
+	int c, disk_only = 0;
+	while ((c = getopt(argc, argv, "m:d")) != -1) {
 		if (c == 'm')
 			mib = strtoul(optarg, NULL, 0);
+		else if (c == 'd')
+			disk_only = 1;
+	}
 	if (optind >= argc) {
 		fprintf(stderr, "usage: ckpt_raw [-m MIB] DIR\n");
 		return 2;
 	}
 	size_t len = mib << 20;
-	char *src = populated(len, 1), *dst = populated(len, 2);
+	char *src = populated(len, 1), *dst = disk_only ? NULL : populated(len, 2);
 	printf("size=%zu\n", len);
 	printf("disk_direct=%.0f\n", disk(argv[optind], src, len, 1));
+	if (disk_only)
+		return 0;
 	printf("disk_buffered=%.0f\n", disk(argv[optind], src, len, 0));
 	/* The first pass over a buffer pays for this VM's first touches
 	 * (bench/README.md); the second is the memory's own speed. */

@@ -168,13 +168,16 @@ static void *writer(void *arg)
 
 /* Make written bytes durable while the rest is read: the device's cache
  * flush is the slowest part of a checkpoint on a virtual disk, and it
- * overlaps the reading this way. Once the reading is over (eager), any
- * written byte is worth flushing; the final flush (after the header) runs
- * here too, while the job thread writes the manifest. */
+ * overlaps the reading this way. Once the reading is over (eager) and
+ * the writers have caught up, what is left is flushed at once, while the
+ * job thread builds the manifest; the final flush (after the header)
+ * runs here too, while the job thread writes the manifest. */
 static bool flush_due(const struct pagesw *w)
 {
+	/* Eagerly only once the writers have caught up: flushes queued
+	 * behind every write of a backlog would serialise them. */
 	return (w->final_req && !w->final_done) || w->written - w->flushed >= FLUSH_STEP ||
-	       (w->eager && w->written > w->flushed);
+	       (w->eager && w->written > w->flushed && !w->q_len && !w->busy);
 }
 
 static void *flusher(void *arg)
