@@ -57,6 +57,35 @@ not_traced() {
 	done
 }
 
+# Start a checkpoint with ARGS (JSON) and kill PID as soon as it copies;
+# print the job id. One python process does both: started after the
+# checkpoint, on a machine whose disk the checkpoint saturates, it can
+# take a second to start, and a ctl process a poll misses copy phases of
+# half a second.
+checkpoint_and_kill() { # ARGS-JSON PID
+	python3 - "$SOCK" "$1" "$2" <<-'EOF'
+		import json, os, signal, socket, sys, time
+		s = socket.socket(socket.AF_UNIX)
+		s.connect(sys.argv[1])
+		f = s.makefile("rb")
+		def call(cmd, args):
+		    s.sendall((json.dumps({"id": 1, "cmd": cmd, "args": args}) + "\n").encode())
+		    return json.loads(f.readline())["result"]
+		job = call("checkpoint", json.loads(sys.argv[2]))["job"]
+		print(job)
+		deadline = time.time() + 30
+		while time.time() < deadline:
+		    r = call("job", {"id": job})
+		    if r["phase"] == "copying":
+		        os.kill(int(sys.argv[3]), signal.SIGKILL)
+		        sys.exit(0)
+		    if r["state"] != "running":
+		        sys.exit("the job ended before copying: %s" % r)
+		    time.sleep(0.005)
+		sys.exit("the job never reached copying")
+	EOF
+}
+
 region() { awk -v n="$1" '$1 == "region" && $2 == n {print $3, $4}' "$TMP/out"; }
 
 mf() { json_get "$1/manifest.json" "$2"; }
@@ -280,9 +309,7 @@ mf() { json_get "$1/manifest.json" "$2"; }
 	start "$WL/ckpt_churn" big 512
 	child=$(awk '/^child/{print $2}' "$TMP/out")
 	# The parent's 512 MiB are copied first; the child is killed meanwhile.
-	job=$(ctl --json checkpoint "$TMP/img" --buffer 16M | python3 -c 'import json,sys; print(json.load(sys.stdin)["job"])')
-	wait_for 20 sh -c "$MEMVISOR ctl --socket $SOCK --json job $job | grep -q '\"phase\":\"copying\"'"
-	kill -9 "$child"
+	job=$(checkpoint_and_kill "{\"dir\":\"$TMP/img\",\"buffer\":16777216}" "$child")
 	run ctl job "$job" --wait
 	assert_success
 	[ "$(mf "$TMP/img" "[p['state'] for p in d['processes'] if p['pid']==$child][0]")" = gone ]
@@ -294,9 +321,7 @@ mf() { json_get "$1/manifest.json" "$2"; }
 	# Asked for by pid, its exit fails the job, which cleans up.
 	start "$WL/ckpt_churn" big 512
 	child=$(awk '/^child/{print $2}' "$TMP/out")
-	job=$(ctl --json checkpoint "$TMP/img2" --buffer 16M --pid "$PID" --pid "$child" | python3 -c 'import json,sys; print(json.load(sys.stdin)["job"])')
-	wait_for 20 sh -c "$MEMVISOR ctl --socket $SOCK --json job $job | grep -q '\"phase\":\"copying\"'"
-	kill -9 "$child"
+	job=$(checkpoint_and_kill "{\"dir\":\"$TMP/img2\",\"buffer\":16777216,\"pids\":[$PID,$child]}" "$child")
 	run ctl job "$job" --wait
 	assert_failure 1
 	assert_output --partial "no_such_process"
