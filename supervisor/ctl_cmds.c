@@ -163,7 +163,7 @@ static int cmd_hello(struct mv *mv, struct ctl_client *c, json_t *args, json_t *
 /* Pids of the running processes, sorted, after discovering new ones. */
 static pid_t *running_pids(struct mv *mv, size_t *n)
 {
-	lifecycle_scan_tree(mv);
+	lifecycle_refresh(mv);
 	pthread_mutex_lock(&mv->lock);
 	*n = proctab_running(&mv->procs);
 	pid_t *v = xcalloc(*n + 1, sizeof(*v));
@@ -373,6 +373,7 @@ static json_t *proc_stats_json(const struct proc *p)
 static int cmd_stats(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
 		     struct ctl_err *err)
 {
+	lifecycle_refresh(mv);
 	if (json_object_get(args, "pid")) {
 		pid_t pid;
 		if (ctl_arg_pid(mv, args, "pid", &pid, err) < 0)

@@ -10,31 +10,44 @@
 #include <linux/kcmp.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/syscall.h>
 
-/* Ask the main thread to read p's identity from /proc and watch its exit. */
-static void queue_watch_locked(struct mv *mv, struct proc *p)
+/* Watch p's exit: its pidfd joins the exits epoll set, which the main
+ * loop watches. epoll_ctl is thread-safe, so the notify thread does this
+ * without waking the main thread (a wake-up here let the main thread
+ * preempt the notify thread on its CPU in the middle of an answer). */
+static void watch_exit_locked(struct mv *mv, struct proc *p)
 {
-	if (mv->n_to_watch == mv->cap_to_watch) {
-		mv->cap_to_watch = mv->cap_to_watch ? mv->cap_to_watch * 2 : 16;
-		mv->to_watch = xrealloc(mv->to_watch, mv->cap_to_watch * sizeof(*mv->to_watch));
-	}
-	mv->to_watch[mv->n_to_watch++] = p->pid;
-	ev_async_send(mv->loop, &mv->wake);
+	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)(uint32_t)p->pid << 32 | (uint32_t)p->pidfd};
+	if (p->pidfd >= 0 && epoll_ctl(mv->exits_epfd, EPOLL_CTL_ADD, p->pidfd, &ev) < 0)
+		log_warn("cannot watch the exit of %d: %s", p->pid, strerror(errno));
 }
 
-/* A new process: only what the notify thread needs now (the pid, a
- * pidfd, and the parent the pidfd tells). Reading /proc for its exe and
- * command line costs up to hundreds of microseconds for a pid the kernel
- * has not shown in /proc before, so the main thread does it
- * (lifecycle_watch_new). */
+/* A new process: the pid, a pidfd, the parent the pidfd tells, and the
+ * parent's identity (a fork child runs its parent's program until it
+ * execs). Nothing from /proc: a first look at a new pid's /proc files
+ * took 30-400 us here; the identity is refreshed from /proc only when a
+ * query needs it (lifecycle_refresh). */
 static struct proc *discover_locked(struct mv *mv, pid_t tgid, int pidfd)
 {
 	struct proc *p = proctab_add(&mv->procs, tgid, 0);
 	p->seen_ns = mv_wall_ns();
 	p->pidfd = pidfd;
 	pidfd_ppid(pidfd, &p->ppid);
-	queue_watch_locked(mv, p);
+	struct proc *parent = p->ppid > 0 ? proctab_get(&mv->procs, p->ppid) : NULL;
+	if (parent) {
+		p->exe = parent->exe ? xstrdup(parent->exe) : NULL;
+		if (parent->cmdline) {
+			p->cmdline = xmalloc(parent->cmdline_len);
+			memcpy(p->cmdline, parent->cmdline, parent->cmdline_len);
+			p->cmdline_len = parent->cmdline_len;
+		}
+	}
+	p->identity_stale = true;
+	watch_exit_locked(mv, p);
+	events_proc(mv, MV_EVENT_START, p, 0);
+	log_debug("process %d (parent %d) found", tgid, p->ppid);
 	return p;
 }
 
@@ -168,8 +181,9 @@ void lifecycle_settle_exec_locked(struct mv *mv, struct proc *p)
 		p->cmdline = mv_steal_ptr(p->exec_argv);
 		p->cmdline_len = p->exec_argv_len;
 	}
-	/* The main thread reads the real exe and cmdline from /proc. */
-	queue_watch_locked(mv, p);
+	/* The execve's arguments name the program until a query reads the
+	 * real exe and cmdline from /proc. */
+	p->identity_stale = true;
 	events_proc(mv, MV_EVENT_EXEC, p, 0);
 	log_debug("process %d exec'd %s", p->pid, p->exe ? p->exe : "?");
 }
@@ -212,30 +226,29 @@ void lifecycle_scan_tree(struct mv *mv)
 	}
 	pthread_mutex_unlock(&mv->lock);
 	free(v);
-	lifecycle_watch_new(mv);
 }
 
-struct pid_watch {
-	ev_io io;
-	pid_t pid;
-};
-
-static void on_pidfd(struct ev_loop *loop, ev_io *w, int revents)
+void lifecycle_exits_ready(struct mv *mv)
 {
-	struct mv *mv = ev_userdata(loop);
-	struct pid_watch *pw = (struct pid_watch *)w;
-	ev_io_stop(loop, w);
-	pthread_mutex_lock(&mv->lock);
-	struct proc *p = proctab_get(&mv->procs, pw->pid);
-	if (p && p->watcher == pw) {
-		p->watcher = NULL;
-		lifecycle_exit_locked(mv, p);
+	struct epoll_event evs[64];
+	int n;
+	while ((n = epoll_wait(mv->exits_epfd, evs, ARRAY_SIZE(evs), 0)) > 0) {
+		pthread_mutex_lock(&mv->lock);
+		for (int i = 0; i < n; i++) {
+			pid_t pid = (pid_t)(evs[i].data.u64 >> 32);
+			int fd = (int)(uint32_t)evs[i].data.u64;
+			struct proc *p = proctab_get(&mv->procs, pid);
+			/* The pid may be reused already; only its own pidfd counts. */
+			if (p && p->pidfd == fd)
+				lifecycle_exit_locked(mv, p);
+			else
+				epoll_ctl(mv->exits_epfd, EPOLL_CTL_DEL, fd, NULL);
+		}
+		pthread_mutex_unlock(&mv->lock);
 	}
-	pthread_mutex_unlock(&mv->lock);
-	free(pw);
 }
 
-static void apply_identity_locked(struct mv *mv, struct proc *p, struct proc_identity *id)
+static void apply_identity_locked(struct proc *p, struct proc_identity *id)
 {
 	if (p->procfd < 0)
 		p->procfd = mv_steal_fd(id->procfd);
@@ -251,55 +264,30 @@ static void apply_identity_locked(struct mv *mv, struct proc *p, struct proc_ide
 		p->cmdline = mv_steal_ptr(id->cmdline);
 		p->cmdline_len = id->cmdline_len;
 	}
+	p->identity_stale = false;
 }
 
-static void watch_locked(struct mv *mv, struct proc *p)
+void lifecycle_refresh(struct mv *mv)
 {
-	if (p->pidfd < 0 || p->watcher)
-		return;
-	struct pid_watch *pw = xcalloc(1, sizeof(*pw));
-	pw->pid = p->pid;
-	ev_io_init(&pw->io, on_pidfd, p->pidfd, EV_READ);
-	ev_io_start(mv->loop, &pw->io);
-	p->watcher = pw;
-}
-
-void lifecycle_watch_new(struct mv *mv)
-{
+	lifecycle_scan_tree(mv);
 	pthread_mutex_lock(&mv->lock);
-	pid_t *pids = mv->to_watch;
-	size_t n = mv->n_to_watch;
-	mv->to_watch = NULL;
-	mv->n_to_watch = mv->cap_to_watch = 0;
+	size_t n = 0, cap = proctab_running(&mv->procs);
+	pid_t *pids = xcalloc(cap + 1, sizeof(*pids));
+	struct proc *p;
+	for (size_t i = 0; (p = proctab_next(&mv->procs, &i)) && n < cap;)
+		if (p->identity_stale)
+			pids[n++] = p->pid;
 	pthread_mutex_unlock(&mv->lock);
 	for (size_t i = 0; i < n; i++) {
 		struct proc_identity id;
+		/* Read without the lock: the notify thread goes on answering. */
 		int rc = procfs_identity(pids[i], &id);
 		pthread_mutex_lock(&mv->lock);
-		struct proc *p = proctab_get(&mv->procs, pids[i]);
-		if (p) {
-			bool first = !p->announced;
-			if (rc == 0)
-				apply_identity_locked(mv, p, &id);
-			p->announced = true;
-			if (first) {
-				log_debug("process %d (parent %d) found: %s", p->pid, p->ppid,
-					  p->exe ? p->exe : "?");
-				events_proc(mv, MV_EVENT_START, p, 0);
-			}
-			watch_locked(mv, p);
-		}
+		p = proctab_get(&mv->procs, pids[i]);
+		if (p && rc == 0)
+			apply_identity_locked(p, &id);
 		pthread_mutex_unlock(&mv->lock);
 		procfs_identity_free(&id);
 	}
 	free(pids);
-}
-
-void lifecycle_unwatch_locked(struct mv *mv, struct proc *p)
-{
-	if (!p->watcher)
-		return;
-	ev_io_stop(mv->loop, p->watcher);
-	free(p->watcher);
-	p->watcher = NULL;
 }

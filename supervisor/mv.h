@@ -4,7 +4,8 @@
  *    and answers seccomp notifications, and nothing else, so a tracee
  *    never waits behind control-socket work;
  *  - the main thread (run.c) runs everything else on a libev loop: signals,
- *    the reaper's reports, pidfd exit watchers, the control socket, jobs.
+ *    the reaper's reports, process exits (an epoll set of pidfds the notify
+ *    thread adds to), the control socket, jobs.
  *
  * mv->lock guards the process table and everything both threads touch. It
  * is held for bookkeeping only, never across I/O of more than a /proc read. */
@@ -63,8 +64,8 @@ struct mv {
 	ev_io launch_io;
 	int launch_sock;
 	ev_async wake; /* notify thread -> main: new processes to watch */
-	pid_t *to_watch; /* under lock: pids whose identity the main thread reads */
-	size_t n_to_watch, cap_to_watch;
+	int exits_epfd; /* epoll set of every process's pidfd */
+	ev_io exits_io;
 
 	struct ctl_server *ctl;
 	const char *socket_path; /* the control socket, once listening */

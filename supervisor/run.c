@@ -20,6 +20,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -444,9 +445,13 @@ static void on_launch(struct ev_loop *loop, ev_io *w, int revents)
 static void on_wake(struct ev_loop *loop, ev_async *w, int revents)
 {
 	struct mv *mv = w->data;
-	lifecycle_watch_new(mv);
 	events_flush(mv);
 	jobs_reap(mv);
+}
+
+static void on_exits(struct ev_loop *loop, ev_io *w, int revents)
+{
+	lifecycle_exits_ready(w->data);
 }
 
 static void setup_loop(struct mv *mv)
@@ -464,6 +469,9 @@ static void setup_loop(struct mv *mv)
 	ev_async_init(&mv->wake, on_wake);
 	mv->wake.data = mv;
 	ev_async_start(mv->loop, &mv->wake);
+	ev_io_init(&mv->exits_io, on_exits, mv->exits_epfd, EV_READ);
+	mv->exits_io.data = mv;
+	ev_io_start(mv->loop, &mv->exits_io);
 }
 
 /* Processes still in the table when everything is over: their exit
@@ -474,7 +482,6 @@ static void retire_all(struct mv *mv)
 	struct proc *p;
 	size_t i = 0;
 	while ((p = proctab_next(&mv->procs, &i))) {
-		lifecycle_unwatch_locked(mv, p);
 		lifecycle_exit_locked(mv, p);
 		i = 0; /* the table changed under the iterator */
 	}
@@ -503,6 +510,11 @@ int run_main(int argc, char **argv)
 {
 	struct mv *mv = xcalloc(1, sizeof(*mv));
 	mv->listener = mv->sigfd = mv->reaper_rd = mv->reaper_wr = mv->launch_sock = -1;
+	mv->exits_epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (mv->exits_epfd < 0) {
+		fprintf(stderr, "memvisor: epoll_create1: %s\n", strerror(errno));
+		return 125;
+	}
 	if (parse_run_opts(argc, argv, &mv->opts) < 0)
 		return 125;
 	int rc = log_open(mv->opts.log_path, mv->opts.log_level);
