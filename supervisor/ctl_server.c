@@ -35,6 +35,7 @@ struct ctl_client {
 	uint64_t dropped; /* events lost since the last "dropped" notice */
 	bool closing;     /* close once the output is flushed */
 	bool dead;        /* closed; freed after this loop iteration */
+	char *raw_result; /* a handler's result as JSON text (ctl_client_raw_result) */
 	uid_t uid;
 	struct ctl_client *next, *prev;
 };
@@ -157,6 +158,25 @@ void ctl_client_dropped(struct ctl_client *c, uint64_t n)
 	c->dropped += n;
 }
 
+void ctl_client_raw_result(struct ctl_client *c, char *json_text)
+{
+	free(c->raw_result);
+	c->raw_result = json_text;
+}
+
+static int send_raw_reply(struct ctl_client *c, json_t *id, char *result)
+{
+	char *ids = id ? json_dumps(id, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+	out_append(c, "{\"id\":", 6);
+	out_append(c, ids ? ids : "null", ids ? strlen(ids) : 4);
+	out_append(c, ",\"ok\":true,\"result\":", 20);
+	out_append(c, result, strlen(result));
+	out_append(c, "}\n", 2);
+	free(ids);
+	free(result);
+	return flush(c);
+}
+
 void ctl_client_subscribe(struct ctl_client *c)
 {
 	if (!c->subscribed) {
@@ -198,11 +218,18 @@ static int handle_request(struct ctl_client *c, const char *line, size_t len)
 		if (!json_is_object(args))
 			args = empty = json_object();
 		json_t *result = NULL;
-		if (cc->fn(c->mv, c, args, &result, &err) == 0)
+		int hrc = cc->fn(c->mv, c, args, &result, &err);
+		if (hrc == 0 && c->raw_result) {
+			json_decref(result);
+			rc = send_raw_reply(c, id, mv_steal_ptr(c->raw_result));
+		} else if (hrc == 0) {
 			rc = send_json(c, json_pack("{s:O?, s:b, s:o}", "id", id, "ok", 1, "result",
 						    result ? result : json_null()));
-		else
+		} else {
+			free(mv_steal_ptr(c->raw_result));
+			json_decref(result);
 			rc = reply_error(c, id, err.code, err.message);
+		}
 		json_decref(empty);
 	}
 	json_decref(req);
@@ -304,6 +331,7 @@ static void free_dead(struct mv *mv)
 		s->dead = c->next;
 		if (c->subscribed)
 			events_unsubscribe(mv, c);
+		free(c->raw_result);
 		free(c->in);
 		free(c->out);
 		free(c);
