@@ -5,6 +5,7 @@
  * in its own buffer, and its events are dropped (and counted) once the
  * buffer is full. */
 #include "supervisor/ctl_server.h"
+#include "common/fault.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "supervisor/ctl.h"
@@ -84,7 +85,9 @@ static int flush(struct ctl_client *c)
 {
 	struct ev_loop *loop = c->mv->loop;
 	while (out_pending(c)) {
-		ssize_t w = send(c->fd, c->out + c->out_off, out_pending(c), MSG_NOSIGNAL | MSG_DONTWAIT);
+		ssize_t w = fault_hit("ctl_write") ? (errno = EPIPE, -1)
+						    : send(c->fd, c->out + c->out_off, out_pending(c),
+							   MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (w < 0) {
 			if (errno == EINTR)
 				continue;
@@ -218,7 +221,8 @@ static int handle_request(struct ctl_client *c, const char *line, size_t len)
 		if (!json_is_object(args))
 			args = empty = json_object();
 		json_t *result = NULL;
-		int hrc = cc->fn(c->mv, c, args, &result, &err);
+		int hrc = fault_hit("ctl_alloc") ? ctl_fail(&err, CTL_E_INTERNAL, "out of memory")
+						 : cc->fn(c->mv, c, args, &result, &err);
 		if (hrc == 0 && c->raw_result) {
 			json_decref(result);
 			rc = send_raw_reply(c, id, mv_steal_ptr(c->raw_result));
@@ -278,7 +282,8 @@ static void on_client_read(struct ev_loop *loop, ev_io *w, int revents)
 			c->in_cap = c->in_cap ? c->in_cap * 2 : 65536;
 			c->in = xrealloc(c->in, c->in_cap);
 		}
-		ssize_t n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
+		ssize_t n = fault_hit("ctl_read") ? (errno = ECONNRESET, -1)
+						  : recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN)
@@ -374,11 +379,12 @@ static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct mv *mv = w->data;
 	struct ctl_server *s = mv->ctl;
-	int fd = accept4(s->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	int fd = fault_hit("ctl_accept") ? (errno = EMFILE, -1)
+					  : accept4(s->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 	if (fd < 0) {
 		if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
 			log_warn("control socket accept: %s", strerror(errno));
-		return;
+		return; /* a pending connection is retried on the next readiness */
 	}
 	struct ucred cred;
 	socklen_t len = sizeof(cred);

@@ -1,4 +1,5 @@
 #include "supervisor/lifecycle.h"
+#include "common/fault.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "supervisor/events.h"
@@ -77,11 +78,17 @@ struct proc *lifecycle_find_locked(struct mv *mv, pid_t tid)
 	if (p)
 		proctab_del_thread(&mv->procs, tid);
 	/* pidfd_open succeeds for a thread-group leader only: a new process. */
-	int pidfd = (int)syscall(SYS_pidfd_open, tid, 0);
+	int pidfd = fault_hit("pidfd_open") ? (errno = EMFILE, -1) : (int)syscall(SYS_pidfd_open, tid, 0);
 	if (pidfd >= 0)
 		return discover_locked(mv, tid, pidfd);
 	/* A thread that is not a leader: EINVAL, or ENOENT since Linux 6.9
 	 * (PIDFD_THREAD). ESRCH: gone. */
+	if (errno == EMFILE || errno == ENFILE) {
+		/* Out of fds: count the call on a process anyway, without an
+		 * exit watcher (a query's tree scan retries). */
+		log_warn("pidfd_open(%d): %s", tid, strerror(errno));
+		return discover_locked(mv, tid, -1);
+	}
 	if (errno != EINVAL && errno != ENOENT)
 		return NULL;
 	p = thread_owner_locked(mv, tid);
@@ -222,6 +229,11 @@ void lifecycle_scan_tree(struct mv *mv)
 				discover_locked(mv, v[i], pidfd);
 		} else {
 			lifecycle_settle_exec_locked(mv, p);
+			if (p->pidfd < 0) {
+				/* Found when fds ran out: watch its exit now. */
+				p->pidfd = (int)syscall(SYS_pidfd_open, v[i], 0);
+				watch_exit_locked(mv, p);
+			}
 		}
 	}
 	pthread_mutex_unlock(&mv->lock);

@@ -1,5 +1,6 @@
 #include "supervisor/procmap.h"
 #include "common/compat.h"
+#include "common/fault.h"
 #include "common/util.h"
 #include "supervisor/pagemap.h"
 
@@ -156,6 +157,7 @@ int procmap_snapshot(pid_t pid, const struct features *f, enum procmap_source sr
 	 * take about 130 ms (bench/regions.sh). PROCMAP_QUERY is for
 	 * looking up one address. */
 	bool query = src == PROCMAP_SRC_QUERY;
+	FAULT_RETURN("procmap_read", EIO);
 	int rc = query ? query_maps(pid, out) : read_maps(pid, out);
 	if (rc < 0)
 		return rc;

@@ -1,4 +1,5 @@
 #include "supervisor/statsjson.h"
+#include "common/fault.h"
 #include "common/util.h"
 #include "supervisor/render.h"
 
@@ -64,7 +65,8 @@ int statsjson_write(struct mv *mv, const char *path, int exit_code)
 	size_t plen = strlen(path);
 	_cleanup_free_ char *tmp = xmalloc(plen + 32);
 	snprintf(tmp, plen + 32, "%s.tmp.%d", path, (int)getpid());
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int fd = fault_hit("statsjson_write") ? (errno = ENOSPC, -1)
+					      : open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	int rc = 0;
 	if (fd < 0) {
 		rc = -errno;
