@@ -123,11 +123,19 @@ static void capture_exec(struct proc *p, const struct mv_call *c)
 void lifecycle_exec_attempt_locked(struct mv *mv, struct proc *p, const struct mv_call *c)
 {
 	uint64_t ip = c->ip;
+	/* A PATH search tries names that do not exist: those execs fail,
+	 * no need to prepare for them (the probe costs a /proc open). Only
+	 * an absolute path can be checked from here (not execveat). A file
+	 * created in the microseconds between this check and the exec would
+	 * make an exec that is only seen at the next query's /proc read. */
+	char path[4096];
+	if (c->sc == MV_SC_execve && vm_read_string(c->tid, c->args[0], path, sizeof(path)) > 0 &&
+	    path[0] == '/' && access(path, F_OK) < 0 && errno == ENOENT)
+		return;
 	/* A previous attempt that is still unsettled failed, unless the new
 	 * program execs at once without a notified call in between. Settle
 	 * it by looking, not by guessing. */
 	lifecycle_settle_exec_locked(mv, p);
-	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/mem", p->pid);
 	/* The open file pins the current mm: once an exec replaces it, reads
 	 * through this fd find no mm and return 0 (fs/proc/base.c mem_rw). */

@@ -113,6 +113,9 @@ static void *notify_thread(void *arg)
 	sigfillset(&only_wake);
 	sigdelset(&only_wake, NOTIFY_WAKE_SIGNAL);
 	pthread_sigmask(SIG_SETMASK, &only_wake, NULL);
+	/* A thread's first malloc creates its arena (an mmap): pay for it
+	 * now, not in the command's first notification. */
+	free(xmalloc(64 * 1024));
 	while (!atomic_load(&stopping))
 		handle_one(mv);
 	return NULL;
