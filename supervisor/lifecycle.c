@@ -203,12 +203,69 @@ void lifecycle_settle_exec_locked(struct mv *mv, struct proc *p)
 	log_debug("process %d exec'd %s", p->pid, p->exe ? p->exe : "?");
 }
 
+/* The kernel tells a process's exit status through its pidfd only once
+ * the process has been reaped, which its parent may do a little after the
+ * pidfd reports the exit: keep asking for a while (main thread). */
+struct late_exit {
+	pid_t pid;
+	int pidfd;
+	uint64_t until_ns;
+};
+
+static void ask_later_locked(struct mv *mv, pid_t pid, int pidfd)
+{
+	if (mv->n_late == mv->cap_late) {
+		mv->cap_late = mv->cap_late ? mv->cap_late * 2 : 16;
+		mv->late = xrealloc(mv->late, mv->cap_late * sizeof(struct late_exit));
+	}
+	struct late_exit *l = (struct late_exit *)mv->late + mv->n_late++;
+	*l = (struct late_exit){pid, pidfd, mv_now_ns() + 5000000000ull};
+	if (!ev_is_active(&mv->late_timer))
+		ev_timer_start(mv->loop, &mv->late_timer);
+}
+
+static struct proc *exited_proc_locked(struct mv *mv, pid_t pid)
+{
+	for (size_t i = mv->procs.n_exited; i-- > 0;)
+		if (mv->procs.exited[i]->pid == pid)
+			return mv->procs.exited[i];
+	return NULL;
+}
+
+void lifecycle_late_exits(struct mv *mv, bool final)
+{
+	pthread_mutex_lock(&mv->lock);
+	struct late_exit *v = mv->late;
+	size_t keep = 0;
+	uint64_t now = mv_now_ns();
+	for (size_t i = 0; i < mv->n_late; i++) {
+		int status;
+		bool got = pidfd_exit_status(v[i].pidfd, &status) == 0;
+		if (got) {
+			struct proc *p = exited_proc_locked(mv, v[i].pid);
+			if (p && p->wait_status < 0)
+				p->wait_status = status;
+		}
+		if (got || final || now > v[i].until_ns)
+			close(v[i].pidfd);
+		else
+			v[keep++] = v[i];
+	}
+	mv->n_late = keep;
+	if (!keep)
+		ev_timer_stop(mv->loop, &mv->late_timer);
+	pthread_mutex_unlock(&mv->lock);
+}
+
 void lifecycle_exit_locked(struct mv *mv, struct proc *p)
 {
-	if (p->wait_status < 0 && p->pidfd >= 0)
-		pidfd_exit_status(p->pidfd, &p->wait_status);
 	if (p->exec_probe_fd >= 0)
 		close(p->exec_probe_fd);
+	if (p->wait_status < 0 && p->pidfd >= 0 && pidfd_exit_status(p->pidfd, &p->wait_status) < 0 &&
+	    p->state == PROC_RUNNING && pthread_equal(pthread_self(), mv->main_thread)) {
+		ask_later_locked(mv, p->pid, p->pidfd);
+		p->pidfd = -1;
+	}
 	if (p->pidfd >= 0)
 		close(p->pidfd);
 	if (p->procfd >= 0)

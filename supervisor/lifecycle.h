@@ -26,6 +26,10 @@ void lifecycle_exit_locked(struct mv *mv, struct proc *p);
  * that made no memory call) by walking the tree below the reaper. */
 void lifecycle_scan_tree(struct mv *mv);
 
+/* Main thread: ask again for exit statuses the kernel did not have yet
+ * (final: the last time, at shutdown). */
+void lifecycle_late_exits(struct mv *mv, bool final);
+
 /* Main thread: the exits epoll set is readable; retire who exited. */
 void lifecycle_exits_ready(struct mv *mv);
 

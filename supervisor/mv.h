@@ -66,6 +66,10 @@ struct mv {
 	ev_async wake; /* notify thread -> main: new processes to watch */
 	int exits_epfd; /* epoll set of every process's pidfd */
 	ev_io exits_io;
+	void *late; /* exit statuses to ask for again (lifecycle.c) */
+	size_t n_late, cap_late;
+	ev_timer late_timer;
+	pthread_t main_thread;
 
 	struct ctl_server *ctl;
 	const char *socket_path; /* the control socket, once listening */

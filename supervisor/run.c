@@ -454,6 +454,11 @@ static void on_exits(struct ev_loop *loop, ev_io *w, int revents)
 	lifecycle_exits_ready(w->data);
 }
 
+static void on_late_timer(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	lifecycle_late_exits(w->data, false);
+}
+
 static void setup_loop(struct mv *mv)
 {
 	ev_set_userdata(mv->loop, mv);
@@ -469,6 +474,8 @@ static void setup_loop(struct mv *mv)
 	ev_async_init(&mv->wake, on_wake);
 	mv->wake.data = mv;
 	ev_async_start(mv->loop, &mv->wake);
+	ev_timer_init(&mv->late_timer, on_late_timer, 0.02, 0.02);
+	mv->late_timer.data = mv;
 	ev_io_init(&mv->exits_io, on_exits, mv->exits_epfd, EV_READ);
 	mv->exits_io.data = mv;
 	ev_io_start(mv->loop, &mv->exits_io);
@@ -528,6 +535,7 @@ int run_main(int argc, char **argv)
 		return 125;
 	}
 	mv->self = getpid();
+	mv->main_thread = pthread_self();
 	mv->start_ns = mv_now_ns();
 	mv->start_wall_ns = mv_wall_ns();
 	features_probe(&mv->feat);
@@ -558,6 +566,7 @@ int run_main(int argc, char **argv)
 	jobs_wait_all(mv);
 	notify_stop(mv);
 	retire_all(mv);
+	lifecycle_late_exits(mv, true);
 	int code = final_status(mv);
 	ctl_server_stop(mv);
 	if (mv->opts.stats_json && statsjson_write(mv, mv->opts.stats_json, code) < 0 && code == 0)
