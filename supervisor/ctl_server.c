@@ -35,6 +35,8 @@ struct ctl_client {
 	bool subscribed;
 	uint64_t dropped; /* events lost since the last "dropped" notice */
 	bool closing;     /* close once the output is flushed */
+	bool lingering;   /* refused: our side shut, discarding input until EOF */
+	ev_timer linger;
 	bool dead;        /* closed; freed after this loop iteration */
 	char *raw_result; /* a handler's result as JSON text (ctl_client_raw_result) */
 	uid_t uid;
@@ -110,7 +112,15 @@ static int flush(struct ctl_client *c)
 	ev_io_stop(loop, &c->wio);
 	c->out_off = c->out_len = 0;
 	if (c->closing) {
-		client_close(c);
+		/* Closing with the client's request unread would reset the
+		 * connection and could lose the error reply we just sent:
+		 * shut our side, and discard input until the client closes
+		 * (or a second has passed). */
+		c->closing = false;
+		c->lingering = true;
+		shutdown(c->fd, SHUT_WR);
+		ev_io_start(loop, &c->rio);
+		ev_timer_start(loop, &c->linger);
 		return -1;
 	}
 	if (c->dropped && c->subscribed) {
@@ -277,6 +287,15 @@ static int process_input(struct ctl_client *c)
 static void on_client_read(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct ctl_client *c = w->data;
+	if (c->lingering) {
+		char sink[4096];
+		ssize_t n;
+		while ((n = recv(c->fd, sink, sizeof(sink), MSG_DONTWAIT)) > 0)
+			;
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+			client_close(c);
+		return;
+	}
 	for (;;) {
 		if (c->in_cap - c->in_len < 65536) {
 			c->in_cap = c->in_cap ? c->in_cap * 2 : 65536;
@@ -315,6 +334,7 @@ static void client_close(struct ctl_client *c)
 	c->dead = true;
 	ev_io_stop(mv->loop, &c->rio);
 	ev_io_stop(mv->loop, &c->wio);
+	ev_timer_stop(mv->loop, &c->linger);
 	close(c->fd);
 	if (c->prev)
 		c->prev->next = c->next;
@@ -326,6 +346,11 @@ static void client_close(struct ctl_client *c)
 	c->next = s->dead;
 	s->dead = c;
 	ev_check_start(mv->loop, &s->reaper);
+}
+
+static void on_linger_timeout(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	client_close(w->data);
 }
 
 static void free_dead(struct mv *mv)
@@ -360,7 +385,8 @@ static struct ctl_client *client_new(struct mv *mv, int fd)
 	c->fd = fd;
 	ev_io_init(&c->rio, on_client_read, fd, EV_READ);
 	ev_io_init(&c->wio, on_client_write, fd, EV_WRITE);
-	c->rio.data = c->wio.data = c;
+	ev_timer_init(&c->linger, on_linger_timeout, 1.0, 0.0);
+	c->rio.data = c->wio.data = c->linger.data = c;
 	c->next = s->clients;
 	if (s->clients)
 		s->clients->prev = c;
@@ -530,8 +556,8 @@ void ctl_server_stop(struct mv *mv)
 	events_flush(mv);
 	while (s->clients) {
 		struct ctl_client *c = s->clients;
-		if (flush(c) == 0)
-			client_close(c);
+		flush(c);
+		client_close(c); /* no-op if flush closed it */
 	}
 	ev_check_stop(mv->loop, &s->reaper);
 	free_dead(mv);
