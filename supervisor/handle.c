@@ -1,5 +1,6 @@
 #include "supervisor/handle.h"
 #include "common/log.h"
+#include "supervisor/enforce.h"
 #include "supervisor/events.h"
 #include "supervisor/lifecycle.h"
 
@@ -45,17 +46,26 @@ void handle_notification(struct mv *mv, const struct seccomp_notif *req,
 		return;
 	}
 	struct proc *p = lifecycle_find_locked(mv, c.tid);
-	if (p) {
+	if (p)
 		lifecycle_settle_exec_locked(mv, p);
+	/* The policy decides (a process that could not be found is decided
+	 * on the call's registers alone). */
+	struct pol_decision d;
+	enforce_decide_locked(mv, p, &c, &d);
+	a->verdict = d.verdict;
+	if (p) {
 		a->pid = p->pid;
 		record_locked(p, &c, a->verdict);
-		if (c.sc == MV_SC_execve || c.sc == MV_SC_execveat)
+		bool runs = d.verdict == MV_V_ALLOW || d.verdict == MV_V_LOG;
+		if (runs && (c.sc == MV_SC_execve || c.sc == MV_SC_execveat))
 			lifecycle_exec_attempt_locked(mv, p, c.ip);
 	}
 	pthread_mutex_unlock(&mv->lock);
+	enforce_answer(&d, resp);
 
 	if (events_active(mv))
-		events_call(mv, &c, a->pid, a->verdict, 0, NULL);
+		events_call(mv, &c, a->pid, a->verdict, d.verdict == MV_V_DENY ? d.err : 0,
+			    d.verdict == MV_V_ALLOW ? NULL : d.rule);
 }
 
 void handle_answered(struct mv *mv, const struct answer *a, int send_rc, uint64_t service_ns)

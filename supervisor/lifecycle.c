@@ -1,6 +1,7 @@
 #include "supervisor/lifecycle.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "supervisor/enforce.h"
 #include "supervisor/events.h"
 #include "supervisor/procfs.h"
 
@@ -112,6 +113,7 @@ void lifecycle_settle_exec_locked(struct mv *mv, struct proc *p)
 	/* exec kills every other thread (fs/exec.c de_thread). */
 	proctab_drop_threads(&mv->procs, p);
 	procfs_refresh_identity(p);
+	enforce_proc_exec_locked(mv, p);
 	events_proc(mv, MV_EVENT_EXEC, p, 0);
 	log_debug("process %d exec'd %s", p->pid, p->exe ? p->exe : "?");
 }
@@ -125,6 +127,7 @@ void lifecycle_exit_locked(struct mv *mv, struct proc *p)
 	if (p->procfd >= 0)
 		close(p->procfd);
 	p->exec_probe_fd = p->pidfd = p->procfd = -1;
+	enforce_proc_exit_locked(mv, p);
 	events_proc(mv, MV_EVENT_EXIT, p, p->wait_status);
 	log_debug("process %d exited", p->pid);
 	proctab_exit(&mv->procs, p, mv_wall_ns());

@@ -1,5 +1,6 @@
 /* memvisor: run a command with its memory system calls supervised. */
 #include "common/util.h"
+#include "supervisor/policy_cli.h"
 #include "supervisor/run.h"
 
 #include <stdio.h>
@@ -13,6 +14,7 @@ struct subcommand {
 
 static const struct subcommand subcommands[] = {
 	{"run", run_main, "run a command under supervision"},
+	{"policy", policy_main, "check a policy file"},
 };
 
 static void usage(FILE *f)
