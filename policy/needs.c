@@ -241,7 +241,8 @@ void needs_compile(const struct policy *pol, bool notify_all, struct needs *n)
 			enum mv_sc_class cls = syscalls_class((enum mv_sc)sc);
 			if (cls == MV_SC_LIFECYCLE)
 				add_all(n, (enum mv_abi)abi, (enum mv_sc)sc, "process tracking");
-			else if (cls == MV_SC_MEMORY && notify_all)
+			else if (notify_all)
+				/* Guards too: any policy set later is then covered. */
 				add_all(n, (enum mv_abi)abi, (enum mv_sc)sc, "--notify-all");
 			else if (cls == MV_SC_MEMORY && pol->dflt != MV_V_ALLOW)
 				add_all(n, (enum mv_abi)abi, (enum mv_sc)sc, "default");
