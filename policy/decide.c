@@ -270,10 +270,9 @@ static bool decide_rules(const struct policy *pol, const struct mv_call *c,
 	return false;
 }
 
-void decide(const struct policy *pol, const struct mv_call *c, const struct pol_caller *who,
-	    struct pol_decision *d)
+static void decide_steps(const struct policy *pol, const struct mv_call *c,
+			 const struct pol_caller *who, struct pol_decision *d)
 {
-	memset(d, 0, sizeof(*d));
 	d->verdict = MV_V_ALLOW;
 	if (decide_rules(pol, c, d))
 		return;
@@ -314,4 +313,20 @@ void decide(const struct policy *pol, const struct mv_call *c, const struct pol_
 	d->grow_tree = lim.grow_tree;
 	d->fork = lim.fork;
 	d->grow_regions = lim.grow_regions;
+}
+
+void decide(const struct policy *pol, const struct mv_call *c, const struct pol_caller *who,
+	    struct pol_decision *d)
+{
+	memset(d, 0, sizeof(*d));
+	decide_steps(pol, c, who, d);
+	if (c->sc == MV_SC_brk && d->verdict == MV_V_DENY) {
+		/* The break stays where it is: return it, as the kernel does
+		 * when it cannot move the break. The heap's end is the break
+		 * rounded up to a page, which the process owns anyway; 0 when
+		 * unknown makes glibc ask again with brk(0). */
+		uint64_t start, end;
+		d->emulate = true;
+		d->val = who->ops->brk(who->env, &start, &end) == 0 ? end : 0;
+	}
 }

@@ -94,6 +94,11 @@ struct pol_caller {
 struct pol_decision {
 	enum mv_verdict verdict;
 	int err;          /* the errno of a denial */
+	/* A denial answered with a return value instead of an errno: brk(2)
+	 * never fails with one, it returns the unchanged break (mm/mmap.c),
+	 * and C libraries take whatever it returns as the new break. */
+	bool emulate;
+	uint64_t val;
 	const char *rule; /* what decided: a rule name, "wx", "limits.max_mapped", ... */
 	char why[112];    /* a human reason for denials and logs, or "" */
 	/* For the caller's accounting, when the call is let through: */

@@ -775,12 +775,16 @@ void enforce_decide_locked(struct mv *mv, struct proc *p, const struct mv_call *
 	const struct policy *pol = mv->policy;
 	struct env x = {.mv = mv, .p = p, .pid = p ? p->pid : 0, .tid = c->tid,
 			.nr = syscalls_nr(c->sc, c->abi)};
-	if (p && accounting(pol)) {
+	/* A denied brk answers with the break, a fact of the process. */
+	if (p && (accounting(pol) || c->sc == MV_SC_brk))
 		x.a = acct_get(e, p->pid);
+	if (x.a && accounting(pol))
 		thread_returned(e, &x);
-	}
 	struct pol_caller who = {.exe = p ? p->exe : NULL, .ops = &env_ops, .env = &x};
 	decide(pol, c, &who, d);
+	if (d->verdict == MV_V_LOG)
+		log_info("pid %d tid %d: %s logged by %s%s%s", x.pid, c->tid, syscalls_name(c->sc),
+			 d->rule, d->why[0] ? ": " : "", d->why);
 	if (d->verdict == MV_V_ALLOW || d->verdict == MV_V_LOG) {
 		account_allowed(e, &x, d);
 		return;
@@ -811,10 +815,10 @@ void enforce_answer(const struct pol_decision *d, struct seccomp_notif_resp *res
 		break;
 	default:
 		resp->flags = 0;
-		resp->error = -(d->err ? d->err : EPERM);
+		resp->error = d->emulate ? 0 : -(d->err ? d->err : EPERM);
 		break;
 	}
-	resp->val = 0;
+	resp->val = d->emulate && d->verdict == MV_V_DENY ? (int64_t)d->val : 0;
 }
 
 void enforce_proc_exec_locked(struct mv *mv, struct proc *p)

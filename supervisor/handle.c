@@ -46,18 +46,19 @@ void handle_notification(struct mv *mv, const struct seccomp_notif *req,
 		return;
 	}
 	struct proc *p = lifecycle_find_locked(mv, c.tid);
+	/* The policy decides (docs/policy.md), after an exec has been settled
+	 * (wx_allow goes by the executable); on the registers alone when the
+	 * process could not be found. */
+	struct pol_decision d;
 	if (p)
 		lifecycle_settle_exec_locked(mv, p);
-	/* The policy decides (a process that could not be found is decided
-	 * on the call's registers alone). */
-	struct pol_decision d;
 	enforce_decide_locked(mv, p, &c, &d);
 	a->verdict = d.verdict;
 	if (p) {
+		lifecycle_settle_exec_locked(mv, p);
 		a->pid = p->pid;
 		record_locked(p, &c, a->verdict);
-		bool runs = d.verdict == MV_V_ALLOW || d.verdict == MV_V_LOG;
-		if (runs && (c.sc == MV_SC_execve || c.sc == MV_SC_execveat))
+		if (c.sc == MV_SC_execve || c.sc == MV_SC_execveat)
 			lifecycle_exec_attempt_locked(mv, p, c.ip);
 	}
 	pthread_mutex_unlock(&mv->lock);
