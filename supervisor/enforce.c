@@ -776,8 +776,15 @@ void enforce_decide_locked(struct mv *mv, struct proc *p, const struct mv_call *
 	struct env x = {.mv = mv, .p = p, .pid = p ? p->pid : 0, .tid = c->tid,
 			.nr = syscalls_nr(c->sc, c->abi)};
 	/* A denied brk answers with the break, a fact of the process. */
-	if (p && (accounting(pol) || c->sc == MV_SC_brk))
+	if (p && (accounting(pol) || c->sc == MV_SC_brk)) {
+		bool known = imap_get(&e->accts, p->pid) != NULL;
 		x.a = acct_get(e, p->pid);
+		/* Counted from the kernel from the first sight on: an estimate
+		 * of 0 would let the tree grow past its limit. */
+		uint64_t bytes;
+		if (!known && pol->lim.max_mapped_tree && acct_statm(x.a, &bytes) == 0)
+			x.a->tree = bytes;
+	}
 	if (x.a && accounting(pol))
 		thread_returned(e, &x);
 	struct pol_caller who = {.exe = p ? p->exe : NULL, .ops = &env_ops, .env = &x};

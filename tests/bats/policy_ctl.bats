@@ -10,7 +10,11 @@ setup() {
 	"$MEMVISOR" ctl --help >/dev/null 2>&1 || skip "memvisor ctl is not built yet"
 	SOCK=$TMP/ctl.sock
 }
-teardown() { teardown_tmp; }
+teardown() {
+	# A test that failed before finish must not leave its command waiting.
+	[ -n "${TMP:-}" ] && touch "$TMP/go" && sleep 0.2
+	teardown_tmp
+}
 
 # Start a command that waits for $TMP/go, then runs "$@"; its output goes to
 # $TMP/out and its exit status to $TMP/rc.
@@ -18,10 +22,13 @@ start_waiting() { # RUN-OPTIONS... -- CMD...
 	local opts=()
 	while [ "$1" != -- ]; do opts+=("$1"); shift; done
 	shift
+	# bats runs tests under set -e, which the subshell inherits: keep a
+	# failing command from ending it before it records the status.
 	(
+		rc=0
 		"$MEMVISOR" run --socket "$SOCK" "${opts[@]}" -- sh -c \
-			'while [ ! -e "$0" ]; do sleep 0.05; done; exec "$@"' "$TMP/go" "$@" >"$TMP/out" 2>&1
-		echo $? >"$TMP/rc"
+			'while [ ! -e "$0" ]; do sleep 0.05; done; exec "$@"' "$TMP/go" "$@" >"$TMP/out" 2>&1 || rc=$?
+		echo $rc >"$TMP/rc"
 	) &
 	remember_pid $!
 	wait_for 10 test -S "$SOCK"
@@ -50,7 +57,7 @@ finish() {
 }
 
 @test "ctl policy set: a bad file is refused and the old policy stays" {
-	printf '{"version": 1, "rules": [{"syscalls": ["mmap"], "length_min": "1M", "action": "deny", "errno": "E2BIG"}]}\n' >"$TMP/p.json"
+	printf '{"version": 1, "rules": [{"syscalls": ["mmap"], "backing": "anon", "length_min": "1M", "action": "deny", "errno": "E2BIG"}]}\n' >"$TMP/p.json"
 	printf '{"version": 1, "rules": [{"syscalls": ["mmap"], "action": "deny", "errno": "ENOPE"}]}\n' >"$TMP/bad.json"
 	start_waiting --policy "$TMP/p.json" -- "$WL/try_syscall" mmap 2M READ PRIVATE,ANON
 	run "$MEMVISOR" ctl --socket "$SOCK" policy set "$TMP/bad.json"
@@ -65,8 +72,8 @@ finish() {
 }
 
 @test "ctl policy set: a good file takes effect at once" {
-	printf '{"version": 1, "rules": [{"syscalls": ["mmap"], "length_min": "1M", "action": "deny", "errno": "E2BIG"}]}\n' >"$TMP/p.json"
-	printf '{"version": 1, "rules": [{"syscalls": ["mmap"], "length_min": "1M", "action": "deny", "errno": "ENOMEM"}]}\n' >"$TMP/new.json"
+	printf '{"version": 1, "rules": [{"syscalls": ["mmap"], "backing": "anon", "length_min": "1M", "action": "deny", "errno": "E2BIG"}]}\n' >"$TMP/p.json"
+	printf '{"version": 1, "rules": [{"syscalls": ["mmap"], "backing": "anon", "length_min": "1M", "action": "deny", "errno": "ENOMEM"}]}\n' >"$TMP/new.json"
 	start_waiting --policy "$TMP/p.json" -- "$WL/try_syscall" mmap 2M READ PRIVATE,ANON
 	run "$MEMVISOR" ctl --socket "$SOCK" policy set "$TMP/new.json"
 	assert_success
