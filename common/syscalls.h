@@ -42,7 +42,7 @@ enum mv_sc_class { MV_SC_MEMORY, MV_SC_LIFECYCLE, MV_SC_GUARD };
 	X(fork, MV_SC_LIFECYCLE, "")                                                               \
 	X(vfork, MV_SC_LIFECYCLE, "")                                                              \
 	X(execve, MV_SC_LIFECYCLE, "filename,argv,envp")                                           \
-	X(execveat, MV_SC_LIFECYCLE, "dirfd,pathname,argv,envp,flags")                           \
+	X(execveat, MV_SC_LIFECYCLE, "dirfd,pathname,argv,envp,flags")                             \
 	X(personality, MV_SC_GUARD, "persona")                                                     \
 	X(prlimit64, MV_SC_GUARD, "pid,resource,new_limit,old_limit")                              \
 	X(setrlimit, MV_SC_GUARD, "resource,rlim")                                                 \

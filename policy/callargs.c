@@ -9,23 +9,23 @@ struct raw_layout {
 };
 
 static const struct raw_layout layouts[MV_SC_COUNT] = {
-	[MV_SC_mmap] = {3, 4, 2, 5, NAMES_MAP, true},
-	[MV_SC_mmap2] = {3, 4, 2, 5, NAMES_MAP, true},
-	[MV_SC_munmap] = {.len = 2},
-	/* The length of an mremap is what it remaps to: new_size. */
-	[MV_SC_mremap] = {.flags = 4, .len = 3, .family = NAMES_MREMAP},
-	[MV_SC_mprotect] = {.prot = 3, .len = 2},
-	[MV_SC_pkey_mprotect] = {.prot = 3, .len = 2},
-	[MV_SC_madvise] = {.len = 2},
-	[MV_SC_mlock] = {.len = 2},
-	[MV_SC_mlock2] = {.flags = 3, .len = 2, .family = NAMES_MLOCK},
-	[MV_SC_munlock] = {.len = 2},
-	[MV_SC_mlockall] = {.flags = 1, .family = NAMES_MCL},
-	/* Its prot argument must be 0 (remap_file_pages(2)): not a condition. */
-	[MV_SC_remap_file_pages] = {.len = 2},
-	[MV_SC_shmat] = {.flags = 3, .family = NAMES_SHM},
-	[MV_SC_memfd_create] = {.flags = 2, .family = NAMES_MFD},
-	[MV_SC_clone] = {.flags = 1, .family = NAMES_CLONE},
+    [MV_SC_mmap] = {3, 4, 2, 5, NAMES_MAP, true},
+    [MV_SC_mmap2] = {3, 4, 2, 5, NAMES_MAP, true},
+    [MV_SC_munmap] = {.len = 2},
+    /* The length of an mremap is what it remaps to: new_size. */
+    [MV_SC_mremap] = {.flags = 4, .len = 3, .family = NAMES_MREMAP},
+    [MV_SC_mprotect] = {.prot = 3, .len = 2},
+    [MV_SC_pkey_mprotect] = {.prot = 3, .len = 2},
+    [MV_SC_madvise] = {.len = 2},
+    [MV_SC_mlock] = {.len = 2},
+    [MV_SC_mlock2] = {.flags = 3, .len = 2, .family = NAMES_MLOCK},
+    [MV_SC_munlock] = {.len = 2},
+    [MV_SC_mlockall] = {.flags = 1, .family = NAMES_MCL},
+    /* Its prot argument must be 0 (remap_file_pages(2)): not a condition. */
+    [MV_SC_remap_file_pages] = {.len = 2},
+    [MV_SC_shmat] = {.flags = 3, .family = NAMES_SHM},
+    [MV_SC_memfd_create] = {.flags = 2, .family = NAMES_MFD},
+    [MV_SC_clone] = {.flags = 1, .family = NAMES_CLONE},
 };
 
 struct callargs_layout callargs_layout(enum mv_sc sc, enum mv_abi abi)

@@ -16,12 +16,12 @@
 #include <stdint.h>
 
 struct callargs_layout {
-	int8_t prot;  /* argument index, or -1 */
-	int8_t flags; /* argument index, or -1 */
-	int8_t len;   /* argument index, or -1 */
-	int8_t fd;    /* argument index, or -1 */
+	int8_t prot;		  /* argument index, or -1 */
+	int8_t flags;		  /* argument index, or -1 */
+	int8_t len;		  /* argument index, or -1 */
+	int8_t fd;		  /* argument index, or -1 */
 	enum names_family family; /* of the flags argument */
-	bool backing;             /* anonymous vs file-backed can be told (MAP_ANONYMOUS) */
+	bool backing;		  /* anonymous vs file-backed can be told (MAP_ANONYMOUS) */
 };
 
 /* The layout of a syscall on an ABI (all -1 where nothing is known). */

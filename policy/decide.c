@@ -7,18 +7,18 @@
 #include <string.h>
 
 /* UAPI values (x86, all ABIs). */
-#define P_READ 0x1
-#define P_WRITE 0x2
-#define P_EXEC 0x4
-#define M_SHARED_BIT 0x1 /* set in MAP_SHARED (1) and MAP_SHARED_VALIDATE (3) */
-#define M_ANON 0x20
-#define SHM_RDONLY_ 010000
-#define SHM_EXEC_ 0100000
+#define P_READ		   0x1
+#define P_WRITE		   0x2
+#define P_EXEC		   0x4
+#define M_SHARED_BIT	   0x1 /* set in MAP_SHARED (1) and MAP_SHARED_VALIDATE (3) */
+#define M_ANON		   0x20
+#define SHM_RDONLY_	   010000
+#define SHM_EXEC_	   0100000
 #define READ_IMPLIES_EXEC_ 0x0400000
-#define PERSONALITY_QUERY 0xffffffffu
-#define PTRACE_POKETEXT_ 4
-#define PTRACE_POKEDATA_ 5
-#define RLIMIT_AS_ 9
+#define PERSONALITY_QUERY  0xffffffffu
+#define PTRACE_POKETEXT_   4
+#define PTRACE_POKEDATA_   5
+#define RLIMIT_AS_	   9
 
 static void set_why(struct pol_decision *d, const char *fmt, const char *arg)
 {
@@ -171,8 +171,8 @@ static const char *wx_rie_only(const struct mv_call *c, const struct pol_caller 
 	return ri ? what : NULL;
 }
 
-const char *decide_wx(const struct mv_call *c, const struct pol_caller *who,
-		      struct pol_decision *d, int *err)
+const char *decide_wx(const struct mv_call *c, const struct pol_caller *who, struct pol_decision *d,
+		      int *err)
 {
 	int shmid;
 	uint64_t flg, addr;
@@ -187,20 +187,22 @@ const char *decide_wx(const struct mv_call *c, const struct pol_caller *who,
 	case MV_SC_mremap:
 		return wx_mremap(c, who, err);
 	case MV_SC_brk:
-		return callargs_arg(c, 0) ? wx_rie_only(c, who, err,
-							"an executable heap (READ_IMPLIES_EXEC)")
-					  : NULL;
+		return callargs_arg(c, 0)
+			   ? wx_rie_only(c, who, err, "an executable heap (READ_IMPLIES_EXEC)")
+			   : NULL;
 	case MV_SC_shmat:
 	case MV_SC_ipc:
 		if (!callargs_shmat(c, &shmid, &flg, &addr))
 			return NULL;
 		if (flg & SHM_EXEC_)
 			return "shared memory attached with SHM_EXEC";
-		return wx_rie_only(c, who, err, "shared memory attached executable (READ_IMPLIES_EXEC)");
+		return wx_rie_only(c, who, err,
+				   "shared memory attached executable (READ_IMPLIES_EXEC)");
 	case MV_SC_personality: {
 		uint32_t persona = (uint32_t)c->args[0];
 		if (persona != PERSONALITY_QUERY && (persona & READ_IMPLIES_EXEC_))
-			return "personality(READ_IMPLIES_EXEC) would make readable memory executable";
+			return "personality(READ_IMPLIES_EXEC) would make readable memory "
+			       "executable";
 		return NULL;
 	}
 	case MV_SC_ptrace: {
@@ -234,8 +236,7 @@ static void deny(struct pol_decision *d, enum mv_verdict v, int err, const char 
 
 /* Steps 1 and 2: ENOSYS for unreadable arguments, then the rules. True
  * when they settled the call. */
-static bool decide_rules(const struct policy *pol, const struct mv_call *c,
-			 struct pol_decision *d)
+static bool decide_rules(const struct policy *pol, const struct mv_call *c, struct pol_decision *d)
 {
 	if (!callargs_readable(c) && policy_needs_args(pol, c->sc)) {
 		/* old_mmap's arguments are in the caller's memory, where another

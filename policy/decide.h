@@ -32,23 +32,23 @@ struct pol_file_id {
 /* What a range of the caller's address space holds. */
 struct pol_range {
 	uint64_t mapped; /* bytes of the range that are mapped */
-	bool anon;       /* anonymous memory: private or shared anonymous, heap,
+	bool anon;	 /* anonymous memory: private or shared anonymous, heap,
 			  * stack, memfd, SysV shm, /dev/zero */
-	bool writable;   /* some of it is writable now */
-	bool written;    /* some private file-backed page was written (asked for
+	bool writable;	 /* some of it is writable now */
+	bool written;	 /* some private file-backed page was written (asked for
 			  * with want_written; a copy-on-write page is anonymous) */
-	bool exec;       /* some of it is executable now */
-	bool shared;     /* some of it is a shared mapping */
-	size_t n_files;  /* regular files mapped in the range */
+	bool exec;	 /* some of it is executable now */
+	bool shared;	 /* some of it is a shared mapping */
+	size_t n_files;	 /* regular files mapped in the range */
 	struct pol_file_id files[POL_RANGE_FILES];
 	bool many_files; /* more files than fit */
 };
 
 enum pol_fd_kind {
 	POL_FD_REGULAR, /* a file: mapping it maps the file */
-	POL_FD_ANON,    /* memfd, /dev/zero, anything shmem without a name */
-	POL_FD_OTHER,   /* a device or anything else */
-	POL_FD_BAD,     /* not an open fd: the kernel will refuse the call */
+	POL_FD_ANON,	/* memfd, /dev/zero, anything shmem without a name */
+	POL_FD_OTHER,	/* a device or anything else */
+	POL_FD_BAD,	/* not an open fd: the kernel will refuse the call */
 };
 
 struct pol_fd {
@@ -93,20 +93,20 @@ struct pol_caller {
 
 struct pol_decision {
 	enum mv_verdict verdict;
-	int err;          /* the errno of a denial */
+	int err; /* the errno of a denial */
 	/* A denial answered with a return value instead of an errno: brk(2)
 	 * never fails with one, it returns the unchanged break (mm/mmap.c),
 	 * and C libraries take whatever it returns as the new break. */
 	bool emulate;
 	uint64_t val;
 	const char *rule; /* what decided: a rule name, "wx", "limits.max_mapped", ... */
-	char why[112];    /* a human reason for denials and logs, or "" */
+	char why[112];	  /* a human reason for denials and logs, or "" */
 	/* For the caller's accounting, when the call is let through: */
-	uint64_t grow;    /* bytes it may add to the process */
-	uint64_t grow_tree; /* bytes it may add to the tree (a fork: the child) */
-	bool fork;          /* grow_tree is a new process */
+	uint64_t grow;	       /* bytes it may add to the process */
+	uint64_t grow_tree;    /* bytes it may add to the tree (a fork: the child) */
+	bool fork;	       /* grow_tree is a new process */
 	uint32_t grow_regions; /* regions it may add */
-	bool note_shared;   /* it maps file `file` shared through a writable fd */
+	bool note_shared;      /* it maps file `file` shared through a writable fd */
 	struct pol_file_id file;
 };
 
@@ -119,8 +119,8 @@ void decide(const struct policy *pol, const struct mv_call *c, const struct pol_
 
 /* The W^X part alone: a reason string when the call breaks W^X, else NULL.
  * Sets d->note_shared/d->file. Exposed for tests. */
-const char *decide_wx(const struct mv_call *c, const struct pol_caller *who,
-		      struct pol_decision *d, int *err);
+const char *decide_wx(const struct mv_call *c, const struct pol_caller *who, struct pol_decision *d,
+		      int *err);
 
 /* The limits part alone: true (with d filled in) when a limit refuses the
  * call; otherwise fills d's grow fields. In policy/limits.c. */

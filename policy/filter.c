@@ -28,7 +28,8 @@ static int export_to_memory(scmp_filter_ctx ctx, struct sock_fprog *out)
 	if (fstat(fd, &st) < 0)
 		return -errno;
 	size_t n = (size_t)st.st_size;
-	if (n == 0 || n % sizeof(struct sock_filter) || n / sizeof(struct sock_filter) > BPF_MAXINSNS)
+	if (n == 0 || n % sizeof(struct sock_filter) ||
+	    n / sizeof(struct sock_filter) > BPF_MAXINSNS)
 		return -E2BIG;
 	struct sock_filter *insns = xmalloc(n);
 	if (pread(fd, insns, n, 0) != (ssize_t)n) {
@@ -43,9 +44,13 @@ static int export_to_memory(scmp_filter_ctx ctx, struct sock_fprog *out)
 static const uint32_t abi_arch[MV_ABI_COUNT] = {SCMP_ARCH_X86_64, SCMP_ARCH_X86, SCMP_ARCH_X32};
 
 static const enum scmp_compare ops[] = {
-	[NEEDS_EQ] = SCMP_CMP_EQ, [NEEDS_NE] = SCMP_CMP_NE, [NEEDS_LT] = SCMP_CMP_LT,
-	[NEEDS_LE] = SCMP_CMP_LE, [NEEDS_GT] = SCMP_CMP_GT, [NEEDS_GE] = SCMP_CMP_GE,
-	[NEEDS_MASKED_EQ] = SCMP_CMP_MASKED_EQ,
+    [NEEDS_EQ] = SCMP_CMP_EQ,
+    [NEEDS_NE] = SCMP_CMP_NE,
+    [NEEDS_LT] = SCMP_CMP_LT,
+    [NEEDS_LE] = SCMP_CMP_LE,
+    [NEEDS_GT] = SCMP_CMP_GT,
+    [NEEDS_GE] = SCMP_CMP_GE,
+    [NEEDS_MASKED_EQ] = SCMP_CMP_MASKED_EQ,
 };
 
 /* A context for one ABI alone: every context merged must carry the same

@@ -84,7 +84,7 @@ static int hex4(struct scan *x, unsigned *v)
 	*v = 0;
 	for (int k = 0; k < 4; k++) {
 		int ch = peek(x);
-		int d = ch >= '0' && ch <= '9'   ? ch - '0'
+		int d = ch >= '0' && ch <= '9'	 ? ch - '0'
 			: ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
 			: ch >= 'A' && ch <= 'F' ? ch - 'A' + 10
 						 : -1;

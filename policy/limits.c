@@ -19,12 +19,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#define M_FIXED 0x10
+#define M_FIXED		  0x10
 #define M_FIXED_NOREPLACE 0x100000
-#define MR_FIXED 0x2
-#define MR_DONTUNMAP 0x4
-#define SHM_REMAP_ 040000
-#define CLONE_VM_ 0x100
+#define MR_FIXED	  0x2
+#define MR_DONTUNMAP	  0x4
+#define SHM_REMAP_	  040000
+#define CLONE_VM_	  0x100
 
 uint64_t limits_page_align(uint64_t b)
 {
@@ -89,7 +89,8 @@ static int growth(const struct mv_call *c, const struct pol_caller *who, enum gk
 			return 0; /* EINVAL */
 		*out = limits_page_align(len);
 		/* MAP_FIXED replaces what was there: only the difference grows. */
-		if (exact && (flags & M_FIXED) && !(flags & M_FIXED_NOREPLACE) && *out != UINT64_MAX)
+		if (exact && (flags & M_FIXED) && !(flags & M_FIXED_NOREPLACE) &&
+		    *out != UINT64_MAX)
 			*out -= MV_MIN(*out, overlap(who, callargs_arg(c, 0), *out, &rc));
 		return rc;
 	}
@@ -131,7 +132,7 @@ static int growth(const struct mv_call *c, const struct pol_caller *who, enum gk
 }
 
 static bool refuse(struct pol_decision *d, const char *rule, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 static bool refuse(struct pol_decision *d, const char *rule, const char *fmt, ...)
 {
@@ -197,7 +198,8 @@ static bool check_regions(const struct pol_limits *L, const struct mv_call *c,
 		return false;
 	if (who->ops->regions(who->env, true, &n) < 0 || n + delta <= L->max_regions)
 		return false;
-	return refuse(d, "limits.max_regions", "%llu regions + up to %u more would exceed max_regions %llu",
+	return refuse(d, "limits.max_regions",
+		      "%llu regions + up to %u more would exceed max_regions %llu",
 		      (unsigned long long)n, delta, (unsigned long long)L->max_regions);
 }
 

@@ -13,14 +13,14 @@
 #include <stdarg.h>
 #include <string.h>
 
-#define P_EXEC 0x4
-#define M_ANON 0x20
-#define M_SHARED_BIT 0x1
-#define SHM_EXEC_ 0100000
-#define IPC_SHMAT 21
+#define P_EXEC		   0x4
+#define M_ANON		   0x20
+#define M_SHARED_BIT	   0x1
+#define SHM_EXEC_	   0100000
+#define IPC_SHMAT	   21
 #define READ_IMPLIES_EXEC_ 0x0400000
-#define RLIMIT_AS_ 9
-#define U32 0xffffffffULL
+#define RLIMIT_AS_	   9
+#define U32		   0xffffffffULL
 
 static void set_why(char *dst, const char *why)
 {
@@ -192,9 +192,9 @@ static void growth_calls(struct needs *n, enum mv_abi abi, const char *why)
 
 static void compile_limits(const struct pol_limits *L, struct needs *n)
 {
-	static const enum mv_sc splitters[] = {MV_SC_munmap,	  MV_SC_mprotect, MV_SC_pkey_mprotect,
-					       MV_SC_mlock,	  MV_SC_mlock2,	  MV_SC_munlock,
-					       MV_SC_remap_file_pages};
+	static const enum mv_sc splitters[] = {
+	    MV_SC_munmap, MV_SC_mprotect, MV_SC_pkey_mprotect,	 MV_SC_mlock,
+	    MV_SC_mlock2, MV_SC_munlock,  MV_SC_remap_file_pages};
 	static const uint8_t splitting_advice[] = {0, 1, 2, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19};
 	for (int a = 0; a < MV_ABI_COUNT; a++) {
 		enum mv_abi abi = (enum mv_abi)a;
@@ -206,7 +206,8 @@ static void compile_limits(const struct pol_limits *L, struct needs *n)
 			cmp(&t, abi, 1, NEEDS_EQ, 0, RLIMIT_AS_, &never);
 			cmp(&t, abi, 2, NEEDS_NE, 0, 0, &never);
 			add_term(n, abi, MV_SC_prlimit64, &t);
-			add1(n, abi, MV_SC_setrlimit, "limits.max_mapped", 0, NEEDS_EQ, 0, RLIMIT_AS_);
+			add1(n, abi, MV_SC_setrlimit, "limits.max_mapped", 0, NEEDS_EQ, 0,
+			     RLIMIT_AS_);
 		}
 		if (L->max_mapped_tree)
 			growth_calls(n, abi, "limits.max_mapped_tree");
@@ -326,7 +327,8 @@ static bool cmp_implies(const struct needs_cmp *a, const struct needs_cmp *b)
 	case NEEDS_LT:
 		return (a->op == NEEDS_LT && y <= x) || (a->op == NEEDS_LE && y < x);
 	case NEEDS_LE:
-		return (a->op == NEEDS_LE && y <= x) || (a->op == NEEDS_LT && y <= x + (x < UINT64_MAX));
+		return (a->op == NEEDS_LE && y <= x) ||
+		       (a->op == NEEDS_LT && y <= x + (x < UINT64_MAX));
 	case NEEDS_NE:
 		return (a->op == NEEDS_NE && y == x) || (a->op == NEEDS_GT && y >= x) ||
 		       (a->op == NEEDS_GE && y > x) || (a->op == NEEDS_LT && y <= x) ||
@@ -370,8 +372,9 @@ static void describe_term(const struct needs_term *t, enum mv_sc sc, char *buf, 
 			snprintf(arg, sizeof(arg), "arg%d", c->arg);
 		int k;
 		if (c->op == NEEDS_MASKED_EQ)
-			k = snprintf(buf + off, len - off, "%s%s & %#llx == %#llx", i ? " and " : "",
-				     arg, (unsigned long long)c->mask, (unsigned long long)c->datum);
+			k = snprintf(buf + off, len - off, "%s%s & %#llx == %#llx",
+				     i ? " and " : "", arg, (unsigned long long)c->mask,
+				     (unsigned long long)c->datum);
 		else
 			k = snprintf(buf + off, len - off, "%s%s %s %llu", i ? " and " : "", arg,
 				     ops[c->op], (unsigned long long)c->datum);
@@ -432,8 +435,8 @@ void needs_describe(const struct needs *n, FILE *f)
 				}
 				fprintf(f, "  %-16s otherwise in the kernel\n", "");
 			} else if (koff < sizeof(kernel) - 32) {
-				koff += (size_t)snprintf(kernel + koff, sizeof(kernel) - koff, "%s%s",
-							 koff ? ", " : "", name);
+				koff += (size_t)snprintf(kernel + koff, sizeof(kernel) - koff,
+							 "%s%s", koff ? ", " : "", name);
 			}
 		}
 		if (koff)

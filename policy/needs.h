@@ -31,7 +31,7 @@ struct needs_cmp {
 };
 
 #define NEEDS_MAX_CMP 6
-#define NEEDS_WHY 48
+#define NEEDS_WHY     48
 
 struct needs_term {
 	uint8_t n; /* 0: always */

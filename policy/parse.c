@@ -21,7 +21,7 @@
  * whoever runs `policy set`). */
 #define POLICY_MAX_BYTES (1 << 20)
 #define POLICY_MAX_RULES 1024
-#define RULE_NAME_MAX 64
+#define RULE_NAME_MAX	 64
 
 void pol_diag_add(struct pol_diag *d, const char *fmt, ...)
 {
@@ -58,7 +58,7 @@ struct pctx {
 enum at { AT_VALUE, AT_KEY };
 
 static void perr(struct pctx *x, const char *ptr, enum at at, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 
 static void perr(struct pctx *x, const char *ptr, enum at at, const char *fmt, ...)
 {
@@ -137,8 +137,8 @@ static int get_size(struct pctx *x, json_t *v, const char *ptr, uint64_t min, ui
 		return -EINVAL;
 	}
 	if (n < min) {
-		perr(x, ptr, AT_VALUE, "must be at least %s (%llu bytes)", human(min, b1, sizeof(b1)),
-		     (unsigned long long)min);
+		perr(x, ptr, AT_VALUE, "must be at least %s (%llu bytes)",
+		     human(min, b1, sizeof(b1)), (unsigned long long)min);
 		return -EINVAL;
 	}
 	if (n > max) {
@@ -268,8 +268,7 @@ static const char *lacking(const struct pol_rule *r, int which)
 	return NULL;
 }
 
-static int get_bits(struct pctx *x, json_t *v, const char *ptr, enum names_family f,
-		    uint64_t *out)
+static int get_bits(struct pctx *x, json_t *v, const char *ptr, enum names_family f, uint64_t *out)
 {
 	*out = 0;
 	if (!json_is_array(v)) {
@@ -322,10 +321,11 @@ static void rule_bits(struct pctx *x, json_t *obj, const char *ptr, struct pol_r
 				continue;
 			enum names_family g = callargs_layout((enum mv_sc)sc, MV_ABI_X86_64).family;
 			if (f != NAMES_NONE && g != f) {
-				perr(x, first, AT_KEY,
-				     "the rule's syscalls name their flags differently (%s and %s): "
-				     "write one rule for each",
-				     names_prefix(f), names_prefix(g));
+				perr(
+				    x, first, AT_KEY,
+				    "the rule's syscalls name their flags differently (%s and %s): "
+				    "write one rule for each",
+				    names_prefix(f), names_prefix(g));
 				return;
 			}
 			f = g;
@@ -341,8 +341,8 @@ static void rule_bits(struct pctx *x, json_t *obj, const char *ptr, struct pol_r
 		return;
 	if (h & l) {
 		const char *n = names_flag_name(f, h & l);
-		perr(x, placks, AT_KEY, "%s%s is in both %s and %s", n ? "" : "a flag",
-		     n ? n : "", khas, klacks);
+		perr(x, placks, AT_KEY, "%s%s is in both %s and %s", n ? "" : "a flag", n ? n : "",
+		     khas, klacks);
 		return;
 	}
 	if (prot) {
@@ -394,8 +394,8 @@ static void rule_backing(struct pctx *x, json_t *obj, const char *ptr, struct po
 	_cleanup_free_ char *bp = jpos_child(ptr, "backing");
 	const char *missing = lacking(r, 3);
 	if (missing) {
-		perr(x, bp, AT_KEY, "%s cannot tell anonymous from file-backed memory (only mmap can)",
-		     missing);
+		perr(x, bp, AT_KEY,
+		     "%s cannot tell anonymous from file-backed memory (only mmap can)", missing);
 		return;
 	}
 	const char *s = get_string(x, v, bp);
@@ -409,8 +409,7 @@ static void rule_backing(struct pctx *x, json_t *obj, const char *ptr, struct po
 		perr(x, bp, AT_VALUE, "unknown backing \"%s\" (anon or file)", s);
 }
 
-static void rule_name(struct pctx *x, json_t *obj, const char *ptr, size_t idx,
-		      struct pol_rule *r)
+static void rule_name(struct pctx *x, json_t *obj, const char *ptr, size_t idx, struct pol_rule *r)
 {
 	json_t *v = json_object_get(obj, "name");
 	char def[32];
@@ -435,12 +434,11 @@ static void rule_name(struct pctx *x, json_t *obj, const char *ptr, size_t idx,
 }
 
 static const char *const rule_keys[] = {
-	"name",	       "syscalls",   "prot_has",   "prot_lacks", "flags_has", "flags_lacks",
-	"length_min", "length_max", "backing",    "action",	 "errno",     NULL,
+    "name",	  "syscalls",	"prot_has", "prot_lacks", "flags_has", "flags_lacks",
+    "length_min", "length_max", "backing",  "action",	  "errno",     NULL,
 };
 
-static void parse_rule(struct pctx *x, json_t *obj, const char *ptr, size_t idx,
-		       struct pol_rule *r)
+static void parse_rule(struct pctx *x, json_t *obj, const char *ptr, size_t idx, struct pol_rule *r)
 {
 	memset(r, 0, sizeof(*r));
 	r->len_max = UINT64_MAX;
@@ -487,7 +485,8 @@ static void parse_rules(struct pctx *x, json_t *v, struct policy *p)
 		for (size_t j = 0; j < i; j++) {
 			if (strcmp(p->rules[j].name, p->rules[i].name) == 0) {
 				_cleanup_free_ char *np = jpos_child(rp, "name");
-				perr(x, np, AT_VALUE, "rule name \"%s\" is also the name of rules[%zu]",
+				perr(x, np, AT_VALUE,
+				     "rule name \"%s\" is also the name of rules[%zu]",
 				     p->rules[i].name, j);
 				break;
 			}
@@ -527,9 +526,9 @@ static void parse_limits(struct pctx *x, json_t *v, struct policy *p)
 		size_t off;
 		uint64_t min;
 	} sizes[] = {
-		{"max_mapped", offsetof(struct pol_limits, max_mapped), POL_PAGE},
-		{"max_mapped_tree", offsetof(struct pol_limits, max_mapped_tree), POL_PAGE},
-		{"max_mapping", offsetof(struct pol_limits, max_mapping), 1},
+	    {"max_mapped", offsetof(struct pol_limits, max_mapped), POL_PAGE},
+	    {"max_mapped_tree", offsetof(struct pol_limits, max_mapped_tree), POL_PAGE},
+	    {"max_mapping", offsetof(struct pol_limits, max_mapping), 1},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(sizes); i++) {
 		json_t *e = json_object_get(v, sizes[i].key);

@@ -32,7 +32,7 @@ enum pol_wx { POL_WX_OFF, POL_WX_LOG, POL_WX_DENY };
 /* One rule: the calls it matches and what to do with them. A condition
  * that is absent matches everything. */
 struct pol_rule {
-	char *name;        /* the rule's "name", or "rules[N]" */
+	char *name;	   /* the rule's "name", or "rules[N]" */
 	uint64_t syscalls; /* 1 << enum mv_sc, for every syscall named */
 	bool has_prot;
 	uint64_t prot_has, prot_lacks; /* PROT_* bits that must be set / clear */
@@ -47,17 +47,17 @@ struct pol_rule {
 
 /* 0 means "no limit" everywhere. */
 struct pol_limits {
-	uint64_t max_mapped;      /* bytes mapped by one process (its VmSize) */
+	uint64_t max_mapped;	  /* bytes mapped by one process (its VmSize) */
 	uint64_t max_mapped_tree; /* bytes mapped by all supervised processes together */
-	uint64_t max_mapping;     /* bytes one call may map or remap to */
-	uint64_t max_regions;     /* regions (VMAs) of one process */
+	uint64_t max_mapping;	  /* bytes one call may map or remap to */
+	uint64_t max_regions;	  /* regions (VMAs) of one process */
 };
 
 struct policy {
-	char *source;              /* the file it was read from, or "(built-in default)" */
-	char *description;         /* optional "description", or NULL */
-	enum mv_verdict dflt;      /* for memory calls no rule matches */
-	int dflt_err;              /* errno when dflt is MV_V_DENY */
+	char *source;	      /* the file it was read from, or "(built-in default)" */
+	char *description;    /* optional "description", or NULL */
+	enum mv_verdict dflt; /* for memory calls no rule matches */
+	int dflt_err;	      /* errno when dflt is MV_V_DENY */
 	struct pol_rule *rules;
 	size_t n_rules;
 	struct pol_limits lim;

@@ -10,7 +10,7 @@
 /* Like ctl_fail(), kept local so this file needs nothing but the table's
  * types. */
 static int fail(struct ctl_err *err, const char *code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 static int fail(struct ctl_err *err, const char *code, const char *fmt, ...)
 {

@@ -69,8 +69,8 @@ struct resv {
 struct acct {
 	pid_t pid;
 	int statm_fd;
-	uint64_t tree;	   /* estimate of what it maps: last statm + growth since */
-	bool shares_mm;	   /* a vfork child: counted with its parent */
+	uint64_t tree;	/* estimate of what it maps: last statm + growth since */
+	bool shares_mm; /* a vfork child: counted with its parent */
 	bool regions_known;
 	uint64_t regions; /* estimate of its regions */
 	struct resv *resv;
@@ -123,7 +123,8 @@ int enforce_init(struct mv *mv)
 		print_diag(&d);
 		pol_diag_free(&d);
 		if (rc < 0) {
-			fprintf(stderr, "memvisor: %s: not a valid policy; the command was not started\n",
+			fprintf(stderr,
+				"memvisor: %s: not a valid policy; the command was not started\n",
 				mv->opts.policy_path);
 			return rc;
 		}
@@ -177,7 +178,7 @@ int enforce_filter(struct mv *mv, struct sock_fprog *prog)
 static int landlock_ruleset(void)
 {
 	struct landlock_ruleset_attr attr = {
-		.handled_access_fs = LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_REFER,
+	    .handled_access_fs = LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_REFER,
 	};
 	/* ABI 1 refuses every rename across directories; 2 lets us grant it. */
 	long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
@@ -193,7 +194,8 @@ static int landlock_ruleset(void)
 	}
 	struct dirent *de;
 	while ((de = readdir(d))) {
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") || !strcmp(de->d_name, "proc"))
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+		    !strcmp(de->d_name, "proc"))
 			continue;
 		char path[300];
 		snprintf(path, sizeof(path), "/%s", de->d_name);
@@ -202,9 +204,9 @@ static int landlock_ruleset(void)
 		if (fd < 0 || fstat(fd, &st) < 0 || !(S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)))
 			continue; /* symlinks (/bin -> usr/bin) are covered by their target */
 		struct landlock_path_beneath_attr pb = {
-			.allowed_access = LANDLOCK_ACCESS_FS_WRITE_FILE |
-					  (S_ISDIR(st.st_mode) ? LANDLOCK_ACCESS_FS_REFER : 0),
-			.parent_fd = fd,
+		    .allowed_access = LANDLOCK_ACCESS_FS_WRITE_FILE |
+				      (S_ISDIR(st.st_mode) ? LANDLOCK_ACCESS_FS_REFER : 0),
+		    .parent_fd = fd,
 		};
 		syscall(SYS_landlock_add_rule, rs, LANDLOCK_RULE_PATH_BENEATH, &pb, 0);
 	}
@@ -212,8 +214,8 @@ static int landlock_ruleset(void)
 	_cleanup_close_ int sys = open("/proc/sys", O_PATH | O_CLOEXEC);
 	if (sys >= 0) {
 		struct landlock_path_beneath_attr pb = {
-			.allowed_access = LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_REFER,
-			.parent_fd = sys,
+		    .allowed_access = LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_REFER,
+		    .parent_fd = sys,
 		};
 		syscall(SYS_landlock_add_rule, rs, LANDLOCK_RULE_PATH_BENEATH, &pb, 0);
 	}
@@ -243,8 +245,9 @@ int enforce_launch_spec(struct mv *mv, struct launch_spec *spec)
 	}
 	int rs = landlock_ruleset();
 	if (rs < 0) {
-		log_warn("wx deny: Landlock is unavailable (%s): writes to /proc/PID/mem stay possible",
-			 strerror(-rs));
+		log_warn(
+		    "wx deny: Landlock is unavailable (%s): writes to /proc/PID/mem stay possible",
+		    strerror(-rs));
 		return 0;
 	}
 	spec->landlock = true;
@@ -425,8 +428,8 @@ static uint64_t reconcile(struct mv *mv, pid_t caller_tid)
 		if (acct_statm(a, &bytes) < 0)
 			continue;
 		resv_settle(a, caller_tid, &pending_b, &pending_r);
-		a->shares_mm = v[i].parent &&
-			       syscall(SYS_kcmp, v[i].pid, v[i].parent, KCMP_VM, 0, 0) == 0;
+		a->shares_mm =
+		    v[i].parent && syscall(SYS_kcmp, v[i].pid, v[i].parent, KCMP_VM, 0, 0) == 0;
 		a->tree = bytes + pending_b;
 		imap_put(&alive, v[i].pid, a);
 		if (!a->shares_mm)
@@ -543,7 +546,7 @@ static int env_range(void *envp, uint64_t start, uint64_t len, bool want_written
 	if (!x->pid)
 		return -ESRCH;
 	uint64_t end = start + len < start ? UINT64_MAX : limits_page_align(start + len);
-	struct range_acc acc = {start & ~(POL_PAGE - 1), end, x->pid, want_written,
+	struct range_acc acc = {start & ~(POL_PAGE - 1),  end, x->pid, want_written,
 				x->mv->feat.pagemap_scan, out, 0};
 	return procmem_vmas(x->pid, x->mv->feat.procmap_query, acc.start, acc.end, range_one, &acc);
 }
@@ -711,15 +714,15 @@ static int env_rie(void *envp, bool *yes)
 }
 
 static const struct pol_env_ops env_ops = {
-	.vm_size = env_vm_size,
-	.range = env_range,
-	.fd = env_fd,
-	.file_mapped = env_file_mapped,
-	.brk = env_brk,
-	.shm_size = env_shm_size,
-	.regions = env_regions,
-	.tree = env_tree,
-	.read_implies_exec = env_rie,
+    .vm_size = env_vm_size,
+    .range = env_range,
+    .fd = env_fd,
+    .file_mapped = env_file_mapped,
+    .brk = env_brk,
+    .shm_size = env_shm_size,
+    .regions = env_regions,
+    .tree = env_tree,
+    .read_implies_exec = env_rie,
 };
 
 /* ---- deciding -------------------------------------------------------- */
@@ -773,7 +776,10 @@ void enforce_decide_locked(struct mv *mv, struct proc *p, const struct mv_call *
 {
 	struct enforce *e = mv->enforce;
 	const struct policy *pol = mv->policy;
-	struct env x = {.mv = mv, .p = p, .pid = p ? p->pid : 0, .tid = c->tid,
+	struct env x = {.mv = mv,
+			.p = p,
+			.pid = p ? p->pid : 0,
+			.tid = c->tid,
 			.nr = syscalls_nr(c->sc, c->abi)};
 	/* A denied brk answers with the break, a fact of the process. */
 	if (p && (accounting(pol) || c->sc == MV_SC_brk)) {
@@ -803,8 +809,8 @@ void enforce_decide_locked(struct mv *mv, struct proc *p, const struct mv_call *
 	}
 	if (log_enabled(MV_LOG_INFO))
 		log_info("pid %d tid %d: %s %s by %s%s%s", x.pid, c->tid, syscalls_name(c->sc),
-			 d->verdict == MV_V_KILL ? "killed" : "denied", d->rule, d->why[0] ? ": " : "",
-			 d->why);
+			 d->verdict == MV_V_KILL ? "killed" : "denied", d->rule,
+			 d->why[0] ? ": " : "", d->why);
 }
 
 void enforce_answer(const struct pol_decision *d, struct seccomp_notif_resp *resp)
@@ -900,10 +906,11 @@ static int kernel_pieces_allow(const struct enforce *e, const struct policy *pol
 		return -1;
 	}
 	if (pol->lim.max_mapped && !e->rlimit_guard) {
-		snprintf(err, len,
-			 "limits.max_mapped is RLIMIT_AS, and the launch policy had no max_mapped, so "
-			 "the command may have changed its own RLIMIT_AS: start memvisor with a "
-			 "policy that has max_mapped to change it at run time");
+		snprintf(
+		    err, len,
+		    "limits.max_mapped is RLIMIT_AS, and the launch policy had no max_mapped, so "
+		    "the command may have changed its own RLIMIT_AS: start memvisor with a "
+		    "policy that has max_mapped to change it at run time");
 		return -1;
 	}
 	return 0;

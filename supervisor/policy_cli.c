@@ -11,11 +11,11 @@
 enum { OPT_JSON = 256, OPT_NOTIFY_ALL };
 
 static const struct cli_opt check_opts[] = {
-	{"explain", no_argument, 'e', NULL,
-	 "also show which calls stay in the kernel and which are notified"},
-	{"notify-all", no_argument, OPT_NOTIFY_ALL, NULL, "explain as under run --notify-all"},
-	{"json", no_argument, OPT_JSON, NULL, "print the policy in its canonical JSON form"},
-	{"help", no_argument, 'h', NULL, "show this help"},
+    {"explain", no_argument, 'e', NULL,
+     "also show which calls stay in the kernel and which are notified"},
+    {"notify-all", no_argument, OPT_NOTIFY_ALL, NULL, "explain as under run --notify-all"},
+    {"json", no_argument, OPT_JSON, NULL, "print the policy in its canonical JSON form"},
+    {"help", no_argument, 'h', NULL, "show this help"},
 };
 
 static void usage(FILE *f)
@@ -24,7 +24,8 @@ static void usage(FILE *f)
 		   "Validate policy files (docs/policy.md). Errors are printed as\n"
 		   "FILE:LINE:COL: /json/pointer: message.\n\n");
 	cli_print_opts(f, check_opts, ARRAY_SIZE(check_opts));
-	fprintf(f, "\nExit status: 0 if every FILE is valid, 1 if one is not, 2 for usage errors.\n");
+	fprintf(f,
+		"\nExit status: 0 if every FILE is valid, 1 if one is not, 2 for usage errors.\n");
 }
 
 static int check_one(const char *path, bool explain, bool notify_all, bool json)
@@ -62,7 +63,8 @@ int policy_main(int argc, char **argv)
 		return argc < 2 ? 2 : 0;
 	}
 	if (strcmp(argv[1], "check") != 0) {
-		fprintf(stderr, "memvisor: policy: unknown command '%s' (see memvisor policy --help)\n",
+		fprintf(stderr,
+			"memvisor: policy: unknown command '%s' (see memvisor policy --help)\n",
 			argv[1]);
 		return 2;
 	}

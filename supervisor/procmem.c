@@ -42,11 +42,11 @@ static int query_vmas(int fd, uint64_t start, uint64_t end,
 		struct procmem_vma v;
 		memset(&v, 0, sizeof(v));
 		struct procmap_query q = {
-			.size = sizeof(q),
-			.query_flags = PROCMAP_QUERY_COVERING_OR_NEXT_VMA,
-			.query_addr = addr,
-			.vma_name_addr = (uint64_t)(uintptr_t)v.name,
-			.vma_name_size = sizeof(v.name),
+		    .size = sizeof(q),
+		    .query_flags = PROCMAP_QUERY_COVERING_OR_NEXT_VMA,
+		    .query_addr = addr,
+		    .vma_name_addr = (uint64_t)(uintptr_t)v.name,
+		    .vma_name_size = sizeof(v.name),
 		};
 		if (ioctl(fd, PROCMAP_QUERY, &q) < 0) {
 			if (errno == ENOENT)
@@ -120,7 +120,8 @@ static int maps_vmas(pid_t pid, uint64_t start, uint64_t end,
 	int rc = read_maps(pid, &buf);
 	if (rc < 0)
 		return rc;
-	for (char *line = buf; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
+	for (char *line = buf; line && *line;
+	     line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
 		struct procmem_vma v;
 		if (!parse_maps_line(line, &v) || v.end <= start)
 			continue;
@@ -162,7 +163,8 @@ int procmem_maps_file(pid_t pid, const struct pol_file_id *f, bool *exec, bool *
 	*exec = *shared = false;
 	if (rc < 0)
 		return rc;
-	for (char *line = buf; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
+	for (char *line = buf; line && *line;
+	     line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
 		struct procmem_vma v;
 		if (!parse_maps_line(line, &v) || v.ino != f->ino || v.dev != f->dev)
 			continue;
@@ -176,7 +178,7 @@ int procmem_maps_file(pid_t pid, const struct pol_file_id *f, bool *exec, bool *
 
 #define PM_PRESENT (1ULL << 63)
 #define PM_SWAPPED (1ULL << 62)
-#define PM_FILE (1ULL << 61)
+#define PM_FILE	   (1ULL << 61)
 
 static int written_scan(int fd, uint64_t start, uint64_t end, bool *yes)
 {
@@ -184,16 +186,16 @@ static int written_scan(int fd, uint64_t start, uint64_t end, bool *yes)
 	/* Pages that are not file pages (after inverting PAGE_IS_FILE) and
 	 * are present or swapped: copies made on write. */
 	struct pm_scan_arg a = {
-		.size = sizeof(a),
-		.start = start,
-		.end = end,
-		.vec = (uint64_t)(uintptr_t)&r,
-		.vec_len = 1,
-		.max_pages = 1,
-		.category_inverted = PAGE_IS_FILE,
-		.category_mask = PAGE_IS_FILE,
-		.category_anyof_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
-		.return_mask = PAGE_IS_FILE,
+	    .size = sizeof(a),
+	    .start = start,
+	    .end = end,
+	    .vec = (uint64_t)(uintptr_t)&r,
+	    .vec_len = 1,
+	    .max_pages = 1,
+	    .category_inverted = PAGE_IS_FILE,
+	    .category_mask = PAGE_IS_FILE,
+	    .category_anyof_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
+	    .return_mask = PAGE_IS_FILE,
 	};
 	long n = ioctl(fd, PAGEMAP_SCAN, &a);
 	if (n < 0)

@@ -20,7 +20,7 @@ struct procmem_vma {
 	uint64_t start, end;
 	bool r, w, x, shared;
 	uint64_t dev, ino; /* 0 for anonymous memory */
-	char name[48];     /* path or [heap]/[stack]/..., truncated */
+	char name[48];	   /* path or [heap]/[stack]/..., truncated */
 };
 
 /* Is this region anonymous memory, whatever /proc calls it? Private and
