@@ -100,6 +100,9 @@ struct pol_decision {
 	bool emulate;
 	uint64_t val;
 	const char *rule; /* what decided: a rule name, "wx", "limits.max_mapped", ... */
+	/* Room for a copy of the rule name, for callers that use the decision
+	 * after the policy may have been replaced and freed. */
+	char rule_copy[72];
 	char why[112];	  /* a human reason for denials and logs, or "" */
 	/* For the caller's accounting, when the call is let through: */
 	uint64_t grow;	       /* bytes it may add to the process */

@@ -795,6 +795,12 @@ void enforce_decide_locked(struct mv *mv, struct proc *p, const struct mv_call *
 		thread_returned(e, &x);
 	struct pol_caller who = {.exe = p ? p->exe : NULL, .ops = &env_ops, .env = &x};
 	decide(pol, c, &who, d);
+	/* A rule's name belongs to the policy, which `policy set` may free as
+	 * soon as the lock is released; the caller reports it after that. */
+	if (d->rule) {
+		snprintf(d->rule_copy, sizeof(d->rule_copy), "%s", d->rule);
+		d->rule = d->rule_copy;
+	}
 	if (d->verdict == MV_V_LOG)
 		log_info("pid %d tid %d: %s logged by %s%s%s", x.pid, c->tid, syscalls_name(c->sc),
 			 d->rule, d->why[0] ? ": " : "", d->why);

@@ -574,8 +574,11 @@ int run_main(int argc, char **argv)
 	mv->start_wall_ns = mv_wall_ns();
 	features_probe(&mv->feat);
 	/* A bad policy stops everything before the command starts. */
-	if (enforce_init(mv) < 0)
+	if (enforce_init(mv) < 0) {
+		enforce_free(mv);
+		free(mv);
 		return 125;
+	}
 	pthread_mutex_init(&mv->lock, NULL);
 	proctab_init(&mv->procs, 4096);
 	mv->loop = ev_default_loop(EVBACKEND_EPOLL | EVFLAG_NOSIGMASK);

@@ -344,6 +344,9 @@ static void test_max_mapped(void)
 	ok(d.verdict == MV_V_DENY, "brk one byte over");
 	d = run(p, call(MV_SC_brk, 0x1000000, 0, 0, 0, 0, 0));
 	ok(d.verdict == MV_V_ALLOW && d.grow == 0, "brk shrinking");
+	d = run(p, call(MV_SC_brk, 0x1000000 + 64 * MiB, 0, 0, 0, 0, 0));
+	ok(d.verdict == MV_V_DENY && d.emulate && d.val == 0x1000000 + 4 * MiB,
+	   "a refused brk returns the unchanged break (the heap's end), not an errno");
 	/* The rlimit that enforces it cannot be lifted. */
 	d = run(p, call(MV_SC_prlimit64, 0, 9, 0x7fff0000, 0, 0, 0));
 	ok(VERDICT(d, MV_V_DENY, EPERM, "limits.max_mapped"), "prlimit64(RLIMIT_AS, new) refused");
