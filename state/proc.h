@@ -31,6 +31,7 @@ struct proc {
 	int wait_status; /* from the reaper when it was our child; -1 when unknown */
 	enum proc_state state;
 	bool identity_stale; /* exe/cmdline not yet read from /proc */
+	bool exe_verified;   /* exe is what /proc/PID/exe says */
 	unsigned execs; /* successful execs seen */
 
 	/* An execve/execveat was let through and its outcome is unknown until

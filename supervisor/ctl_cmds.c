@@ -3,6 +3,7 @@
 #include "supervisor/ctl.h"
 #include "common/jbuf.h"
 #include "common/util.h"
+#include "supervisor/ctl_policy.h"
 #include "supervisor/ctl_server.h"
 #include "supervisor/jobs.h"
 #include "supervisor/lifecycle.h"
@@ -499,6 +500,8 @@ static const struct ctl_cmd table[] = {
 	{"regions", cmd_regions, "a process's address space now: {\"pid\":N}"},
 	{"stats", cmd_stats, "calls by syscall and verdict, bytes, service time: [{\"pid\":N}]"},
 	{"events", cmd_events, "subscribe to the event stream"},
+	{"policy", ctl_policy_show, "the active policy and how it is enforced"},
+	{"policy_set", ctl_policy_set, "validate a policy file and make it active: {\"path\":FILE}"},
 	{"job", cmd_job, "a job's progress or result: {\"id\":N}"},
 	{"jobs", cmd_jobs, "every job of this run"},
 };

@@ -2,6 +2,7 @@
 #include "common/fault.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "supervisor/enforce.h"
 #include "supervisor/events.h"
 #include "supervisor/pidfd.h"
 #include "supervisor/procfs.h"
@@ -39,6 +40,7 @@ static struct proc *discover_locked(struct mv *mv, pid_t tgid, int pidfd)
 	struct proc *parent = p->ppid > 0 ? proctab_get(&mv->procs, p->ppid) : NULL;
 	if (parent) {
 		p->exe = parent->exe ? xstrdup(parent->exe) : NULL;
+		p->exe_verified = parent->exe_verified;
 		if (parent->cmdline) {
 			p->cmdline = xmalloc(parent->cmdline_len);
 			memcpy(p->cmdline, parent->cmdline, parent->cmdline_len);
@@ -199,6 +201,8 @@ void lifecycle_settle_exec_locked(struct mv *mv, struct proc *p)
 	/* The execve's arguments name the program until a query reads the
 	 * real exe and cmdline from /proc. */
 	p->identity_stale = true;
+	p->exe_verified = false;
+	enforce_proc_exec_locked(mv, p);
 	events_proc(mv, MV_EVENT_EXEC, p, 0);
 	log_debug("process %d exec'd %s", p->pid, p->exe ? p->exe : "?");
 }
@@ -271,6 +275,7 @@ void lifecycle_exit_locked(struct mv *mv, struct proc *p)
 	if (p->procfd >= 0)
 		close(p->procfd);
 	p->exec_probe_fd = p->pidfd = p->procfd = -1;
+	enforce_proc_exit_locked(mv, p);
 	events_proc(mv, MV_EVENT_EXIT, p, p->wait_status);
 	log_debug("process %d exited", p->pid);
 	proctab_exit(&mv->procs, p, mv_wall_ns());
@@ -332,6 +337,7 @@ static void apply_identity_locked(struct proc *p, struct proc_identity *id)
 	if (id->ppid > 0)
 		p->ppid = id->ppid;
 	p->start_ticks = id->start_ticks;
+	id->exe_read = id->exe != NULL;
 	if (id->exe) {
 		free(p->exe);
 		p->exe = mv_steal_ptr(id->exe);
@@ -342,6 +348,20 @@ static void apply_identity_locked(struct proc *p, struct proc_identity *id)
 		p->cmdline_len = id->cmdline_len;
 	}
 	p->identity_stale = false;
+	p->exe_verified = id->exe_read;
+}
+
+void lifecycle_verify_exe_locked(struct proc *p)
+{
+	char path[64], exe[4096];
+	snprintf(path, sizeof(path), "/proc/%d/exe", p->pid);
+	ssize_t n = readlink(path, exe, sizeof(exe) - 1);
+	if (n < 0)
+		return;
+	exe[n] = '\0';
+	free(p->exe);
+	p->exe = xstrdup(exe);
+	p->exe_verified = true;
 }
 
 void lifecycle_refresh(struct mv *mv)

@@ -1,6 +1,7 @@
 /* memvisor: run a command with its memory system calls supervised. */
 #include "common/util.h"
 #include "supervisor/ctl_client.h"
+#include "supervisor/policy_cli.h"
 #include "supervisor/run.h"
 
 #include <stdio.h>
@@ -15,6 +16,7 @@ struct subcommand {
 static const struct subcommand subcommands[] = {
 	{"run", run_main, "run a command under supervision"},
 	{"ctl", ctl_client_main, "query and control a running memvisor"},
+	{"policy", policy_main, "check a policy file"},
 };
 
 static void usage(FILE *f)

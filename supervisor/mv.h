@@ -30,12 +30,15 @@ struct mv_opts {
 	const char *stats_json;
 	bool kill_descendants;
 	int kill_grace_ms;
+	bool notify_all; /* --notify-all: no kernel-side fast path */
 	int argc;
 	char **argv;
 };
 
 struct ctl_server;
 struct events;
+struct enforce;
+struct policy;
 
 struct mv {
 	struct mv_opts opts;
@@ -74,6 +77,12 @@ struct mv {
 	struct ctl_server *ctl;
 	const char *socket_path; /* the control socket, once listening */
 	struct events *events;
+
+	/* The policy (supervisor/enforce.h). The active policy is swapped
+	 * whole under lock; enforce holds the launch filter's coverage, the
+	 * kernel-side pieces set at launch, and the limits' accounting. */
+	struct policy *policy; /* under lock */
+	struct enforce *enforce;
 
 	/* The command. */
 	pid_t cmd_pid;

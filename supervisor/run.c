@@ -8,6 +8,7 @@
 #include "policy/filter.h"
 #include "supervisor/cli.h"
 #include "supervisor/ctl_server.h"
+#include "supervisor/enforce.h"
 #include "supervisor/events.h"
 #include "supervisor/jobs.h"
 #include "supervisor/lifecycle.h"
@@ -34,7 +35,7 @@ extern char **environ;
  * the terminal already delivers its own to the command's process group). */
 static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH};
 
-enum { OPT_KILL_GRACE = 256 };
+enum { OPT_KILL_GRACE = 256, OPT_NOTIFY_ALL };
 
 static const struct cli_opt run_opts[] = {
 	{"socket", required_argument, 's', "PATH",
@@ -47,6 +48,8 @@ static const struct cli_opt run_opts[] = {
 	 "when the command exits, end what it left behind"},
 	{"kill-grace", required_argument, OPT_KILL_GRACE, "SECONDS",
 	 "SIGTERM to SIGKILL delay for --kill-descendants (default 2)"},
+	{"notify-all", no_argument, OPT_NOTIFY_ALL, NULL,
+	 "notify every memory call (complete statistics; no kernel fast path)"},
 	{"help", no_argument, 'h', NULL, "show this help"},
 };
 
@@ -97,6 +100,9 @@ static int parse_run_opts(int argc, char **argv, struct mv_opts *o)
 				fprintf(stderr, "memvisor: --kill-grace: '%s' is not a number of seconds\n", optarg);
 				return -EINVAL;
 			}
+			break;
+		case OPT_NOTIFY_ALL:
+			o->notify_all = true;
 			break;
 		case 'h':
 			run_usage(stdout);
@@ -203,6 +209,12 @@ static const char *stage_name(int stage)
 		return "load the seccomp filter";
 	case LAUNCH_HANDOVER:
 		return "hand the seccomp listener to memvisor";
+	case LAUNCH_RLIMIT:
+		return "set RLIMIT_AS for max_mapped";
+	case LAUNCH_PERSONALITY:
+		return "clear READ_IMPLIES_EXEC";
+	case LAUNCH_LANDLOCK:
+		return "restrict /proc/PID writes with Landlock";
 	default:
 		return "start";
 	}
@@ -259,7 +271,7 @@ static void raise_fd_limit(void)
 static int start_command(struct mv *mv)
 {
 	struct sock_fprog prog;
-	int rc = filter_build(&prog);
+	int rc = enforce_filter(mv, &prog);
 	if (rc < 0) {
 		fprintf(stderr, "memvisor: cannot build the seccomp filter: %s\n", strerror(-rc));
 		return rc;
@@ -272,6 +284,8 @@ static int start_command(struct mv *mv)
 	spec->argc = mv->opts.argc;
 	spec->envp = environ;
 	spec->candidates = launch_candidates(mv->opts.argv[0], getenv("PATH"));
+	if ((rc = enforce_launch_spec(mv, spec)) < 0)
+		return rc;
 	sigset_t blocked;
 	if ((rc = prepare_signals(spec, &blocked)) < 0) {
 		fprintf(stderr, "memvisor: cannot set up signals: %s\n", strerror(-rc));
@@ -290,6 +304,7 @@ static int start_command(struct mv *mv)
 		return rc;
 	}
 	close(sv[1]);
+	enforce_launch_done(mv, spec);
 	filter_free(&spec->prog);
 	for (char **c = (char **)spec->candidates; *c; c++)
 		free(*c);
@@ -539,6 +554,12 @@ int run_main(int argc, char **argv)
 	mv->start_ns = mv_now_ns();
 	mv->start_wall_ns = mv_wall_ns();
 	features_probe(&mv->feat);
+	/* A bad policy stops everything before the command starts. */
+	if (enforce_init(mv) < 0) {
+		enforce_free(mv);
+		free(mv);
+		return 125;
+	}
 	pthread_mutex_init(&mv->lock, NULL);
 	proctab_init(&mv->procs, 4096);
 	mv->loop = ev_default_loop(EVBACKEND_EPOLL | EVFLAG_NOSIGMASK);

@@ -9,9 +9,9 @@ trap 'exec 7>&- 2>/dev/null || true; rm -rf "$dir"' EXIT
 sock="$dir/demo.sock"
 mkfifo "$dir/in"
 
-echo "== $mv run --socket $sock -- $build/workloads/mappings"
+echo "== $mv run --notify-all --socket $sock -- $build/workloads/mappings"
 echo "   (a program that maps anonymous, file, shared and sparse memory, then waits)"
-"$mv" run --socket "$sock" --stats-json "$dir/stats.json" -- "$build/workloads/mappings" \
+"$mv" run --notify-all --socket "$sock" --stats-json "$dir/stats.json" -- "$build/workloads/mappings" \
 	<"$dir/in" >"$dir/out" &
 run_pid=$!
 exec 7>"$dir/in"
