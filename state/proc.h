@@ -95,6 +95,13 @@ void proctab_exit(struct proctab *t, struct proc *p, uint64_t when_ns);
 struct proc *proctab_next(const struct proctab *t, size_t *iter);
 size_t proctab_running(const struct proctab *t);
 
+/* Iterate every process of the run, the exited ones (oldest first) and
+ * then the running: for (size_t i = 0; (p = proctab_next_all(t, &i));) */
+struct proc *proctab_next_all(const struct proctab *t, size_t *iter);
+
+/* The counters of every process of the run, exited and folded included. */
+void proctab_totals(const struct proctab *t, struct proc_stats *out);
+
 /* Free a process and its memory (not its fds). */
 void proc_free(struct proc *p);
 

@@ -198,18 +198,10 @@ static int cmd_status(struct mv *mv, struct ctl_client *c, json_t *args, json_t 
 		}
 	}
 	pthread_mutex_lock(&mv->lock);
-	uint64_t denials = 0, kills = 0;
-	struct proc *p;
-	for (size_t i = 0; (p = proctab_next(&mv->procs, &i));) {
-		denials += stats_verdict_calls(&p->stats, MV_V_DENY);
-		kills += stats_verdict_calls(&p->stats, MV_V_KILL);
-	}
-	for (size_t i = 0; i < mv->procs.n_exited; i++) {
-		denials += stats_verdict_calls(&mv->procs.exited[i]->stats, MV_V_DENY);
-		kills += stats_verdict_calls(&mv->procs.exited[i]->stats, MV_V_KILL);
-	}
-	denials += stats_verdict_calls(&mv->procs.folded, MV_V_DENY);
-	kills += stats_verdict_calls(&mv->procs.folded, MV_V_KILL);
+	struct proc_stats *all = xcalloc(1, sizeof(*all));
+	proctab_totals(&mv->procs, all);
+	uint64_t denials = stats_verdict_calls(all, MV_V_DENY), kills = stats_verdict_calls(all, MV_V_KILL);
+	free(all);
 	json_t *totals = json_pack("{s:I, s:I, s:I, s:I, s:I}", "mapped", (json_int_t)mapped,
 				   "committed", (json_int_t)committed, "notifications",
 				   (json_int_t)mv->notifications, "denials", (json_int_t)denials,
@@ -439,16 +431,10 @@ static int cmd_stats(struct mv *mv, struct ctl_client *c, json_t *args, json_t *
 	struct proc_stats *total = xcalloc(1, sizeof(*total));
 	json_t *list = json_array();
 	pthread_mutex_lock(&mv->lock);
-	for (size_t i = 0; i < mv->procs.n_exited; i++) {
-		json_array_append_new(list, proc_stats_json(mv->procs.exited[i]));
-		stats_merge(total, &mv->procs.exited[i]->stats);
-	}
 	struct proc *p;
-	for (size_t i = 0; (p = proctab_next(&mv->procs, &i));) {
+	for (size_t i = 0; (p = proctab_next_all(&mv->procs, &i));)
 		json_array_append_new(list, proc_stats_json(p));
-		stats_merge(total, &p->stats);
-	}
-	stats_merge(total, &mv->procs.folded);
+	proctab_totals(&mv->procs, total);
 	*result = json_pack("{s:I, s:I, s:o, s:o}", "notifications", (json_int_t)mv->notifications,
 			    "processes_folded", (json_int_t)mv->procs.n_folded, "totals",
 			    render_stats(total), "processes", list);

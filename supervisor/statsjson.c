@@ -39,16 +39,10 @@ static json_t *build(struct mv *mv, int exit_code)
 	struct proc_stats *total = xcalloc(1, sizeof(*total));
 	json_t *procs = json_array();
 	pthread_mutex_lock(&mv->lock);
-	for (size_t i = 0; i < mv->procs.n_exited; i++) {
-		json_array_append_new(procs, proc_json(mv->procs.exited[i]));
-		stats_merge(total, &mv->procs.exited[i]->stats);
-	}
 	struct proc *p;
-	for (size_t i = 0; (p = proctab_next(&mv->procs, &i));) {
+	for (size_t i = 0; (p = proctab_next_all(&mv->procs, &i));)
 		json_array_append_new(procs, proc_json(p));
-		stats_merge(total, &p->stats);
-	}
-	stats_merge(total, &mv->procs.folded);
+	proctab_totals(&mv->procs, total);
 	json_object_set_new(root, "processes_seen", json_integer((json_int_t)mv->procs.n_seen));
 	json_object_set_new(root, "processes_folded", json_integer((json_int_t)mv->procs.n_folded));
 	json_object_set_new(root, "notifications", json_integer((json_int_t)mv->notifications));

@@ -19,26 +19,32 @@ teardown() {
 
 rss_kb() { awk '/^VmRSS/{print $2}' /proc/"$1"/status 2>/dev/null || echo 0; }
 
+# Sample memvisor's RSS from 1 s in until it exits; set EARLY and PEAK (kB).
+watch_rss() {
+	sleep 1
+	EARLY=$(rss_kb "$1")
+	PEAK=$EARLY
+	while kill -0 "$1" 2>/dev/null; do
+		local r
+		r=$(rss_kb "$1")
+		[ "$r" -gt "$PEAK" ] && PEAK=$r
+		sleep 0.2
+	done
+	echo "memvisor RSS: ${EARLY} kB after 1 s, peak ${PEAK} kB"
+}
+
 @test "64 threads of mmap/munmap/mremap/mprotect: every call answered, memory flat" {
 	"$MEMVISOR" run --notify-all --socket "$SOCK" --stats-json "$TMP/s.json" -- "$WL/storm" 64 "$SECS" >"$TMP/out" 2>&1 &
 	mv=$!
 	remember_pid $mv
 	wait_for 10 test -S "$SOCK"
-	sleep 1
-	early=$(rss_kb $mv)
-	peak=$early
-	while kill -0 $mv 2>/dev/null; do
-		r=$(rss_kb $mv)
-		[ "$r" -gt "$peak" ] && peak=$r
-		sleep 0.2
-	done
+	watch_rss $mv
 	wait $mv
 	grep -q '^storm ok' "$TMP/out"
 	# Every notification was answered and timed; nothing left waiting.
 	[ "$(json_get "$TMP/s.json" 'd["totals"]["service_ns"]["count"]')" -eq "$(json_get "$TMP/s.json" 'd["notifications"]')" ]
 	[ "$(json_get "$TMP/s.json" 'd["totals"]["calls"]["mremap"]["allow"]')" -gt 100 ]
-	echo "memvisor RSS: ${early} kB after 1 s, peak ${peak} kB"
-	[ $((peak - early)) -lt 16384 ]
+	[ $((PEAK - EARLY)) -lt 16384 ]
 }
 
 @test "200 processes forking and exec'ing at once are all supervised" {
@@ -57,17 +63,9 @@ rss_kb() { awk '/^VmRSS/{print $2}' /proc/"$1"/status 2>/dev/null || echo 0; }
 	mv=$!
 	remember_pid $mv
 	wait_for 10 test -S "$SOCK"
-	sleep 1
-	early=$(rss_kb $mv)
-	peak=$early
-	while kill -0 $mv 2>/dev/null; do
-		r=$(rss_kb $mv)
-		[ "$r" -gt "$peak" ] && peak=$r
-		sleep 0.2
-	done
+	watch_rss $mv
 	wait $mv
-	echo "memvisor RSS: ${early} kB after 1 s, peak ${peak} kB"
-	[ $((peak - early)) -lt 16384 ]
+	[ $((PEAK - EARLY)) -lt 16384 ]
 }
 
 @test "100 control clients hammering status, regions and events during a storm (64 at a time)" {

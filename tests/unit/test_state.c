@@ -220,6 +220,18 @@ static void test_proctab(void)
 	is_u64(t.n_folded, 2, "the rest folded");
 	is_u64(t.folded.calls[MV_SC_brk][MV_V_DENY], 7, "folded counters kept");
 	is_u64(t.n_seen, 4, "every process seen is counted");
+	struct proc *e = proctab_add(&t, 400, 1);
+	e->stats.calls[MV_SC_brk][MV_V_DENY] = 1;
+	size_t n = 0;
+	struct proc *it;
+	for (size_t i = 0; (it = proctab_next_all(&t, &i));)
+		n++;
+	is_u64(n, 3, "next_all visits the exited and the running");
+	struct proc_stats tot;
+	memset(&tot, 0, sizeof(tot));
+	proctab_totals(&t, &tot);
+	is_u64(tot.calls[MV_SC_brk][MV_V_DENY], 8, "totals include folded, exited and running");
+	is_u64(tot.calls[MV_SC_mmap][MV_V_ALLOW], 5, "totals include the exited");
 	proctab_free(&t);
 }
 
