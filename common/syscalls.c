@@ -3,6 +3,7 @@
 #include "common/util.h"
 
 #include <seccomp.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const struct {
@@ -24,12 +25,31 @@ static int nr_of[MV_SC_COUNT][MV_ABI_COUNT];
 static const uint32_t abi_arch[MV_ABI_COUNT] = {SCMP_ARCH_X86_64, SCMP_ARCH_X86, SCMP_ARCH_X32};
 static const char *const abi_names[MV_ABI_COUNT] = {"x86_64", "i386", "x32"};
 
+/* libseccomp names the i386 System V IPC and socket calls by negative
+ * pseudo numbers, because they used to go through the ipc(2)/socketcall(2)
+ * multiplexers; since Linux 4.18/5.1 they also have direct numbers (shmat
+ * is 397). Find the direct number by name, so a direct shmat is decoded
+ * like a native one. Pseudo numbers of calls an ABI lacks are <= -10000. */
+static int direct_nr(uint32_t arch, const char *name)
+{
+	for (int nr = 0; nr < NR_SLOTS; nr++) {
+		char *n = seccomp_syscall_resolve_num_arch(arch, nr);
+		bool same = n && strcmp(n, name) == 0;
+		free(n);
+		if (same)
+			return nr;
+	}
+	return -1;
+}
+
 int syscalls_init(void)
 {
 	memset(by_nr, MV_SC_UNKNOWN, sizeof(by_nr));
 	for (int sc = 0; sc < MV_SC_COUNT; sc++) {
 		for (int abi = 0; abi < MV_ABI_COUNT; abi++) {
 			int nr = seccomp_syscall_resolve_name_arch(abi_arch[abi], table[sc].name);
+			if (nr < 0 && nr > -10000)
+				nr = direct_nr(abi_arch[abi], table[sc].name);
 			nr_of[sc][abi] = -1;
 			if (nr < 0)
 				continue;

@@ -10,7 +10,12 @@
 
 #include <stdint.h>
 
-enum mv_sc_class { MV_SC_MEMORY, MV_SC_LIFECYCLE };
+/* MEMORY: the calls the policy is about. LIFECYCLE: process tracking, always
+ * notified. GUARD: calls that are not about memory but could undo a policy
+ * (personality(READ_IMPLIES_EXEC), lifting RLIMIT_AS, ptrace pokes); they are
+ * notified only when the active policy needs them, and only for the
+ * argument values that matter (policy/needs.c). */
+enum mv_sc_class { MV_SC_MEMORY, MV_SC_LIFECYCLE, MV_SC_GUARD };
 
 #define MV_SYSCALL_TABLE(X)                                                                        \
 	X(mmap, MV_SC_MEMORY, "addr,length,prot,flags,fd,offset")                                 \
@@ -37,7 +42,11 @@ enum mv_sc_class { MV_SC_MEMORY, MV_SC_LIFECYCLE };
 	X(fork, MV_SC_LIFECYCLE, "")                                                               \
 	X(vfork, MV_SC_LIFECYCLE, "")                                                              \
 	X(execve, MV_SC_LIFECYCLE, "filename,argv,envp")                                           \
-	X(execveat, MV_SC_LIFECYCLE, "dirfd,pathname,argv,envp,flags")
+	X(execveat, MV_SC_LIFECYCLE, "dirfd,pathname,argv,envp,flags")                             \
+	X(personality, MV_SC_GUARD, "persona")                                                     \
+	X(prlimit64, MV_SC_GUARD, "pid,resource,new_limit,old_limit")                              \
+	X(setrlimit, MV_SC_GUARD, "resource,rlim")                                                 \
+	X(ptrace, MV_SC_GUARD, "request,pid,addr,data")
 
 enum mv_sc {
 #define X(name, cls, args) MV_SC_##name,

@@ -28,7 +28,8 @@ static int export_to_memory(scmp_filter_ctx ctx, struct sock_fprog *out)
 	if (fstat(fd, &st) < 0)
 		return -errno;
 	size_t n = (size_t)st.st_size;
-	if (n == 0 || n % sizeof(struct sock_filter) || n / sizeof(struct sock_filter) > BPF_MAXINSNS)
+	if (n == 0 || n % sizeof(struct sock_filter) ||
+	    n / sizeof(struct sock_filter) > BPF_MAXINSNS)
 		return -E2BIG;
 	struct sock_filter *insns = xmalloc(n);
 	if (pread(fd, insns, n, 0) != (ssize_t)n) {
@@ -40,32 +41,98 @@ static int export_to_memory(scmp_filter_ctx ctx, struct sock_fprog *out)
 	return 0;
 }
 
-int filter_build(struct sock_fprog *out)
+static const uint32_t abi_arch[MV_ABI_COUNT] = {SCMP_ARCH_X86_64, SCMP_ARCH_X86, SCMP_ARCH_X32};
+
+static const enum scmp_compare ops[] = {
+    [NEEDS_EQ] = SCMP_CMP_EQ,
+    [NEEDS_NE] = SCMP_CMP_NE,
+    [NEEDS_LT] = SCMP_CMP_LT,
+    [NEEDS_LE] = SCMP_CMP_LE,
+    [NEEDS_GT] = SCMP_CMP_GT,
+    [NEEDS_GE] = SCMP_CMP_GE,
+    [NEEDS_MASKED_EQ] = SCMP_CMP_MASKED_EQ,
+};
+
+/* A context for one ABI alone: every context merged must carry the same
+ * attributes. */
+static scmp_filter_ctx abi_ctx(enum mv_abi abi)
 {
-	_cleanup_(ctx_release) scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
 	if (!ctx)
-		return -ENOMEM;
-	int rc;
-	/* The launcher sets NO_NEW_PRIVS itself, before loading. */
-	if ((rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0)) < 0)
-		return rc;
-	/* A binary tree of syscall numbers instead of a linear chain. */
-	(void)seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
-	if ((rc = seccomp_arch_add(ctx, SCMP_ARCH_X86)) < 0 && rc != -EEXIST)
-		return rc;
-	if ((rc = seccomp_arch_add(ctx, SCMP_ARCH_X32)) < 0 && rc != -EEXIST)
-		return rc;
+		return NULL;
+	/* The launcher sets NO_NEW_PRIVS itself, before loading. A binary
+	 * tree of syscall numbers instead of a linear chain. */
+	if (seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0) < 0 ||
+	    seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2) < 0)
+		goto fail;
+	if (abi_arch[abi] != seccomp_arch_native()) {
+		if (seccomp_arch_add(ctx, abi_arch[abi]) < 0 ||
+		    seccomp_arch_remove(ctx, SCMP_ARCH_NATIVE) < 0)
+			goto fail;
+	}
+	return ctx;
+fail:
+	seccomp_release(ctx);
+	return NULL;
+}
+
+static int add_rules(scmp_filter_ctx ctx, const struct needs *n, enum mv_abi abi)
+{
 	for (int sc = 0; sc < MV_SC_COUNT; sc++) {
-		/* A negative (pseudo) number stands for a call the native ABI
-		 * lacks; libseccomp adds it to the ABIs that have it. */
+		const struct needs_sc *s = &n->sc[abi][sc];
+		if (syscalls_nr((enum mv_sc)sc, abi) < 0)
+			continue;
+		/* libseccomp takes the native number (or its pseudo number for
+		 * calls x86_64 lacks) and translates it by name for the ABI of
+		 * the context; for i386 shmat it also adds ipc(SHMAT). */
 		int nr = seccomp_syscall_resolve_name(syscalls_name((enum mv_sc)sc));
 		if (nr == __NR_SCMP_ERROR)
 			return -ENOSYS;
-		rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, nr, 0);
-		if (rc < 0)
-			return rc;
+		if (s->all) {
+			int rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, nr, 0);
+			if (rc < 0)
+				return rc;
+			continue;
+		}
+		for (size_t i = 0; i < s->n; i++) {
+			struct scmp_arg_cmp c[NEEDS_MAX_CMP];
+			for (int k = 0; k < s->t[i].n; k++) {
+				const struct needs_cmp *nc = &s->t[i].c[k];
+				/* MASKED_EQ compares (arg & datum_a) == datum_b; the
+				 * others compare with datum_a. */
+				bool masked = nc->op == NEEDS_MASKED_EQ;
+				c[k] = (struct scmp_arg_cmp){nc->arg, ops[nc->op],
+							     masked ? nc->mask : nc->datum,
+							     masked ? nc->datum : 0};
+			}
+			int rc = seccomp_rule_add_array(ctx, SCMP_ACT_NOTIFY, nr, s->t[i].n, c);
+			if (rc < 0)
+				return rc;
+		}
 	}
-	return export_to_memory(ctx, out);
+	return 0;
+}
+
+int filter_build(const struct needs *n, struct sock_fprog *out)
+{
+	_cleanup_(ctx_release) scmp_filter_ctx main = abi_ctx(MV_ABI_X86_64);
+	if (!main)
+		return -ENOMEM;
+	int rc = add_rules(main, n, MV_ABI_X86_64);
+	if (rc < 0)
+		return rc;
+	for (int abi = MV_ABI_I386; abi < MV_ABI_COUNT; abi++) {
+		scmp_filter_ctx ctx = abi_ctx((enum mv_abi)abi);
+		if (!ctx)
+			return -ENOMEM;
+		if ((rc = add_rules(ctx, n, (enum mv_abi)abi)) < 0 ||
+		    (rc = seccomp_merge(main, ctx)) < 0) {
+			seccomp_release(ctx);
+			return rc;
+		}
+		/* seccomp_merge() took ctx. */
+	}
+	return export_to_memory(main, out);
 }
 
 void filter_free(struct sock_fprog *prog)

@@ -2,6 +2,7 @@
 #include "state/as.h"
 #include "common/util.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -74,32 +75,62 @@ enum as_kind as_classify(const char *path, bool shared, uint64_t inode)
 	return AS_FILE;
 }
 
+/* Parse one number field and the separator that must follow it. */
+static bool field_u64(const char **p, int base, char sep, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	*out = strtoull(*p, &end, base);
+	if (end == *p || errno || *end != sep)
+		return false;
+	*p = end + 1;
+	return true;
+}
+
+/* One line of /proc/PID/maps: "start-end perms offset maj:min inode  path".
+ * Parsed by hand: sscanf on a line of a 3 MiB buffer would measure the
+ * whole rest of the buffer every time (glibc runs strlen on its input). */
+static int parse_line(const char *line, const char *eol, struct as_region *r)
+{
+	const char *p = line;
+	uint64_t maj, min;
+	memset(r, 0, sizeof(*r));
+	if (!field_u64(&p, 16, '-', &r->start) || !field_u64(&p, 16, ' ', &r->end) || eol - p < 5)
+		return -EINVAL;
+	const char *perms = p;
+	p += 4;
+	if (*p++ != ' ')
+		return -EINVAL;
+	if (!field_u64(&p, 16, ' ', &r->offset) || !field_u64(&p, 16, ':', &maj) ||
+	    !field_u64(&p, 16, ' ', &min))
+		return -EINVAL;
+	char *end;
+	r->inode = strtoull(p, &end, 10);
+	if (end == p || end > eol || r->start >= r->end)
+		return -EINVAL;
+	p = end;
+	r->dev_major = (uint32_t)maj;
+	r->dev_minor = (uint32_t)min;
+	r->prot = (perms[0] == 'r' ? AS_PROT_READ : 0) | (perms[1] == 'w' ? AS_PROT_WRITE : 0) |
+		  (perms[2] == 'x' ? AS_PROT_EXEC : 0);
+	r->shared = perms[3] == 's';
+	while (p < eol && *p == ' ')
+		p++;
+	if (p < eol)
+		r->path = strndup(p, (size_t)(eol - p));
+	r->kind = as_classify(r->path, r->shared, r->inode);
+	r->created.sc = r->changed.sc = MV_SC_UNKNOWN;
+	return 0;
+}
+
 int as_parse_maps(const char *text, struct as_model *m)
 {
 	as_model_free(m);
 	for (const char *line = text; *line;) {
 		const char *eol = strchrnul(line, '\n');
 		struct as_region r;
-		memset(&r, 0, sizeof(r));
-		char perms[5];
-		unsigned maj, min;
-		int pos = 0;
-		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %4s %" SCNx64 " %x:%x %" SCNu64 "%n", &r.start,
-			   &r.end, perms, &r.offset, &maj, &min, &r.inode, &pos) != 7 ||
-		    pos > eol - line || r.start >= r.end)
+		if (parse_line(line, eol, &r) < 0)
 			return -EINVAL;
-		r.dev_major = maj;
-		r.dev_minor = min;
-		r.prot = (perms[0] == 'r' ? AS_PROT_READ : 0) | (perms[1] == 'w' ? AS_PROT_WRITE : 0) |
-			 (perms[2] == 'x' ? AS_PROT_EXEC : 0);
-		r.shared = perms[3] == 's';
-		const char *p = line + pos;
-		while (p < eol && *p == ' ')
-			p++;
-		if (p < eol)
-			r.path = strndup(p, (size_t)(eol - p));
-		r.kind = as_classify(r.path, r.shared, r.inode);
-		r.created.sc = r.changed.sc = MV_SC_UNKNOWN;
 		as_model_push(m, &r);
 		line = *eol ? eol + 1 : eol;
 	}

@@ -158,18 +158,23 @@ static bool same_object(const struct as_region *a, const struct as_region *b)
 	return true;
 }
 
-/* Origin carried from the previous snapshot, if r existed there. */
+/* Origin carried from the previous snapshot, if r existed there. The
+ * old regions are sorted: find the first that ends after r starts. */
 static const struct as_region *ancestor(const struct as_model *old, const struct as_region *r)
 {
-	if (!old)
+	if (!old || !old->n)
 		return NULL;
-	for (size_t i = 0; i < old->n; i++) {
-		const struct as_region *o = &old->r[i];
-		if (o->start >= r->end)
-			break;
-		if (overlaps(o->start, o->end, r->start, r->end) && same_object(o, r))
-			return o;
+	size_t lo = 0, hi = old->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (old->r[mid].end <= r->start)
+			lo = mid + 1;
+		else
+			hi = mid;
 	}
+	for (size_t i = lo; i < old->n && old->r[i].start < r->end; i++)
+		if (same_object(&old->r[i], r))
+			return &old->r[i];
 	return NULL;
 }
 
@@ -250,6 +255,13 @@ void as_provenance(struct as_model *fresh, const struct as_model *old, const str
 		   uint64_t exec_ns, const char *exe)
 {
 	bool *used = xcalloc(AS_LOG_SIZE, sizeof(bool));
+	/* run_end[i]: the last region of the run of pieces of one mapping
+	 * that region i belongs to (computed once: runs can be 50,000 long). */
+	size_t *run_end = xmalloc((fresh->n + 1) * sizeof(*run_end));
+	for (size_t i = fresh->n; i-- > 0;) {
+		bool joined = i + 1 < fresh->n && same_mapping(&fresh->r[i], &fresh->r[i + 1]);
+		run_end[i] = joined ? run_end[i + 1] : i;
+	}
 	for (size_t i = 0; i < fresh->n; i++) {
 		fresh->r[i].created.sc = fresh->r[i].changed.sc = MV_SC_UNKNOWN;
 		fresh->r[i].created.time_ns = fresh->r[i].changed.time_ns = 0;
@@ -271,9 +283,7 @@ void as_provenance(struct as_model *fresh, const struct as_model *old, const str
 		} else {
 			/* One mapping later split (mprotect of a guard page,
 			 * mlock, partial munmap): match the whole run. */
-			size_t j = i;
-			while (j + 1 < fresh->n && same_mapping(&fresh->r[j], &fresh->r[j + 1]))
-				j++;
+			size_t j = run_end[i];
 			uint64_t size = fresh->r[j].end - r->start;
 			if ((m = match_size(log, used, r, size, true)) >= 0 ||
 			    (m = match_size(log, used, r, r->end - r->start, false)) >= 0) {
@@ -304,5 +314,6 @@ void as_provenance(struct as_model *fresh, const struct as_model *old, const str
 			r->changed = (struct as_origin){nth_newest(log, (size_t)m)->sc,
 							nth_newest(log, (size_t)m)->time_ns};
 	}
+	free(run_end);
 	free(used);
 }

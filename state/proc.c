@@ -125,6 +125,24 @@ struct proc *proctab_next(const struct proctab *t, size_t *iter)
 	return imap_next(&t->procs, iter, NULL, &val) ? val : NULL;
 }
 
+struct proc *proctab_next_all(const struct proctab *t, size_t *iter)
+{
+	if (*iter < t->n_exited)
+		return t->exited[(*iter)++];
+	size_t slot = *iter - t->n_exited;
+	struct proc *p = proctab_next(t, &slot);
+	*iter = slot + t->n_exited;
+	return p;
+}
+
+void proctab_totals(const struct proctab *t, struct proc_stats *out)
+{
+	struct proc *p;
+	for (size_t i = 0; (p = proctab_next_all(t, &i));)
+		stats_merge(out, &p->stats);
+	stats_merge(out, &t->folded);
+}
+
 size_t proctab_running(const struct proctab *t)
 {
 	return t->procs.len;

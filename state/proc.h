@@ -30,7 +30,8 @@ struct proc {
 	uint64_t exit_ns;
 	int wait_status; /* from the reaper when it was our child; -1 when unknown */
 	enum proc_state state;
-	bool announced; /* identity read and "start" event sent */
+	bool identity_stale; /* exe/cmdline not yet read from /proc */
+	bool exe_verified;   /* exe is what /proc/PID/exe says */
 	unsigned execs; /* successful execs seen */
 
 	/* An execve/execveat was let through and its outcome is unknown until
@@ -53,7 +54,6 @@ struct proc {
 	struct as_log *aslog;
 	uint64_t exec_ns; /* wall time of an exec not yet reconciled, or 0 */
 
-	void *watcher; /* the supervisor's pidfd watcher */
 };
 
 struct proctab {
@@ -88,12 +88,19 @@ void proctab_del_thread(struct proctab *t, pid_t tid);
 void proctab_drop_threads(struct proctab *t, struct proc *p);
 
 /* Move p to the exited list (state EXITED); its threads are forgotten.
- * The caller has released p's fds and watcher. */
+ * The caller has released p's fds. */
 void proctab_exit(struct proctab *t, struct proc *p, uint64_t when_ns);
 
 /* Iterate running processes: for (size_t i = 0; (p = proctab_next(t, &i));) */
 struct proc *proctab_next(const struct proctab *t, size_t *iter);
 size_t proctab_running(const struct proctab *t);
+
+/* Iterate every process of the run, the exited ones (oldest first) and
+ * then the running: for (size_t i = 0; (p = proctab_next_all(t, &i));) */
+struct proc *proctab_next_all(const struct proctab *t, size_t *iter);
+
+/* The counters of every process of the run, exited and folded included. */
+void proctab_totals(const struct proctab *t, struct proc_stats *out);
 
 /* Free a process and its memory (not its fds). */
 void proc_free(struct proc *p);

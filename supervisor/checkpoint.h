@@ -1,4 +1,4 @@
-/* The checkpoint job (docs/image-format.md, docs/protocol-checkpoint.md):
+/* The checkpoint job (docs/image-format.md, docs/protocol.md):
  *
  *   stopping  seize and interrupt every thread of every chosen process,
  *             re-scanning threads (and, for all processes, the tree) until

@@ -2,6 +2,7 @@
  * (or through a shared-memory file) into the writer's staging buffers,
  * back to back in pages-file order (supervisor/checkpoint_job.h). */
 #include "supervisor/checkpoint_job.h"
+#include "common/fault.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "supervisor/backing.h"
@@ -52,7 +53,9 @@ static int read_batch(struct reader *r, struct cproc *p, char *dst)
 	size_t i0 = 0;
 	while (i0 < r->n) {
 		size_t done;
-		int rc = vm_readv(p->tid, &r->iov[i0], r->n - i0, dst, &done);
+		int rc = fault_hit("ckpt_read")
+			     ? (done = 0, -EIO)
+			     : vm_readv(p->tid, &r->iov[i0], r->n - i0, dst, &done);
 		if (rc == 0)
 			return 0;
 		size_t k = i0, acc = 0;

@@ -3,7 +3,10 @@
  *   checkpoint_stop.c  stopping and resuming every thread (ptrace)
  *   checkpoint_plan.c  registers, layout, committed pages, objects
  *   checkpoint_copy.c  reading the pages into the writer's buffers
- * Everything here runs on the job's thread (the ptrace tracer). Stages
+ * Everything here runs on the job's thread (the ptrace tracer).
+ * Failure points (MEMVISOR_FAULT): ckpt_seize (EPERM from PTRACE_SEIZE),
+ * ckpt_read (EIO from process_vm_readv), and those of pagesw.h and
+ * imgdir.h. Stages
  * return 0 or -errno, recording the first failure with ckpt_fail. */
 #ifndef MV_CHECKPOINT_JOB_H
 #define MV_CHECKPOINT_JOB_H

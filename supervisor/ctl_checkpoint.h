@@ -1,4 +1,4 @@
-/* The checkpoint control command (docs/protocol-checkpoint.md): checks
+/* The checkpoint control command (docs/protocol.md): checks
  * its arguments, the processes and the directory at once, so that every
  * mistake is an error reply, then starts the job and answers with its id. */
 #ifndef MV_CTL_CHECKPOINT_H

@@ -1,8 +1,10 @@
 /* The control commands (docs/protocol.md): the table, the argument
  * helpers, and the commands that report on processes and memory. */
 #include "supervisor/ctl.h"
+#include "common/jbuf.h"
 #include "common/util.h"
 #include "supervisor/ctl_checkpoint.h"
+#include "supervisor/ctl_policy.h"
 #include "supervisor/ctl_server.h"
 #include "supervisor/jobs.h"
 #include "supervisor/lifecycle.h"
@@ -164,7 +166,7 @@ static int cmd_hello(struct mv *mv, struct ctl_client *c, json_t *args, json_t *
 /* Pids of the running processes, sorted, after discovering new ones. */
 static pid_t *running_pids(struct mv *mv, size_t *n)
 {
-	lifecycle_scan_tree(mv);
+	lifecycle_refresh(mv);
 	pthread_mutex_lock(&mv->lock);
 	*n = proctab_running(&mv->procs);
 	pid_t *v = xcalloc(*n + 1, sizeof(*v));
@@ -197,18 +199,10 @@ static int cmd_status(struct mv *mv, struct ctl_client *c, json_t *args, json_t 
 		}
 	}
 	pthread_mutex_lock(&mv->lock);
-	uint64_t denials = 0, kills = 0;
-	struct proc *p;
-	for (size_t i = 0; (p = proctab_next(&mv->procs, &i));) {
-		denials += stats_verdict_calls(&p->stats, MV_V_DENY);
-		kills += stats_verdict_calls(&p->stats, MV_V_KILL);
-	}
-	for (size_t i = 0; i < mv->procs.n_exited; i++) {
-		denials += stats_verdict_calls(&mv->procs.exited[i]->stats, MV_V_DENY);
-		kills += stats_verdict_calls(&mv->procs.exited[i]->stats, MV_V_KILL);
-	}
-	denials += stats_verdict_calls(&mv->procs.folded, MV_V_DENY);
-	kills += stats_verdict_calls(&mv->procs.folded, MV_V_KILL);
+	struct proc_stats *all = xcalloc(1, sizeof(*all));
+	proctab_totals(&mv->procs, all);
+	uint64_t denials = stats_verdict_calls(all, MV_V_DENY), kills = stats_verdict_calls(all, MV_V_KILL);
+	free(all);
 	json_t *totals = json_pack("{s:I, s:I, s:I, s:I, s:I}", "mapped", (json_int_t)mapped,
 				   "committed", (json_int_t)committed, "notifications",
 				   (json_int_t)mv->notifications, "denials", (json_int_t)denials,
@@ -282,34 +276,58 @@ static int cmd_ps(struct mv *mv, struct ctl_client *c, json_t *args, json_t **re
 
 /* ---- regions -------------------------------------------------------- */
 
-static json_t *origin_json(const struct as_origin *o)
+static void origin_text(struct jbuf *b, const struct as_origin *o)
 {
-	if (o->sc == MV_SC_UNKNOWN)
-		return json_null();
-	return json_pack("{s:s, s:f}", "syscall", syscalls_name(o->sc), "time", (double)o->time_ns / 1e9);
+	if (o->sc == MV_SC_UNKNOWN) {
+		jbuf_lit(b, "null");
+		return;
+	}
+	jbuf_printf(b, "{\"syscall\":\"%s\",\"time\":%.6f}", syscalls_name(o->sc),
+		    (double)o->time_ns / 1e9);
 }
 
-static json_t *region_json(const struct as_region *r)
+/* One region as JSON text (docs/protocol.md, regions). */
+static void region_text(struct jbuf *b, const struct as_region *r)
 {
 	char prot[4];
-	json_t *o = json_object();
-	json_object_set_new(o, "start", render_hex(r->start));
-	json_object_set_new(o, "end", render_hex(r->end));
-	json_object_set_new(o, "size", json_integer((json_int_t)(r->end - r->start)));
-	render_prot(r->prot, prot);
-	json_object_set_new(o, "prot", json_string(prot));
-	json_object_set_new(o, "shared", json_boolean(r->shared));
-	json_object_set_new(o, "kind", json_string(as_kind_name(r->kind)));
-	json_object_set_new(o, "path", r->path ? json_string(r->path) : json_null());
-	json_object_set_new(o, "offset", json_integer((json_int_t)r->offset));
-	json_object_set_new(o, "inode", json_integer((json_int_t)r->inode));
-	char dev[24];
-	snprintf(dev, sizeof(dev), "%02x:%02x", r->dev_major, r->dev_minor);
-	json_object_set_new(o, "dev", json_string(dev));
-	json_object_set_new(o, "committed", json_integer((json_int_t)r->committed));
-	json_object_set_new(o, "created_by", origin_json(&r->created));
-	json_object_set_new(o, "changed_by", origin_json(&r->changed));
-	return o;
+	jbuf_lit(b, "{\"start\":");
+	jbuf_hex(b, r->start);
+	jbuf_lit(b, ",\"end\":");
+	jbuf_hex(b, r->end);
+	jbuf_printf(b, ",\"size\":%llu,\"prot\":\"%s\",\"shared\":%s,\"kind\":\"%s\",\"path\":",
+		    (unsigned long long)(r->end - r->start), render_prot(r->prot, prot),
+		    r->shared ? "true" : "false", as_kind_name(r->kind));
+	jbuf_str(b, r->path);
+	jbuf_printf(b, ",\"offset\":%llu,\"inode\":%llu,\"dev\":\"%02x:%02x\",\"committed\":%llu,\"created_by\":",
+		    (unsigned long long)r->offset, (unsigned long long)r->inode, r->dev_major,
+		    r->dev_minor, (unsigned long long)r->committed);
+	origin_text(b, &r->created);
+	jbuf_lit(b, ",\"changed_by\":");
+	origin_text(b, &r->changed);
+	jbuf_lit(b, "}");
+}
+
+/* An address argument: an integer, or a "0x..." string. */
+static int arg_addr_opt(json_t *args, const char *key, uint64_t *out, struct ctl_err *err)
+{
+	json_t *v = json_object_get(args, key);
+	if (!v)
+		return 0;
+	if (json_is_integer(v) && json_integer_value(v) >= 0) {
+		*out = (uint64_t)json_integer_value(v);
+		return 0;
+	}
+	const char *s = json_string_value(v);
+	char *end;
+	if (s && *s) {
+		errno = 0;
+		unsigned long long a = strtoull(s, &end, 0);
+		if (!*end && !errno) {
+			*out = a;
+			return 0;
+		}
+	}
+	return ctl_fail(err, CTL_E_BAD_REQUEST, "args.%s: expected an address (integer or \"0x...\")", key);
 }
 
 static int parse_source(json_t *args, enum procmap_source *src, struct ctl_err *err)
@@ -333,9 +351,16 @@ static int cmd_regions(struct mv *mv, struct ctl_client *c, json_t *args, json_t
 		       struct ctl_err *err)
 {
 	pid_t pid;
-	enum procmap_source src;
-	if (ctl_arg_pid(mv, args, "pid", &pid, err) < 0 || parse_source(args, &src, err) < 0)
+	enum procmap_source src = PROCMAP_SRC_AUTO;
+	uint64_t from = 0;
+	long long limit = -1;
+	bool summary = false;
+	if (ctl_arg_pid(mv, args, "pid", &pid, err) < 0 || parse_source(args, &src, err) < 0 ||
+	    arg_addr_opt(args, "from", &from, err) < 0 || ctl_arg_int_opt(args, "limit", &limit, err) < 0 ||
+	    ctl_arg_bool_opt(args, "summary", &summary, err) < 0)
 		return -1;
+	if (json_object_get(args, "limit") && limit < 0)
+		return ctl_fail(err, CTL_E_BAD_REQUEST, "args.limit: must not be negative");
 	if (src == PROCMAP_SRC_QUERY && !mv->feat.procmap_query)
 		return ctl_fail(err, CTL_E_NOT_SUPPORTED, "this kernel has no PROCMAP_QUERY (Linux 6.11)");
 	struct model_cost cost = {0};
@@ -350,15 +375,32 @@ static int cmd_regions(struct mv *mv, struct ctl_client *c, json_t *args, json_t
 		pthread_mutex_unlock(&mv->lock);
 		return ctl_fail(err, CTL_E_NO_SUCH_PROCESS, "process %d has exited", pid);
 	}
-	json_t *list = json_array();
-	for (size_t i = 0; i < p->model.n; i++)
-		json_array_append_new(list, region_json(&p->model.r[i]));
-	*result = json_pack("{s:i, s:s, s:f, s:I, s:I, s:I, s:I, s:o}", "pid", pid, "source", cost.how,
-			    "time", (double)p->model.reconciled_ns / 1e9, "reconcile_ns",
-			    (json_int_t)cost.total_ns, "count", (json_int_t)p->model.n, "mapped",
-			    (json_int_t)p->model.mapped, "committed", (json_int_t)p->model.committed,
-			    "regions", list);
+	const struct as_model *m = &p->model;
+	struct jbuf b;
+	jbuf_init(&b);
+	jbuf_printf(&b, "{\"pid\":%d,\"source\":\"%s\",\"time\":%.6f,\"reconcile_ns\":%llu,"
+			"\"count\":%zu,\"mapped\":%llu,\"committed\":%llu",
+		    pid, cost.how, (double)m->reconciled_ns / 1e9, (unsigned long long)cost.total_ns,
+		    m->n, (unsigned long long)m->mapped, (unsigned long long)m->committed);
+	if (!summary) {
+		size_t i = 0, shown = 0;
+		while (i < m->n && m->r[i].end <= from)
+			i++;
+		jbuf_lit(&b, ",\"regions\":[");
+		for (; i < m->n && (limit < 0 || shown < (size_t)limit); i++, shown++) {
+			if (shown)
+				jbuf_lit(&b, ",");
+			region_text(&b, &m->r[i]);
+		}
+		jbuf_lit(&b, "],\"next\":");
+		if (i < m->n)
+			jbuf_hex(&b, m->r[i].start);
+		else
+			jbuf_lit(&b, "null");
+	}
+	jbuf_lit(&b, "}");
 	pthread_mutex_unlock(&mv->lock);
+	ctl_client_raw_result(c, jbuf_steal(&b));
 	return 0;
 }
 
@@ -374,6 +416,7 @@ static json_t *proc_stats_json(const struct proc *p)
 static int cmd_stats(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
 		     struct ctl_err *err)
 {
+	lifecycle_refresh(mv);
 	if (json_object_get(args, "pid")) {
 		pid_t pid;
 		if (ctl_arg_pid(mv, args, "pid", &pid, err) < 0)
@@ -389,16 +432,10 @@ static int cmd_stats(struct mv *mv, struct ctl_client *c, json_t *args, json_t *
 	struct proc_stats *total = xcalloc(1, sizeof(*total));
 	json_t *list = json_array();
 	pthread_mutex_lock(&mv->lock);
-	for (size_t i = 0; i < mv->procs.n_exited; i++) {
-		json_array_append_new(list, proc_stats_json(mv->procs.exited[i]));
-		stats_merge(total, &mv->procs.exited[i]->stats);
-	}
 	struct proc *p;
-	for (size_t i = 0; (p = proctab_next(&mv->procs, &i));) {
+	for (size_t i = 0; (p = proctab_next_all(&mv->procs, &i));)
 		json_array_append_new(list, proc_stats_json(p));
-		stats_merge(total, &p->stats);
-	}
-	stats_merge(total, &mv->procs.folded);
+	proctab_totals(&mv->procs, total);
 	*result = json_pack("{s:I, s:I, s:o, s:o}", "notifications", (json_int_t)mv->notifications,
 			    "processes_folded", (json_int_t)mv->procs.n_folded, "totals",
 			    render_stats(total), "processes", list);
@@ -420,7 +457,7 @@ static int cmd_events(struct mv *mv, struct ctl_client *c, json_t *args, json_t 
 static int cmd_job(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
 		   struct ctl_err *err)
 {
-	long long id;
+	long long id = 0;
 	if (ctl_arg_int(args, "id", &id, err) < 0)
 		return -1;
 	pthread_mutex_lock(&mv->lock);
@@ -450,6 +487,8 @@ static const struct ctl_cmd table[] = {
 	{"regions", cmd_regions, "a process's address space now: {\"pid\":N}"},
 	{"stats", cmd_stats, "calls by syscall and verdict, bytes, service time: [{\"pid\":N}]"},
 	{"events", cmd_events, "subscribe to the event stream"},
+	{"policy", ctl_policy_show, "the active policy and how it is enforced"},
+	{"policy_set", ctl_policy_set, "validate a policy file and make it active: {\"path\":FILE}"},
 	{"job", cmd_job, "a job's progress or result: {\"id\":N}"},
 	{"jobs", cmd_jobs, "every job of this run"},
 	{"checkpoint", ctl_cmd_checkpoint,

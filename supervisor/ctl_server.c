@@ -5,6 +5,7 @@
  * in its own buffer, and its events are dropped (and counted) once the
  * buffer is full. */
 #include "supervisor/ctl_server.h"
+#include "common/fault.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "supervisor/ctl.h"
@@ -34,7 +35,10 @@ struct ctl_client {
 	bool subscribed;
 	uint64_t dropped; /* events lost since the last "dropped" notice */
 	bool closing;     /* close once the output is flushed */
+	bool lingering;   /* refused: our side shut, discarding input until EOF */
+	ev_timer linger;
 	bool dead;        /* closed; freed after this loop iteration */
+	char *raw_result; /* a handler's result as JSON text (ctl_client_raw_result) */
 	uid_t uid;
 	struct ctl_client *next, *prev;
 };
@@ -83,7 +87,9 @@ static int flush(struct ctl_client *c)
 {
 	struct ev_loop *loop = c->mv->loop;
 	while (out_pending(c)) {
-		ssize_t w = send(c->fd, c->out + c->out_off, out_pending(c), MSG_NOSIGNAL | MSG_DONTWAIT);
+		ssize_t w = fault_hit("ctl_write") ? (errno = EPIPE, -1)
+						    : send(c->fd, c->out + c->out_off, out_pending(c),
+							   MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (w < 0) {
 			if (errno == EINTR)
 				continue;
@@ -106,7 +112,15 @@ static int flush(struct ctl_client *c)
 	ev_io_stop(loop, &c->wio);
 	c->out_off = c->out_len = 0;
 	if (c->closing) {
-		client_close(c);
+		/* Closing with the client's request unread would reset the
+		 * connection and could lose the error reply we just sent:
+		 * shut our side, and discard input until the client closes
+		 * (or a second has passed). */
+		c->closing = false;
+		c->lingering = true;
+		shutdown(c->fd, SHUT_WR);
+		ev_io_start(loop, &c->rio);
+		ev_timer_start(loop, &c->linger);
 		return -1;
 	}
 	if (c->dropped && c->subscribed) {
@@ -157,6 +171,25 @@ void ctl_client_dropped(struct ctl_client *c, uint64_t n)
 	c->dropped += n;
 }
 
+void ctl_client_raw_result(struct ctl_client *c, char *json_text)
+{
+	free(c->raw_result);
+	c->raw_result = json_text;
+}
+
+static int send_raw_reply(struct ctl_client *c, json_t *id, char *result)
+{
+	char *ids = id ? json_dumps(id, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+	out_append(c, "{\"id\":", 6);
+	out_append(c, ids ? ids : "null", ids ? strlen(ids) : 4);
+	out_append(c, ",\"ok\":true,\"result\":", 20);
+	out_append(c, result, strlen(result));
+	out_append(c, "}\n", 2);
+	free(ids);
+	free(result);
+	return flush(c);
+}
+
 void ctl_client_subscribe(struct ctl_client *c)
 {
 	if (!c->subscribed) {
@@ -198,11 +231,19 @@ static int handle_request(struct ctl_client *c, const char *line, size_t len)
 		if (!json_is_object(args))
 			args = empty = json_object();
 		json_t *result = NULL;
-		if (cc->fn(c->mv, c, args, &result, &err) == 0)
+		int hrc = fault_hit("ctl_alloc") ? ctl_fail(&err, CTL_E_INTERNAL, "out of memory")
+						 : cc->fn(c->mv, c, args, &result, &err);
+		if (hrc == 0 && c->raw_result) {
+			json_decref(result);
+			rc = send_raw_reply(c, id, mv_steal_ptr(c->raw_result));
+		} else if (hrc == 0) {
 			rc = send_json(c, json_pack("{s:O?, s:b, s:o}", "id", id, "ok", 1, "result",
 						    result ? result : json_null()));
-		else
+		} else {
+			free(mv_steal_ptr(c->raw_result));
+			json_decref(result);
 			rc = reply_error(c, id, err.code, err.message);
+		}
 		json_decref(empty);
 	}
 	json_decref(req);
@@ -246,12 +287,22 @@ static int process_input(struct ctl_client *c)
 static void on_client_read(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct ctl_client *c = w->data;
+	if (c->lingering) {
+		char sink[4096];
+		ssize_t n;
+		while ((n = recv(c->fd, sink, sizeof(sink), MSG_DONTWAIT)) > 0)
+			;
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+			client_close(c);
+		return;
+	}
 	for (;;) {
 		if (c->in_cap - c->in_len < 65536) {
 			c->in_cap = c->in_cap ? c->in_cap * 2 : 65536;
 			c->in = xrealloc(c->in, c->in_cap);
 		}
-		ssize_t n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
+		ssize_t n = fault_hit("ctl_read") ? (errno = ECONNRESET, -1)
+						  : recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN)
@@ -283,6 +334,7 @@ static void client_close(struct ctl_client *c)
 	c->dead = true;
 	ev_io_stop(mv->loop, &c->rio);
 	ev_io_stop(mv->loop, &c->wio);
+	ev_timer_stop(mv->loop, &c->linger);
 	close(c->fd);
 	if (c->prev)
 		c->prev->next = c->next;
@@ -296,6 +348,11 @@ static void client_close(struct ctl_client *c)
 	ev_check_start(mv->loop, &s->reaper);
 }
 
+static void on_linger_timeout(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	client_close(w->data);
+}
+
 static void free_dead(struct mv *mv)
 {
 	struct ctl_server *s = mv->ctl;
@@ -304,6 +361,7 @@ static void free_dead(struct mv *mv)
 		s->dead = c->next;
 		if (c->subscribed)
 			events_unsubscribe(mv, c);
+		free(c->raw_result);
 		free(c->in);
 		free(c->out);
 		free(c);
@@ -327,7 +385,8 @@ static struct ctl_client *client_new(struct mv *mv, int fd)
 	c->fd = fd;
 	ev_io_init(&c->rio, on_client_read, fd, EV_READ);
 	ev_io_init(&c->wio, on_client_write, fd, EV_WRITE);
-	c->rio.data = c->wio.data = c;
+	ev_timer_init(&c->linger, on_linger_timeout, 1.0, 0.0);
+	c->rio.data = c->wio.data = c->linger.data = c;
 	c->next = s->clients;
 	if (s->clients)
 		s->clients->prev = c;
@@ -346,11 +405,12 @@ static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct mv *mv = w->data;
 	struct ctl_server *s = mv->ctl;
-	int fd = accept4(s->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	int fd = fault_hit("ctl_accept") ? (errno = EMFILE, -1)
+					  : accept4(s->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 	if (fd < 0) {
 		if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
 			log_warn("control socket accept: %s", strerror(errno));
-		return;
+		return; /* a pending connection is retried on the next readiness */
 	}
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
@@ -496,8 +556,8 @@ void ctl_server_stop(struct mv *mv)
 	events_flush(mv);
 	while (s->clients) {
 		struct ctl_client *c = s->clients;
-		if (flush(c) == 0)
-			client_close(c);
+		flush(c);
+		client_close(c); /* no-op if flush closed it */
 	}
 	ev_check_stop(mv->loop, &s->reaper);
 	free_dead(mv);

@@ -18,6 +18,10 @@ struct ctl_client;
 void ctl_client_event(struct ctl_client *c, const char *line);
 void ctl_client_dropped(struct ctl_client *c, uint64_t n);
 
+/* A handler's result given as JSON text (for large results, written
+ * without building a jansson tree); the server takes ownership. */
+void ctl_client_raw_result(struct ctl_client *c, char *json_text);
+
 /* Make the client an event subscriber (the events command). */
 void ctl_client_subscribe(struct ctl_client *c);
 

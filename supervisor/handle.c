@@ -1,6 +1,7 @@
 #include "supervisor/handle.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "supervisor/enforce.h"
 #include "supervisor/events.h"
 #include "supervisor/lifecycle.h"
 
@@ -52,6 +53,14 @@ void handle_notification(struct mv *mv, const struct seccomp_notif *req,
 		return;
 	}
 	struct proc *p = lifecycle_find_locked(mv, c.tid);
+	/* The policy decides (docs/policy.md), after an exec has been settled
+	 * (wx_allow goes by the executable); on the registers alone when the
+	 * process could not be found. */
+	struct pol_decision d;
+	if (p)
+		lifecycle_settle_exec_locked(mv, p);
+	enforce_decide_locked(mv, p, &c, &d);
+	a->verdict = d.verdict;
 	if (p) {
 		lifecycle_settle_exec_locked(mv, p);
 		a->pid = p->pid;
@@ -62,9 +71,11 @@ void handle_notification(struct mv *mv, const struct seccomp_notif *req,
 			mv->last_cloner = p->pid;
 	}
 	pthread_mutex_unlock(&mv->lock);
+	enforce_answer(&d, resp);
 
 	if (events_active(mv))
-		events_call(mv, &c, a->pid, a->verdict, 0, NULL);
+		events_call(mv, &c, a->pid, a->verdict, d.verdict == MV_V_DENY ? d.err : 0,
+			    d.verdict == MV_V_ALLOW ? NULL : d.rule);
 }
 
 void handle_answered(struct mv *mv, const struct answer *a, int send_rc, uint64_t service_ns)

@@ -1,4 +1,5 @@
 #include "supervisor/imgdir.h"
+#include "common/fault.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "state/image.h"
@@ -148,7 +149,7 @@ int imgdir_write_file(struct imgdir *d, const char *name, const void *buf, size_
 		return -errno;
 	if (fchmod(fd, 0600) < 0)
 		return -errno;
-	int rc = mv_write_all(fd, buf, len);
+	int rc = fault_hit("ckpt_manifest_write") ? -ENOSPC : mv_write_all(fd, buf, len);
 	if (rc < 0)
 		return rc;
 	if (fsync(fd) < 0)
@@ -183,6 +184,7 @@ static void remove_tree(int dirfd, const char *name, int depth)
 static int rename_into_place(struct imgdir *d)
 {
 	unsigned flags = d->replace ? RENAME_EXCHANGE : RENAME_NOREPLACE;
+	FAULT_RETURN("ckpt_rename", EIO);
 	int rc = renameat2(d->parentfd, d->tmpbase, d->parentfd, d->base, flags);
 	if (rc < 0 && errno == ENOENT && d->replace) {
 		/* What we were to replace has gone meanwhile. */

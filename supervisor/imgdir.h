@@ -6,8 +6,9 @@
  * even then only an empty directory or a memvisor image is replaced (by
  * an atomic exchange, so DIR is always one whole image or the other).
  *
- * Failure points (for fault injection, issue 7):
- *   imgdir.mkdir, imgdir.write (manifest), imgdir.fsync, imgdir.rename
+ * Failure points (MEMVISOR_FAULT, common/fault.h):
+ *   ckpt_manifest_write  writing manifest.json (ENOSPC)
+ *   ckpt_rename          the rename into place (EIO)
  * Functions return 0 or -errno, with a message in err where they take one. */
 #ifndef MV_IMGDIR_H
 #define MV_IMGDIR_H

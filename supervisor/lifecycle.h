@@ -26,11 +26,19 @@ void lifecycle_exit_locked(struct mv *mv, struct proc *p);
  * that made no memory call) by walking the tree below the reaper. */
 void lifecycle_scan_tree(struct mv *mv);
 
-/* Main thread: stop p's exit watcher (at shutdown). */
-void lifecycle_unwatch_locked(struct mv *mv, struct proc *p);
+/* Main thread: ask again for exit statuses the kernel did not have yet
+ * (final: the last time, at shutdown). */
+void lifecycle_late_exits(struct mv *mv, bool final);
 
-/* Main thread: read the identity of processes the notify thread found or
- * saw exec, announce new ones, and watch their exits. */
-void lifecycle_watch_new(struct mv *mv);
+/* Read p's executable from /proc/PID/exe now (the policy's wx_allow). */
+void lifecycle_verify_exe_locked(struct proc *p);
+
+/* Main thread: the exits epoll set is readable; retire who exited. */
+void lifecycle_exits_ready(struct mv *mv);
+
+/* Main thread, before answering a query: find processes that have not
+ * notified yet, and read the identity (exe, cmdline, parent) of those
+ * whose identity came from their parent or their execve's arguments. */
+void lifecycle_refresh(struct mv *mv);
 
 #endif

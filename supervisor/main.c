@@ -2,6 +2,7 @@
 #include "common/util.h"
 #include "supervisor/ctl_client.h"
 #include "supervisor/image_main.h"
+#include "supervisor/policy_cli.h"
 #include "supervisor/run.h"
 
 #include <stdio.h>
@@ -17,6 +18,7 @@ static const struct subcommand subcommands[] = {
 	{"run", run_main, "run a command under supervision"},
 	{"ctl", ctl_client_main, "query and control a running memvisor"},
 	{"image", image_main, "summarise or verify a checkpoint image"},
+	{"policy", policy_main, "check a policy file"},
 };
 
 static void usage(FILE *f)

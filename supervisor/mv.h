@@ -4,7 +4,8 @@
  *    and answers seccomp notifications, and nothing else, so a tracee
  *    never waits behind control-socket work;
  *  - the main thread (run.c) runs everything else on a libev loop: signals,
- *    the reaper's reports, pidfd exit watchers, the control socket, jobs.
+ *    the reaper's reports, process exits (an epoll set of pidfds the notify
+ *    thread adds to), the control socket, jobs.
  *
  * mv->lock guards the process table and everything both threads touch. It
  * is held for bookkeeping only, never across I/O of more than a /proc read. */
@@ -29,12 +30,15 @@ struct mv_opts {
 	const char *stats_json;
 	bool kill_descendants;
 	int kill_grace_ms;
+	bool notify_all; /* --notify-all: no kernel-side fast path */
 	int argc;
 	char **argv;
 };
 
 struct ctl_server;
 struct events;
+struct enforce;
+struct policy;
 
 struct mv {
 	struct mv_opts opts;
@@ -63,12 +67,22 @@ struct mv {
 	ev_io launch_io;
 	int launch_sock;
 	ev_async wake; /* notify thread -> main: new processes to watch */
-	pid_t *to_watch; /* under lock: pids whose identity the main thread reads */
-	size_t n_to_watch, cap_to_watch;
+	int exits_epfd; /* epoll set of every process's pidfd */
+	ev_io exits_io;
+	void *late; /* exit statuses to ask for again (lifecycle.c) */
+	size_t n_late, cap_late;
+	ev_timer late_timer;
+	pthread_t main_thread;
 
 	struct ctl_server *ctl;
 	const char *socket_path; /* the control socket, once listening */
 	struct events *events;
+
+	/* The policy (supervisor/enforce.h). The active policy is swapped
+	 * whole under lock; enforce holds the launch filter's coverage, the
+	 * kernel-side pieces set at launch, and the limits' accounting. */
+	struct policy *policy; /* under lock */
+	struct enforce *enforce;
 
 	/* The command. */
 	pid_t cmd_pid;

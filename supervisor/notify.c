@@ -1,5 +1,6 @@
 #include "supervisor/notify.h"
 #include "common/compat.h"
+#include "common/fault.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "supervisor/handle.h"
@@ -43,19 +44,44 @@ bool notify_id_valid(int listener, uint64_t id)
 	return ioctl(listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0;
 }
 
+/* Answer the notification in resp. A failure other than ENOENT (the
+ * thread is gone) is retried: an unanswered notification leaves its
+ * thread blocked for good. */
+static int send_answer(int listener)
+{
+	int rc = -EIO;
+	for (int attempt = 0; attempt < 3; attempt++) {
+		if (fault_hit("notify_send"))
+			continue;
+		if (ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, resp) == 0)
+			return 0;
+		rc = -errno;
+		if (rc == -ENOENT)
+			return rc;
+	}
+	return rc;
+}
+
 /* One notification: receive, decide, answer, account. The thread that
  * receives answers, so with SYNC_WAKE_UP the whole round trip stays on
  * one CPU. */
 static void handle_one(struct mv *mv)
 {
 	memset(req, 0, sizes.seccomp_notif);
-	if (ioctl(mv->listener, SECCOMP_IOCTL_NOTIF_RECV, req) < 0) {
+	int r = fault_hit("notify_recv") ? (errno = EIO, -1)
+					 : ioctl(mv->listener, SECCOMP_IOCTL_NOTIF_RECV, req);
+	if (r < 0) {
 		/* ENOENT: the call was withdrawn (the thread got a signal or
 		 * died) between the wake-up and our receive. EINTR: our own
-		 * wake-up signal, see notify_stop. */
-		if (errno != ENOENT && errno != EINTR) {
-			log_error("seccomp notification receive: %s", strerror(errno));
+		 * wake-up signal, see notify_stop. Anything else is logged
+		 * and the loop goes on: stopping would leave every tracee
+		 * blocked in its next memory call. Only a listener that is
+		 * no longer valid ends it. */
+		if (errno == EBADF || errno == EFAULT) {
+			log_error("seccomp notification receive: %s: supervision stops", strerror(errno));
 			atomic_store(&stopping, true);
+		} else if (errno != ENOENT && errno != EINTR) {
+			log_warn("seccomp notification receive: %s", strerror(errno));
 		}
 		return;
 	}
@@ -67,13 +93,10 @@ static void handle_one(struct mv *mv)
 	/* Service time ends at the answer: with SYNC_WAKE_UP the answer may
 	 * run the tracee on this CPU before the ioctl returns to us. */
 	uint64_t dt = mv_now_ns() - t0;
-	int rc = 0;
-	if (ioctl(mv->listener, SECCOMP_IOCTL_NOTIF_SEND, resp) < 0) {
-		rc = -errno;
-		/* ENOENT: the thread is gone or was interrupted; an outcome. */
-		if (rc != -ENOENT)
-			log_warn("seccomp answer to %d: %s", req->pid, strerror(-rc));
-	}
+	int rc = send_answer(mv->listener);
+	/* ENOENT: the thread is gone or was interrupted; an outcome. */
+	if (rc < 0 && rc != -ENOENT)
+		log_warn("seccomp answer to %d: %s", req->pid, strerror(-rc));
 	handle_answered(mv, &a, rc, dt);
 }
 
@@ -90,6 +113,9 @@ static void *notify_thread(void *arg)
 	sigfillset(&only_wake);
 	sigdelset(&only_wake, NOTIFY_WAKE_SIGNAL);
 	pthread_sigmask(SIG_SETMASK, &only_wake, NULL);
+	/* A thread's first malloc creates its arena (an mmap): pay for it
+	 * now, not in the command's first notification. */
+	free(xmalloc(64 * 1024));
 	while (!atomic_load(&stopping))
 		handle_one(mv);
 	return NULL;

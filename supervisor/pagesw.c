@@ -1,5 +1,6 @@
 #include "supervisor/pagesw.h"
 #include "common/crc32c.h"
+#include "common/fault.h"
 #include "common/log.h"
 #include "common/util.h"
 
@@ -38,6 +39,7 @@ struct pagesw {
 	bool stop;		    /* give up: drop what is queued */
 	bool eager;		    /* the reading is over: flush whatever is written */
 	bool final_req, final_done; /* the flush after the header */
+	bool flusher_done;	    /* the flusher has left (error, or stop) */
 	int final_err;
 	int error;
 	uint64_t written, flushed;
@@ -102,8 +104,10 @@ static int write_buf(struct pagesw *w, const struct pagesw_buf *b)
 {
 	size_t done = 0;
 	while (done < b->len) {
-		ssize_t n = pwrite(w->fd, (const char *)b->data + done, b->len - done,
-				   (off_t)(b->off + done));
+		ssize_t n = fault_hit("ckpt_pages_write")
+				? (errno = EIO, -1)
+				: pwrite(w->fd, (const char *)b->data + done, b->len - done,
+					 (off_t)(b->off + done));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EINVAL && w->direct) {
@@ -193,7 +197,7 @@ static void *flusher(void *arg)
 		uint64_t upto = w->written;
 		pthread_mutex_unlock(&w->lock);
 		uint64_t t0 = mv_now_ns();
-		int err = fdatasync(w->fd) < 0 ? -errno : 0;
+		int err = fault_hit("ckpt_pages_sync") ? -EIO : fdatasync(w->fd) < 0 ? -errno : 0;
 		pthread_mutex_lock(&w->lock);
 		if (final) {
 			w->ns_sync = mv_now_ns() - t0;
@@ -205,11 +209,8 @@ static void *flusher(void *arg)
 		w->flushed = upto;
 		pthread_cond_broadcast(&w->cond);
 	}
-	if (w->final_req && !w->final_done) {
-		w->final_done = true;
-		w->final_err = w->error ? w->error : -ECANCELED;
-		pthread_cond_broadcast(&w->cond);
-	}
+	w->flusher_done = true;
+	pthread_cond_broadcast(&w->cond);
 	pthread_mutex_unlock(&w->lock);
 	return NULL;
 }
@@ -217,6 +218,7 @@ static void *flusher(void *arg)
 static int open_file(int dirfd, struct pagesw *w)
 {
 	int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
+	FAULT_RETURN("ckpt_pages_open", EMFILE);
 	w->fd = openat(dirfd, IMG_PAGES, flags | O_DIRECT, 0600);
 	w->direct = w->fd >= 0;
 	if (w->fd < 0 && errno == EINVAL)
@@ -332,9 +334,11 @@ int pagesw_seal(struct pagesw *w, const struct img_header *h)
 int pagesw_sealed(struct pagesw *w)
 {
 	pthread_mutex_lock(&w->lock);
-	while (!w->final_done)
+	/* The flusher leaves at its first error, maybe before it saw the
+	 * request. */
+	while (!w->final_done && !w->flusher_done)
 		pthread_cond_wait(&w->cond, &w->lock);
-	int err = w->final_err;
+	int err = w->final_done ? w->final_err : w->error ? w->error : -EIO;
 	pthread_mutex_unlock(&w->lock);
 	return err;
 }

@@ -13,10 +13,10 @@
  * first user read of it cost about 5 us each (bench/README.md), which
  * would otherwise be paid while the program is stopped.
  *
- * Failure points (named for fault injection, issue 7):
- *   pages.open    creating the pages file
- *   pages.write   a buffer's pwrite (ENOSPC, EIO)
- *   pages.sync    an fdatasync
+ * Failure points (MEMVISOR_FAULT, common/fault.h):
+ *   ckpt_pages_open    creating the pages file (EMFILE)
+ *   ckpt_pages_write   a buffer's pwrite (EIO)
+ *   ckpt_pages_sync    an fdatasync (EIO)
  * Functions return 0 or -errno. */
 #ifndef MV_PAGESW_H
 #define MV_PAGESW_H

@@ -16,6 +16,7 @@ struct proc_identity {
 	pid_t ppid;
 	uint64_t start_ticks;
 	char *exe;     /* NULL if unreadable */
+	bool exe_read; /* exe came from /proc (set when applied) */
 	char *cmdline; /* NUL-separated; NULL if gone */
 	size_t cmdline_len;
 };

@@ -1,4 +1,5 @@
 #include "supervisor/ptrace.h"
+#include "common/fault.h"
 #include "common/log.h"
 #include "common/util.h"
 
@@ -96,7 +97,7 @@ void ptrace_describe_thread(pid_t pid, pid_t tid, char *buf, size_t len)
  * notify thread answers. */
 static int seize_one(struct ptrace_proc *pp, struct ptrace_thread *t)
 {
-	if (ptrace(PTRACE_SEIZE, t->tid, 0, 0) < 0) {
+	if (fault_hit("ckpt_seize") ? (errno = EPERM, 1) : ptrace(PTRACE_SEIZE, t->tid, 0, 0) < 0) {
 		int e = errno;
 		/* ESRCH: it exited since the listing. EPERM on a thread that
 		 * is a zombie: ptrace_attach refuses tasks with an exit_state

@@ -8,6 +8,7 @@
 #include "policy/filter.h"
 #include "supervisor/cli.h"
 #include "supervisor/ctl_server.h"
+#include "supervisor/enforce.h"
 #include "supervisor/events.h"
 #include "supervisor/jobs.h"
 #include "supervisor/lifecycle.h"
@@ -20,6 +21,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -33,7 +35,7 @@ extern char **environ;
  * the terminal already delivers its own to the command's process group). */
 static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH};
 
-enum { OPT_KILL_GRACE = 256 };
+enum { OPT_KILL_GRACE = 256, OPT_NOTIFY_ALL };
 
 static const struct cli_opt run_opts[] = {
 	{"socket", required_argument, 's', "PATH",
@@ -46,6 +48,8 @@ static const struct cli_opt run_opts[] = {
 	 "when the command exits, end what it left behind"},
 	{"kill-grace", required_argument, OPT_KILL_GRACE, "SECONDS",
 	 "SIGTERM to SIGKILL delay for --kill-descendants (default 2)"},
+	{"notify-all", no_argument, OPT_NOTIFY_ALL, NULL,
+	 "notify every memory call (complete statistics; no kernel fast path)"},
 	{"help", no_argument, 'h', NULL, "show this help"},
 };
 
@@ -96,6 +100,9 @@ static int parse_run_opts(int argc, char **argv, struct mv_opts *o)
 				fprintf(stderr, "memvisor: --kill-grace: '%s' is not a number of seconds\n", optarg);
 				return -EINVAL;
 			}
+			break;
+		case OPT_NOTIFY_ALL:
+			o->notify_all = true;
 			break;
 		case 'h':
 			run_usage(stdout);
@@ -202,6 +209,12 @@ static const char *stage_name(int stage)
 		return "load the seccomp filter";
 	case LAUNCH_HANDOVER:
 		return "hand the seccomp listener to memvisor";
+	case LAUNCH_RLIMIT:
+		return "set RLIMIT_AS for max_mapped";
+	case LAUNCH_PERSONALITY:
+		return "clear READ_IMPLIES_EXEC";
+	case LAUNCH_LANDLOCK:
+		return "restrict /proc/PID writes with Landlock";
 	default:
 		return "start";
 	}
@@ -258,7 +271,7 @@ static void raise_fd_limit(void)
 static int start_command(struct mv *mv)
 {
 	struct sock_fprog prog;
-	int rc = filter_build(&prog);
+	int rc = enforce_filter(mv, &prog);
 	if (rc < 0) {
 		fprintf(stderr, "memvisor: cannot build the seccomp filter: %s\n", strerror(-rc));
 		return rc;
@@ -271,6 +284,8 @@ static int start_command(struct mv *mv)
 	spec->argc = mv->opts.argc;
 	spec->envp = environ;
 	spec->candidates = launch_candidates(mv->opts.argv[0], getenv("PATH"));
+	if ((rc = enforce_launch_spec(mv, spec)) < 0)
+		return rc;
 	sigset_t blocked;
 	if ((rc = prepare_signals(spec, &blocked)) < 0) {
 		fprintf(stderr, "memvisor: cannot set up signals: %s\n", strerror(-rc));
@@ -289,6 +304,7 @@ static int start_command(struct mv *mv)
 		return rc;
 	}
 	close(sv[1]);
+	enforce_launch_done(mv, spec);
 	filter_free(&spec->prog);
 	for (char **c = (char **)spec->candidates; *c; c++)
 		free(*c);
@@ -444,9 +460,18 @@ static void on_launch(struct ev_loop *loop, ev_io *w, int revents)
 static void on_wake(struct ev_loop *loop, ev_async *w, int revents)
 {
 	struct mv *mv = w->data;
-	lifecycle_watch_new(mv);
 	events_flush(mv);
 	jobs_reap(mv);
+}
+
+static void on_exits(struct ev_loop *loop, ev_io *w, int revents)
+{
+	lifecycle_exits_ready(w->data);
+}
+
+static void on_late_timer(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	lifecycle_late_exits(w->data, false);
 }
 
 static void setup_loop(struct mv *mv)
@@ -464,6 +489,11 @@ static void setup_loop(struct mv *mv)
 	ev_async_init(&mv->wake, on_wake);
 	mv->wake.data = mv;
 	ev_async_start(mv->loop, &mv->wake);
+	ev_timer_init(&mv->late_timer, on_late_timer, 0.02, 0.02);
+	mv->late_timer.data = mv;
+	ev_io_init(&mv->exits_io, on_exits, mv->exits_epfd, EV_READ);
+	mv->exits_io.data = mv;
+	ev_io_start(mv->loop, &mv->exits_io);
 }
 
 /* Processes still in the table when everything is over: their exit
@@ -474,7 +504,6 @@ static void retire_all(struct mv *mv)
 	struct proc *p;
 	size_t i = 0;
 	while ((p = proctab_next(&mv->procs, &i))) {
-		lifecycle_unwatch_locked(mv, p);
 		lifecycle_exit_locked(mv, p);
 		i = 0; /* the table changed under the iterator */
 	}
@@ -503,6 +532,11 @@ int run_main(int argc, char **argv)
 {
 	struct mv *mv = xcalloc(1, sizeof(*mv));
 	mv->listener = mv->sigfd = mv->reaper_rd = mv->reaper_wr = mv->launch_sock = -1;
+	mv->exits_epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (mv->exits_epfd < 0) {
+		fprintf(stderr, "memvisor: epoll_create1: %s\n", strerror(errno));
+		return 125;
+	}
 	if (parse_run_opts(argc, argv, &mv->opts) < 0)
 		return 125;
 	int rc = log_open(mv->opts.log_path, mv->opts.log_level);
@@ -516,9 +550,16 @@ int run_main(int argc, char **argv)
 		return 125;
 	}
 	mv->self = getpid();
+	mv->main_thread = pthread_self();
 	mv->start_ns = mv_now_ns();
 	mv->start_wall_ns = mv_wall_ns();
 	features_probe(&mv->feat);
+	/* A bad policy stops everything before the command starts. */
+	if (enforce_init(mv) < 0) {
+		enforce_free(mv);
+		free(mv);
+		return 125;
+	}
 	pthread_mutex_init(&mv->lock, NULL);
 	proctab_init(&mv->procs, 4096);
 	mv->loop = ev_default_loop(EVBACKEND_EPOLL | EVFLAG_NOSIGMASK);
@@ -546,6 +587,7 @@ int run_main(int argc, char **argv)
 	jobs_wait_all(mv);
 	notify_stop(mv);
 	retire_all(mv);
+	lifecycle_late_exits(mv, true);
 	int code = final_status(mv);
 	ctl_server_stop(mv);
 	if (mv->opts.stats_json && statsjson_write(mv, mv->opts.stats_json, code) < 0 && code == 0)

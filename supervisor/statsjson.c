@@ -1,4 +1,5 @@
 #include "supervisor/statsjson.h"
+#include "common/fault.h"
 #include "common/util.h"
 #include "supervisor/render.h"
 
@@ -38,16 +39,10 @@ static json_t *build(struct mv *mv, int exit_code)
 	struct proc_stats *total = xcalloc(1, sizeof(*total));
 	json_t *procs = json_array();
 	pthread_mutex_lock(&mv->lock);
-	for (size_t i = 0; i < mv->procs.n_exited; i++) {
-		json_array_append_new(procs, proc_json(mv->procs.exited[i]));
-		stats_merge(total, &mv->procs.exited[i]->stats);
-	}
 	struct proc *p;
-	for (size_t i = 0; (p = proctab_next(&mv->procs, &i));) {
+	for (size_t i = 0; (p = proctab_next_all(&mv->procs, &i));)
 		json_array_append_new(procs, proc_json(p));
-		stats_merge(total, &p->stats);
-	}
-	stats_merge(total, &mv->procs.folded);
+	proctab_totals(&mv->procs, total);
 	json_object_set_new(root, "processes_seen", json_integer((json_int_t)mv->procs.n_seen));
 	json_object_set_new(root, "processes_folded", json_integer((json_int_t)mv->procs.n_folded));
 	json_object_set_new(root, "notifications", json_integer((json_int_t)mv->notifications));
@@ -64,7 +59,8 @@ int statsjson_write(struct mv *mv, const char *path, int exit_code)
 	size_t plen = strlen(path);
 	_cleanup_free_ char *tmp = xmalloc(plen + 32);
 	snprintf(tmp, plen + 32, "%s.tmp.%d", path, (int)getpid());
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int fd = fault_hit("statsjson_write") ? (errno = ENOSPC, -1)
+					      : open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	int rc = 0;
 	if (fd < 0) {
 		rc = -errno;

@@ -5,33 +5,40 @@ set -euo pipefail
 build=${1:-build}
 mv="$build/memvisor"
 dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
+trap 'exec 7>&- 2>/dev/null || true; rm -rf "$dir"' EXIT
 sock="$dir/demo.sock"
+mkfifo "$dir/in"
 
-echo "== memvisor run -- python3 (allocating, then sleeping while we ask)"
-"$mv" run --socket "$sock" --stats-json "$dir/stats.json" -- python3 -c '
-import time
-blocks = [bytearray(1 << 20) for _ in range(64)]
-print("demo: allocated 64 MiB", flush=True)
-time.sleep(1.5)
-print("demo: done", flush=True)
-' &
-pid=$!
-for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.05; done
-sleep 0.5
-if [ -S "$sock" ]; then
-	echo "== memvisor ctl --socket $sock ps"
-	"$mv" ctl --socket "$sock" ps
-	echo "== memvisor ctl --socket $sock status"
-	"$mv" ctl --socket "$sock" status
-fi
-wait "$pid"
-echo "== per-process counters written at exit ($dir/stats.json)"
+echo "== $mv run --notify-all --socket $sock -- $build/workloads/mappings"
+echo "   (a program that maps anonymous, file, shared and sparse memory, then waits)"
+"$mv" run --notify-all --socket "$sock" --stats-json "$dir/stats.json" -- "$build/workloads/mappings" \
+	<"$dir/in" >"$dir/out" &
+run_pid=$!
+exec 7>"$dir/in"
+for _ in $(seq 100); do grep -q '^ready' "$dir/out" 2>/dev/null && break; sleep 0.05; done
+pid=$(awk '/^ready/{print $2}' "$dir/out")
+
+echo
+echo "== $mv ctl ps"
+"$mv" ctl --socket "$sock" ps
+echo
+echo "== $mv ctl status"
+"$mv" ctl --socket "$sock" status
+echo
+echo "== $mv ctl regions $pid   (the address space as the kernel has it now)"
+"$mv" ctl --socket "$sock" regions "$pid"
+echo
+echo "== $mv ctl stats $pid"
+"$mv" ctl --socket "$sock" stats "$pid"
+
+exec 7>&-
+wait "$run_pid"
+echo
+echo "== the program exited with status $?; counters written to --stats-json:"
 python3 -c '
 import json, sys
 d = json.load(open(sys.argv[1]))
-for p in d["processes"]:
-    s = p["stats"]
-    print("pid %d %s: %d calls %s, p50 %d ns, p99 %d ns" % (p["pid"], p["exe"], s["total"],
-          {k: sum(v.values()) for k, v in s["calls"].items()}, s["service_ns"]["p50"], s["service_ns"]["p99"]))
+t = d["totals"]
+print("%d notifications, %d processes; service time p50 %d ns, p99 %d ns" % (
+    d["notifications"], len(d["processes"]), t["service_ns"]["p50"], t["service_ns"]["p99"]))
 ' "$dir/stats.json"

@@ -5,7 +5,9 @@
 #include <linux/seccomp.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/personality.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 
@@ -113,8 +115,20 @@ void launch_exec(const struct launch_spec *s)
 		fail(s, LAUNCH_SIGNALS, -rc, 125);
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		fail(s, LAUNCH_NO_NEW_PRIVS, errno, 125);
+	if (s->set_rlimit_as && setrlimit(RLIMIT_AS, &s->rlimit_as) < 0)
+		fail(s, LAUNCH_RLIMIT, errno, 125);
+	if (s->clear_read_implies_exec) {
+		int persona = personality(0xffffffff);
+		if (persona != -1 && (persona & READ_IMPLIES_EXEC) &&
+		    personality((unsigned long)persona & ~(unsigned long)READ_IMPLIES_EXEC) == -1)
+			fail(s, LAUNCH_PERSONALITY, errno, 125);
+	}
 	if (s->mdwe && prctl(PR_SET_MDWE, s->mdwe, 0, 0, 0) < 0)
 		fail(s, LAUNCH_MDWE, errno, 125);
+	/* Needs NO_NEW_PRIVS (landlock_restrict_self(2)); inherited by every
+	 * descendant, like the filter. */
+	if (s->landlock && syscall(SYS_landlock_restrict_self, s->landlock_fd, 0) < 0)
+		fail(s, LAUNCH_LANDLOCK, errno, 125);
 	unsigned long flags;
 	int listener = load_filter(s, &flags);
 	if (listener < 0)

@@ -10,6 +10,7 @@
 #include <linux/filter.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 
 /* Stages the launcher reports to the supervisor when it fails. */
@@ -23,6 +24,9 @@ enum launch_stage {
 	LAUNCH_SECCOMP,
 	LAUNCH_HANDOVER,
 	LAUNCH_EXEC,
+	LAUNCH_RLIMIT,
+	LAUNCH_PERSONALITY,
+	LAUNCH_LANDLOCK,
 };
 
 /* One message on the launch socket: the first carries the listener fd
@@ -46,6 +50,13 @@ struct launch_spec {
 	sigset_t mask;                 /* the signal mask memvisor was started with */
 	unsigned char ignored[_NSIG];  /* 1: the signal was ignored when memvisor started */
 	unsigned long mdwe;            /* PR_SET_MDWE flags, 0 for none */
+	/* The policy's kernel-side pieces (supervisor/enforce.c), applied
+	 * after NO_NEW_PRIVS and before the filter: */
+	bool set_rlimit_as;            /* setrlimit(RLIMIT_AS, &rlimit_as) */
+	struct rlimit rlimit_as;
+	bool clear_read_implies_exec;  /* drop an inherited READ_IMPLIES_EXEC */
+	bool landlock;                 /* landlock_restrict_self(landlock_fd) */
+	int landlock_fd;
 };
 
 /* Runs in the child: never returns. Exits 125 when the supervision cannot

@@ -17,10 +17,12 @@ teardown() {
 ctl() { "$MEMVISOR" ctl --socket "$SOCK" "$@"; }
 raw() { python3 "$BATS_TEST_DIRNAME/ctlraw.py" "$SOCK" "$@"; }
 
-# Start the mappings workload under memvisor, controlled through fd 3.
+# Start the mappings workload under memvisor, controlled through fd 7.
+# --notify-all: these tests look at memory calls (events, provenance,
+# counts), which the default policy leaves in the kernel.
 start_mappings() {
 	mkfifo "$TMP/in"
-	"$MEMVISOR" run --socket "$SOCK" "$@" -- "$WL/mappings" <"$TMP/in" >"$TMP/out" &
+	"$MEMVISOR" run --notify-all --socket "$SOCK" "$@" -- "$WL/mappings" <"$TMP/in" >"$TMP/out" &
 	MVPID=$!
 	remember_pid $MVPID
 	exec 7>"$TMP/in"
@@ -170,7 +172,7 @@ stop_mappings() {
 
 @test "an event subscriber that does not read is told how much it dropped" {
 	mkfifo "$TMP/go"
-	"$MEMVISOR" run --socket "$SOCK" -- sh -c "read x <'$TMP/go'; '$WL/mt_mem' 400 >/dev/null" &
+	"$MEMVISOR" run --notify-all --socket "$SOCK" -- sh -c "read x <'$TMP/go'; '$WL/mt_mem' 400 >/dev/null" &
 	mv=$!
 	remember_pid $mv
 	wait_for 5 test -S "$SOCK"

@@ -1,0 +1,125 @@
+#!/usr/bin/env bats
+# `ctl policy` and `ctl policy set FILE` on a running supervisor. These need
+# the control socket (supervisor/ctl_*.c); until it exists they skip.
+
+load helpers
+bats_require_minimum_version 1.5.0
+
+setup() {
+	setup_tmp
+	"$MEMVISOR" ctl --help >/dev/null 2>&1 || skip "memvisor ctl is not built yet"
+	SOCK=$TMP/ctl.sock
+}
+teardown() {
+	# A test that failed before finish must not leave its command waiting.
+	[ -n "${TMP:-}" ] && touch "$TMP/go" && sleep 0.2
+	teardown_tmp
+}
+
+# Start a command that waits for $TMP/go, then runs "$@"; its output goes to
+# $TMP/out and its exit status to $TMP/rc.
+start_waiting() { # RUN-OPTIONS... -- CMD...
+	local opts=()
+	while [ "$1" != -- ]; do opts+=("$1"); shift; done
+	shift
+	# bats runs tests under set -e, which the subshell inherits: keep a
+	# failing command from ending it before it records the status.
+	(
+		rc=0
+		"$MEMVISOR" run --socket "$SOCK" "${opts[@]}" -- sh -c \
+			'while [ ! -e "$0" ]; do sleep 0.05; done; exec "$@"' "$TMP/go" "$@" >"$TMP/out" 2>&1 || rc=$?
+		echo $rc >"$TMP/rc"
+	) &
+	remember_pid $!
+	wait_for 10 test -S "$SOCK"
+}
+
+finish() {
+	touch "$TMP/go"
+	wait_for 20 test -s "$TMP/rc"
+	cat "$TMP/out"
+	RC=$(cat "$TMP/rc")
+}
+
+@test "ctl policy shows the active policy" {
+	printf '{"version": 1, "wx": "deny", "limits": {"max_regions": 5000}}\n' >"$TMP/p.json"
+	start_waiting --policy "$TMP/p.json" -- true
+	run "$MEMVISOR" ctl --socket "$SOCK" --json policy
+	assert_success
+	echo "$output" >"$TMP/show.json"
+	[ "$(json_get "$TMP/show.json" 'd.get("result", d)["source"]')" = "$TMP/p.json" ]
+	[ "$(json_get "$TMP/show.json" 'd.get("result", d)["policy"]["wx"]')" = deny ]
+	[ "$(json_get "$TMP/show.json" 'd.get("result", d)["policy"]["limits"]["max_regions"]')" -eq 5000 ]
+	run "$MEMVISOR" ctl --socket "$SOCK" policy
+	assert_success
+	assert_output --partial deny
+	finish
+}
+
+@test "ctl policy set: a bad file is refused and the old policy stays" {
+	printf '{"version": 1, "rules": [{"syscalls": ["mmap"], "backing": "anon", "length_min": "1M", "action": "deny", "errno": "E2BIG"}]}\n' >"$TMP/p.json"
+	printf '{"version": 1, "rules": [{"syscalls": ["mmap"], "action": "deny", "errno": "ENOPE"}]}\n' >"$TMP/bad.json"
+	start_waiting --policy "$TMP/p.json" -- "$WL/try_syscall" mmap 2M READ PRIVATE,ANON
+	run "$MEMVISOR" ctl --socket "$SOCK" policy set "$TMP/bad.json"
+	assert_failure
+	assert_output --partial "$TMP/bad.json:1:"
+	assert_output --partial 'unknown errno "ENOPE"'
+	run "$MEMVISOR" ctl --socket "$SOCK" --json policy
+	assert_success
+	assert_output --partial "$TMP/p.json"
+	finish
+	[ "$RC" -eq 7 ] # the old rule still holds: E2BIG
+}
+
+@test "ctl policy set: a good file takes effect at once" {
+	printf '{"version": 1, "rules": [{"syscalls": ["mmap"], "backing": "anon", "length_min": "1M", "action": "deny", "errno": "E2BIG"}]}\n' >"$TMP/p.json"
+	printf '{"version": 1, "rules": [{"syscalls": ["mmap"], "backing": "anon", "length_min": "1M", "action": "deny", "errno": "ENOMEM"}]}\n' >"$TMP/new.json"
+	start_waiting --policy "$TMP/p.json" -- "$WL/try_syscall" mmap 2M READ PRIVATE,ANON
+	run "$MEMVISOR" ctl --socket "$SOCK" policy set "$TMP/new.json"
+	assert_success
+	run "$MEMVISOR" ctl --socket "$SOCK" --json policy
+	assert_output --partial "$TMP/new.json"
+	finish
+	[ "$RC" -eq 12 ]
+}
+
+@test "ctl policy set: a change the launch filter cannot deliver is refused clearly" {
+	printf '{"version": 1, "wx": "deny"}\n' >"$TMP/wx.json"
+	start_waiting -- "$WL/wx_test" rwx-mmap
+	run "$MEMVISOR" ctl --socket "$SOCK" policy set "$TMP/wx.json"
+	assert_failure
+	assert_output --partial "does not notify what this policy needs"
+	assert_output --partial "--notify-all"
+	finish
+	[ "$RC" -eq 0 ] # still the default policy
+}
+
+@test "ctl policy set: under --notify-all, W^X can be turned on at run time" {
+	printf '{"version": 1, "wx": "deny"}\n' >"$TMP/wx.json"
+	start_waiting --notify-all -- "$WL/wx_test" rwx-mmap
+	run "$MEMVISOR" ctl --socket "$SOCK" policy set "$TMP/wx.json"
+	assert_success
+	finish
+	[ "$RC" -eq 13 ]
+}
+
+@test "ctl policy set: PR_SET_MDWE set at launch cannot be lifted" {
+	printf '{"version": 1, "wx": "deny"}\n' >"$TMP/wx.json"
+	printf '{"version": 1, "wx": "off"}\n' >"$TMP/off.json"
+	start_waiting --policy "$TMP/wx.json" -- true
+	"$WL/wx_test" mdwe | grep -q 'mdwe -1' && skip "no PR_SET_MDWE on this kernel"
+	run "$MEMVISOR" ctl --socket "$SOCK" policy set "$TMP/off.json"
+	assert_failure
+	assert_output --partial "PR_SET_MDWE"
+	finish
+}
+
+@test "ctl policy set: max_mapped changes RLIMIT_AS of running processes" {
+	printf '{"version": 1, "limits": {"max_mapped": "2G"}}\n' >"$TMP/a.json"
+	printf '{"version": 1, "limits": {"max_mapped": "1G"}}\n' >"$TMP/b.json"
+	start_waiting --policy "$TMP/a.json" -- sh -c 'ulimit -v'
+	run "$MEMVISOR" ctl --socket "$SOCK" policy set "$TMP/b.json"
+	assert_success
+	finish
+	[ "$(cat "$TMP/out")" = 1048576 ]
+}

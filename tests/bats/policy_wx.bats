@@ -1,0 +1,161 @@
+#!/usr/bin/env bats
+# W^X: refusals, exemptions, log mode, and the known ways around it.
+
+load helpers
+bats_require_minimum_version 1.5.0
+
+setup() {
+	setup_tmp
+	printf '{"version": 1, "wx": "deny"}\n' >"$TMP/deny.json"
+	# memvisor's own checks, without PR_SET_MDWE behind them
+	printf '{"version": 1, "wx": "deny", "wx_mdwe": false}\n' >"$TMP/deny-nomdwe.json"
+	printf '{"version": 1, "wx": "log"}\n' >"$TMP/log.json"
+}
+teardown() { teardown_tmp; }
+
+stat_of() { json_get "$TMP/s.json" "$1"; }
+
+@test "wx deny: an RWX mapping is refused with EACCES" {
+	for p in deny deny-nomdwe; do
+		run "$MEMVISOR" run --policy "$TMP/$p.json" -- "$WL/wx_test" rwx-mmap
+		assert_failure 13
+		assert_output "rwx-mmap errno 13 EACCES"
+	done
+	run "$MEMVISOR" run --policy "$TMP/deny.json" -- "$WL/try_syscall" mmap 4096 READ,WRITE,EXEC PRIVATE,ANON
+	assert_failure 13
+}
+
+@test "wx deny: mprotect(PROT_EXEC) of heap memory is refused" {
+	for p in deny deny-nomdwe; do
+		run "$MEMVISOR" run --policy "$TMP/$p.json" --stats-json "$TMP/s.json" -- "$WL/wx_test" heap-exec
+		assert_failure 13
+		assert_output "heap-exec errno 13 EACCES"
+	done
+	# memvisor refused it (the kernel would not have, without MDWE), and counted it.
+	[ "$(stat_of 'd["totals"]["calls"]["mprotect"]["deny"]')" -eq 1 ]
+}
+
+@test "wx deny: a JIT is refused; exempt through wx_allow; allowed with wx off" {
+	run "$MEMVISOR" run --policy "$TMP/deny.json" -- "$WL/wx_test" jit
+	assert_failure 13
+	printf '{"version": 1, "wx": "deny", "wx_allow": ["%s"]}\n' "$(readlink -f "$WL/wx_test")" >"$TMP/allow.json"
+	run "$MEMVISOR" run --policy "$TMP/allow.json" -- "$WL/wx_test" jit
+	assert_success
+	assert_output "jit 42"
+	# Only the named executable: another program under the same policy is refused.
+	run "$MEMVISOR" run --policy "$TMP/allow.json" -- "$WL/try_syscall" mmap 4096 READ,WRITE,EXEC PRIVATE,ANON
+	assert_failure 13
+	run "$MEMVISOR" run -- "$WL/wx_test" jit
+	assert_success
+}
+
+@test "wx deny: ordinary programs (dynamic linking, python, a shell pipeline) run unchanged" {
+	skip_unless_cmd python3
+	run "$MEMVISOR" run --policy "$TMP/deny.json" -- python3 -c 'import json, hashlib; print(hashlib.sha1(json.dumps([1,2]).encode()).hexdigest())'
+	assert_success
+	assert_output "$(python3 -c 'import json, hashlib; print(hashlib.sha1(json.dumps([1,2]).encode()).hexdigest())')"
+	run "$MEMVISOR" run --policy "$TMP/deny.json" -- sh -c 'seq 1 1000 | sort -rn | head -1'
+	assert_success
+	assert_output 1000
+}
+
+@test "wx log: the JIT runs, and the breach is counted as log" {
+	run "$MEMVISOR" run --policy "$TMP/log.json" --stats-json "$TMP/s.json" -- "$WL/wx_test" jit
+	assert_success
+	assert_output "jit 42"
+	[ "$(stat_of 'd["totals"]["calls"]["mprotect"]["log"]')" -eq 1 ]
+}
+
+@test "wx deny: PR_SET_MDWE backs it when nothing is exempt" {
+	run "$WL/wx_test" mdwe
+	[ "$output" != "mdwe -1" ] || skip "PR_SET_MDWE is not supported by this kernel"
+	run "$MEMVISOR" run --policy "$TMP/deny.json" -- "$WL/wx_test" mdwe
+	assert_output "mdwe 1"
+	run "$MEMVISOR" run --policy "$TMP/deny-nomdwe.json" -- "$WL/wx_test" mdwe
+	assert_output "mdwe 0"
+	printf '{"version": 1, "wx": "deny", "wx_allow": ["/usr/bin/node"]}\n' >"$TMP/allow.json"
+	run "$MEMVISOR" run --policy "$TMP/allow.json" -- "$WL/wx_test" mdwe
+	assert_output "mdwe 0"
+}
+
+@test "bypass closed: a memfd mapped writable and then executable" {
+	for p in deny deny-nomdwe; do
+		run "$MEMVISOR" run --policy "$TMP/$p.json" -- "$WL/wx_test" memfd-double
+		assert_failure 13
+	done
+	run "$MEMVISOR" run -- "$WL/wx_test" memfd-double
+	assert_success
+}
+
+@test "bypass closed: a file mapped shared-writable and executable, in either order" {
+	for p in deny deny-nomdwe; do
+		run "$MEMVISOR" run --policy "$TMP/$p.json" -- "$WL/wx_test" file-double "$TMP/f1.$p"
+		assert_failure 13
+		assert_output "file-double errno 13 EACCES"
+		run "$MEMVISOR" run --policy "$TMP/$p.json" -- "$WL/wx_test" file-double-rev "$TMP/f2.$p"
+		assert_failure 13
+		assert_output "file-double-rev errno 13 EACCES"
+	done
+}
+
+@test "bypass closed: the two halves of a double mapping in two processes" {
+	printf 'x%.0s' $(seq 4096) >"$TMP/shared"
+	run "$MEMVISOR" run --policy "$TMP/deny-nomdwe.json" -- python3 -c '
+import mmap, os, subprocess, sys
+f = open(sys.argv[1], "r+b")
+m = mmap.mmap(f.fileno(), 4096, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+r = subprocess.run([sys.argv[2], "file-double-rev", sys.argv[1]], capture_output=True, text=True)
+print(r.stdout.strip())
+# the other order: something maps it executable first, then we ask for shared-writable
+' "$TMP/shared" "$WL/wx_test"
+	assert_success
+	assert_output "file-double-rev errno 13 EACCES"
+}
+
+@test "bypass closed: shmat(SHM_EXEC)" {
+	run "$MEMVISOR" run --policy "$TMP/deny-nomdwe.json" -- "$WL/wx_test" shm-exec
+	assert_failure 13
+	run "$MEMVISOR" run -- "$WL/wx_test" shm-exec
+	assert_success
+}
+
+@test "bypass closed: personality(READ_IMPLIES_EXEC)" {
+	run "$MEMVISOR" run --policy "$TMP/deny-nomdwe.json" -- "$WL/wx_test" personality
+	assert_failure 13
+	run "$MEMVISOR" run -- "$WL/wx_test" personality
+	assert_success
+	# An inherited one is cleared before the command starts.
+	skip_unless_cmd setarch
+	run setarch "$(uname -m)" -X "$MEMVISOR" run --policy "$TMP/deny.json" -- cat /proc/self/personality
+	assert_success
+	assert_output 00000000
+}
+
+@test "bypass closed: writing to /proc/self/mem" {
+	run "$WL/wx_test" proc-mem
+	assert_success
+	run "$MEMVISOR" run --policy "$TMP/deny.json" -- "$WL/wx_test" proc-mem
+	if [ "$status" -eq 0 ]; then
+		skip "Landlock is not available here, so /proc/PID/mem stays writable"
+	fi
+	assert_failure 13
+	assert_output "proc-mem errno 13 EACCES"
+	# Other writes still work.
+	run "$MEMVISOR" run --policy "$TMP/deny.json" -- sh -c "echo hi >$TMP/written && cat $TMP/written && mv $TMP/written $TMP/moved"
+	assert_success
+	assert_output hi
+}
+
+@test "node: the default JIT is refused under deny, works when exempt, --jitless works" {
+	skip_unless_cmd node
+	node=$(readlink -f "$(command -v node)")
+	run "$MEMVISOR" run --policy "$TMP/deny.json" -- node -e 'console.log(6 * 7)'
+	assert_failure
+	printf '{"version": 1, "wx": "deny", "wx_allow": ["%s"]}\n' "$node" >"$TMP/node.json"
+	run "$MEMVISOR" run --policy "$TMP/node.json" -- node -e 'let s = 0; for (let i = 0; i < 1e6; i++) s += i; console.log(s)'
+	assert_success
+	assert_output 499999500000
+	run --separate-stderr "$MEMVISOR" run --policy "$TMP/deny.json" -- node --jitless -e 'console.log(6 * 7)'
+	assert_success
+	assert_output 42
+}

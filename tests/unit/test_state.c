@@ -1,0 +1,295 @@
+/* Unit tests of state/: /proc parsers, the maps parser, residency,
+ * provenance matching, the process table, call accounting. */
+#include "common/jbuf.h"
+#include "common/util.h"
+#include "state/as.h"
+#include "state/call.h"
+#include "state/proc.h"
+#include "state/procparse.h"
+#include "tests/unit/tap.h"
+
+#include <string.h>
+#include <sys/mman.h>
+
+static void test_procparse(void)
+{
+	struct proc_status st;
+	const char *status = "Name:\tpython3\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t4242\n"
+			     "Ngid:\t0\nPid:\t4243\nPPid:\t4000\nVmSize:\t  10240 kB\nVmRSS:\t   2048 kB\n"
+			     "Threads:\t3\nSeccomp:\t2\n";
+	ok(parse_status(status, &st) == 0, "status parses");
+	is_u64(st.tgid, 4242, "Tgid");
+	is_u64(st.ppid, 4000, "PPid");
+	is_u64(st.threads, 3, "Threads");
+	is_u64(st.vm_size, 10240 * 1024, "VmSize in bytes");
+	is_u64(st.seccomp, 2, "Seccomp");
+	ok(strcmp(st.name, "python3") == 0, "Name");
+	ok(parse_status("Name:\tx\n", &st) == -EINVAL, "status without Tgid refused");
+
+	struct proc_stat ps;
+	/* A comm with spaces and parentheses. */
+	const char *stat = "4242 (a b) c)) S 4000 4242 4000 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 3 0 "
+			   "5555 10485760 512 18446744073709551615 94000 95000 140000 0 0 0 0 0 0 0 0 0 17 1 "
+			   "0 0 0 0 0 96000 97000 98000 140100 140200 140300 140400 0\n";
+	ok(parse_stat(stat, &ps) == 0, "stat parses");
+	is_u64(ps.pid, 4242, "pid");
+	ok(ps.state == 'S', "state");
+	is_u64(ps.ppid, 4000, "ppid after a comm with ')'");
+	is_u64(ps.num_threads, 3, "threads");
+	is_u64(ps.start_ticks, 5555, "start time");
+	is_u64(ps.vsize, 10485760, "vsize");
+	is_u64(ps.start_code, 94000, "start_code");
+	is_u64(ps.start_stack, 140000, "start_stack");
+	is_u64(ps.start_brk, 98000, "start_brk");
+	is_u64(ps.arg_start, 140100, "arg_start");
+	ok(parse_stat("garbage", &ps) == -EINVAL, "garbage refused");
+}
+
+static const char *maps_text =
+	"55d0c0a00000-55d0c0a01000 r--p 00000000 fe:00 1234                       /usr/bin/prog\n"
+	"55d0c0a01000-55d0c0a02000 r-xp 00001000 fe:00 1234                       /usr/bin/prog\n"
+	"55d0c1000000-55d0c1021000 rw-p 00000000 00:00 0                          [heap]\n"
+	"7f0000000000-7f0040000000 rw-p 00000000 00:00 0 \n"
+	"7f0040000000-7f0040004000 ---p 00000000 00:00 0\n"
+	"7f0040004000-7f0040014000 rw-s 00000000 00:01 77                         /dev/zero (deleted)\n"
+	"7f0040014000-7f0040018000 rw-s 00000000 00:01 78                         /memfd:buf (deleted)\n"
+	"7f0040018000-7f004001c000 rw-p 00002000 fe:00 99                         /tmp/with space (deleted)\n"
+	"7f004001c000-7f004001d000 r--p 00000000 00:00 0                          [anon:named]\n"
+	"7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0                          [stack]\n"
+	"7ffd00100000-7ffd00104000 r--p 00000000 00:00 0                          [vvar]\n"
+	"7ffd00104000-7ffd00106000 r-xp 00000000 00:00 0                          [vdso]\n"
+	"ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsyscall]\n";
+
+static void test_maps(void)
+{
+	struct as_model m;
+	as_model_init(&m);
+	ok(as_parse_maps(maps_text, &m) == 0, "maps parse");
+	is_u64(m.n, 13, "13 regions");
+	ok(m.r[0].start == 0x55d0c0a00000 && m.r[0].end == 0x55d0c0a01000, "bounds");
+	ok(m.r[1].prot == (AS_PROT_READ | AS_PROT_EXEC) && !m.r[1].shared, "r-xp");
+	is_u64(m.r[1].offset, 0x1000, "offset");
+	is_u64(m.r[1].inode, 1234, "inode");
+	ok(m.r[1].dev_major == 0xfe && m.r[1].dev_minor == 0, "dev");
+	ok(m.r[0].kind == AS_FILE, "file");
+	ok(m.r[2].kind == AS_HEAP, "heap");
+	ok(m.r[3].kind == AS_ANON && m.r[3].path == NULL, "anon, trailing space ignored");
+	ok(m.r[4].prot == 0 && m.r[4].kind == AS_ANON, "PROT_NONE guard");
+	ok(m.r[5].kind == AS_SHMEM && m.r[5].shared, "shared anonymous is shmem");
+	ok(m.r[6].kind == AS_SHMEM, "memfd is shmem");
+	ok(m.r[7].kind == AS_FILE && strcmp(m.r[7].path, "/tmp/with space (deleted)") == 0, "path with a space");
+	ok(m.r[8].kind == AS_ANON, "named anonymous");
+	ok(m.r[9].kind == AS_STACK, "stack");
+	ok(m.r[10].kind == AS_VVAR && m.r[11].kind == AS_VDSO && m.r[12].kind == AS_VSYSCALL, "specials");
+	is_u64(m.mapped, 0x1000 + 0x1000 + 0x21000 + 0x40000000 + 0x4000 + 0x10000 + 0x4000 + 0x4000 + 0x1000 +
+				 0x21000 + 0x4000 + 0x2000 + 0x1000,
+	       "mapped total");
+	ok(as_find(&m, 0x7f0040004100) == 5, "find inside");
+	ok(as_find(&m, 0x7f0040004000) == 5, "find at start");
+	ok(as_find(&m, 0x7f0040014000 - 1) == 5, "find at last byte");
+	ok(as_find(&m, 0x1000) == -1, "find in a hole");
+
+	/* Residency: runs spanning region boundaries are split. */
+	struct as_range runs[] = {
+		{0x55d0c0a00000, 0x55d0c0a02000},     /* both program pages */
+		{0x7f003ffff000, 0x7f0040001000},     /* last anon page and first guard page */
+		{0x7ffd00000000, 0x7ffd00003000},     /* 3 stack pages */
+	};
+	as_apply_resident(&m, runs, ARRAY_SIZE(runs));
+	is_u64(m.r[0].committed, 4096, "committed region 0");
+	is_u64(m.r[1].committed, 4096, "committed region 1");
+	is_u64(m.r[3].committed, 4096, "committed anon tail");
+	is_u64(m.r[4].committed, 4096, "committed guard head");
+	is_u64(m.r[9].committed, 3 * 4096, "committed stack");
+	is_u64(m.committed, 7 * 4096, "committed total");
+
+	struct as_model bad;
+	as_model_init(&bad);
+	ok(as_parse_maps("zzz-1 rw-p\n", &bad) == -EINVAL, "bad line refused");
+	ok(as_parse_maps("2000-1000 rw-p 0 00:00 0\n", &bad) == -EINVAL, "start >= end refused");
+	as_model_free(&bad);
+	as_model_free(&m);
+}
+
+static void region(struct as_model *m, uint64_t s, uint64_t e, uint8_t prot, enum as_kind k)
+{
+	struct as_region r;
+	memset(&r, 0, sizeof(r));
+	r.start = s;
+	r.end = e;
+	r.prot = prot;
+	r.kind = k;
+	as_model_push(m, &r);
+}
+
+static void test_provenance(void)
+{
+	struct as_log log;
+	memset(&log, 0, sizeof(log));
+	uint64_t a_mmap[6] = {0, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, (uint64_t)-1, 0};
+	uint64_t a_fixed[6] = {0x7000000, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, (uint64_t)-1, 0};
+	uint64_t a_prot[6] = {0x5001000, 4096, PROT_NONE, 0, 0, 0};
+	uint64_t a_read[6] = {3, 0, 0, 0, 0, 0};
+	as_log_call(&log, MV_SC_mmap, a_mmap, 100);
+	as_log_call(&log, MV_SC_mmap, a_fixed, 200);
+	as_log_call(&log, MV_SC_execve, a_read, 250); /* not a layout call: not logged */
+	is_u64(log.count, 2, "only layout calls are logged");
+
+	/* One 8 KiB anon region somewhere, one fixed page, one old region. */
+	struct as_model old, fresh;
+	as_model_init(&old);
+	as_model_init(&fresh);
+	region(&old, 0x1000000, 0x1002000, AS_PROT_READ, AS_ANON);
+	old.r[0].created = (struct as_origin){MV_SC_brk, 50};
+	region(&fresh, 0x1000000, 0x1002000, AS_PROT_READ, AS_ANON);
+	region(&fresh, 0x6000000, 0x6002000, AS_PROT_READ | AS_PROT_WRITE, AS_ANON);
+	region(&fresh, 0x7000000, 0x7001000, AS_PROT_READ, AS_ANON);
+	as_provenance(&fresh, &old, &log, 0, NULL);
+	ok(fresh.r[0].created.sc == MV_SC_brk && fresh.r[0].created.time_ns == 50, "carried from the old snapshot");
+	ok(fresh.r[1].created.sc == MV_SC_mmap && fresh.r[1].created.time_ns == 100, "matched by size and prot");
+	ok(fresh.r[2].created.sc == MV_SC_mmap && fresh.r[2].created.time_ns == 200, "matched by fixed address");
+
+	/* A mapping split by mprotect: the pieces share its origin. */
+	as_log_clear(&log);
+	uint64_t a_three[6] = {0, 3 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, (uint64_t)-1, 0};
+	as_log_call(&log, MV_SC_mmap, a_three, 300);
+	as_log_call(&log, MV_SC_mprotect, a_prot, 310);
+	struct as_model split;
+	as_model_init(&split);
+	region(&split, 0x5000000, 0x5001000, AS_PROT_READ | AS_PROT_WRITE, AS_ANON);
+	region(&split, 0x5001000, 0x5002000, 0, AS_ANON);
+	region(&split, 0x5002000, 0x5003000, AS_PROT_READ | AS_PROT_WRITE, AS_ANON);
+	as_provenance(&split, NULL, &log, 0, NULL);
+	ok(split.r[0].created.sc == MV_SC_mmap && split.r[1].created.sc == MV_SC_mmap &&
+		   split.r[2].created.sc == MV_SC_mmap,
+	   "pieces of a split mapping all come from its mmap");
+	ok(split.r[1].changed.sc == MV_SC_mprotect && split.r[1].changed.time_ns == 310, "the mprotect changed the middle");
+	ok(split.r[0].changed.sc == MV_SC_UNKNOWN, "the outer pieces were not changed");
+
+	/* After an exec: specials and the program's own file are the exec's. */
+	as_log_clear(&log);
+	struct as_model ex;
+	as_model_init(&ex);
+	region(&ex, 0x400000, 0x401000, AS_PROT_READ, AS_FILE);
+	ex.r[0].path = xstrdup("/bin/prog");
+	region(&ex, 0x7ffd0000, 0x7ffd1000, AS_PROT_READ | AS_PROT_WRITE, AS_STACK);
+	region(&ex, 0x7ffe0000, 0x7ffe1000, AS_PROT_READ | AS_PROT_WRITE, AS_ANON);
+	as_provenance(&ex, NULL, &log, 999, "/bin/prog");
+	ok(ex.r[0].created.sc == MV_SC_execve && ex.r[0].created.time_ns == 999, "program file from exec");
+	ok(ex.r[1].created.sc == MV_SC_execve, "stack from exec");
+	ok(ex.r[2].created.sc == MV_SC_execve, "unmatched region after exec: exec");
+
+	/* The ring keeps the newest AS_LOG_SIZE calls. */
+	as_log_clear(&log);
+	for (int i = 0; i < AS_LOG_SIZE + 10; i++)
+		as_log_call(&log, MV_SC_munmap, a_prot, (uint64_t)i);
+	is_u64(log.count, AS_LOG_SIZE, "ring holds its size");
+	is_u64(log.lost, 10, "overflow counted");
+
+	as_model_free(&old);
+	as_model_free(&fresh);
+	as_model_free(&split);
+	as_model_free(&ex);
+}
+
+static void test_proctab(void)
+{
+	struct proctab t;
+	proctab_init(&t, 2);
+	struct proc *a = proctab_add(&t, 100, 1);
+	struct proc *b = proctab_add(&t, 200, 100);
+	proctab_add_thread(&t, a, 101);
+	proctab_add_thread(&t, a, 102);
+	ok(proctab_by_tid(&t, 100) == a, "leader found");
+	ok(proctab_by_tid(&t, 102) == a, "thread found");
+	ok(proctab_by_tid(&t, 201) == NULL, "unknown thread");
+	is_u64(proctab_running(&t), 2, "two running");
+	a->stats.calls[MV_SC_mmap][MV_V_ALLOW] = 5;
+	proctab_exit(&t, a, 1);
+	ok(proctab_by_tid(&t, 101) == NULL, "threads forgotten at exit");
+	is_u64(t.n_exited, 1, "kept in the exited list");
+	/* A new process may reuse a tid that was a thread. */
+	struct proc *c = proctab_add(&t, 102, 1);
+	ok(proctab_by_tid(&t, 102) == c, "reused id belongs to the new process");
+	proctab_exit(&t, b, 2);
+	struct proc *d = proctab_add(&t, 300, 1);
+	d->stats.calls[MV_SC_brk][MV_V_DENY] = 7;
+	proctab_exit(&t, c, 3);
+	proctab_exit(&t, d, 4);
+	is_u64(t.n_exited, 2, "exited list bounded");
+	is_u64(t.n_folded, 2, "the rest folded");
+	is_u64(t.folded.calls[MV_SC_brk][MV_V_DENY], 7, "folded counters kept");
+	is_u64(t.n_seen, 4, "every process seen is counted");
+	struct proc *e = proctab_add(&t, 400, 1);
+	e->stats.calls[MV_SC_brk][MV_V_DENY] = 1;
+	size_t n = 0;
+	struct proc *it;
+	for (size_t i = 0; (it = proctab_next_all(&t, &i));)
+		n++;
+	is_u64(n, 3, "next_all visits the exited and the running");
+	struct proc_stats tot;
+	memset(&tot, 0, sizeof(tot));
+	proctab_totals(&t, &tot);
+	is_u64(tot.calls[MV_SC_brk][MV_V_DENY], 8, "totals include folded, exited and running");
+	is_u64(tot.calls[MV_SC_mmap][MV_V_ALLOW], 5, "totals include the exited");
+	proctab_free(&t);
+}
+
+static void test_call_bytes(void)
+{
+	struct mv_call c;
+	memset(&c, 0, sizeof(c));
+	uint64_t brk = 0;
+	c.sc = MV_SC_mmap;
+	c.args[1] = 12345;
+	is_u64(call_bytes_asked(&c, &brk), 12345, "mmap length");
+	c.abi = MV_ABI_I386;
+	is_u64(call_bytes_asked(&c, &brk), 0, "i386 old mmap: arguments in memory");
+	c.abi = MV_ABI_X86_64;
+	c.sc = MV_SC_mremap;
+	c.args[2] = 8192;
+	is_u64(call_bytes_asked(&c, &brk), 8192, "mremap new length");
+	c.sc = MV_SC_brk;
+	c.args[0] = 0;
+	is_u64(call_bytes_asked(&c, &brk), 0, "brk(0) asks nothing");
+	c.args[0] = 0x10000;
+	is_u64(call_bytes_asked(&c, &brk), 0, "first brk: base unknown");
+	c.args[0] = 0x14000;
+	is_u64(call_bytes_asked(&c, &brk), 0x4000, "brk growth");
+	c.args[0] = 0x12000;
+	is_u64(call_bytes_asked(&c, &brk), 0, "brk shrink asks nothing");
+	is_u64(brk, 0x12000, "break tracked");
+}
+
+static void test_jbuf(void)
+{
+	struct jbuf b;
+	jbuf_init(&b);
+	jbuf_lit(&b, "[");
+	jbuf_str(&b, "a\"b\\c\n\x01\xc3\xa9\xff");
+	jbuf_lit(&b, ",");
+	jbuf_str(&b, NULL);
+	jbuf_lit(&b, ",");
+	jbuf_hex(&b, 0x7fff1234);
+	jbuf_lit(&b, ",");
+	jbuf_u64(&b, UINT64_MAX);
+	jbuf_lit(&b, "]");
+	ok(strcmp(b.s, "[\"a\\\"b\\\\c\\n\\u0001\xc3\xa9\\ufffd\",null,\"0x7fff1234\",18446744073709551615]") == 0,
+	   "escaping, invalid UTF-8, null, hex, u64: %s", b.s);
+	for (int i = 0; i < 100000; i++)
+		jbuf_printf(&b, "%d,", i);
+	ok(b.len > 500000 && b.s[b.len] == '\0', "grows and stays terminated");
+	jbuf_free(&b);
+}
+
+int main(void)
+{
+	syscalls_init();
+	test_procparse();
+	test_maps();
+	test_provenance();
+	test_proctab();
+	test_call_bytes();
+	test_jbuf();
+	return tap_done();
+}
