@@ -1,7 +1,7 @@
 /* The control commands (docs/protocol.md): the table, the argument
  * helpers, and the commands that report on processes and memory. */
 #include "supervisor/ctl.h"
-#include "common/jbuf.h"
+#include "common/jsonw.h"
 #include "common/util.h"
 #include "supervisor/ctl_checkpoint.h"
 #include "supervisor/ctl_policy.h"
@@ -276,35 +276,40 @@ static int cmd_ps(struct mv *mv, struct ctl_client *c, json_t *args, json_t **re
 
 /* ---- regions -------------------------------------------------------- */
 
-static void origin_text(struct jbuf *b, const struct as_origin *o)
+static void origin_json_w(struct jw *w, const char *key, const struct as_origin *o)
 {
+	jw_key(w, key);
 	if (o->sc == MV_SC_UNKNOWN) {
-		jbuf_lit(b, "null");
+		jw_null(w);
 		return;
 	}
-	jbuf_printf(b, "{\"syscall\":\"%s\",\"time\":%.6f}", syscalls_name(o->sc),
-		    (double)o->time_ns / 1e9);
+	jw_obj(w);
+	jw_kstr(w, "syscall", syscalls_name(o->sc));
+	jw_key(w, "time");
+	jw_f64(w, (double)o->time_ns / 1e9);
+	jw_obj_end(w);
 }
 
-/* One region as JSON text (docs/protocol.md, regions). */
-static void region_text(struct jbuf *b, const struct as_region *r)
+/* One region (docs/protocol.md, regions). */
+static void region_json_w(struct jw *w, const struct as_region *r)
 {
-	char prot[4];
-	jbuf_lit(b, "{\"start\":");
-	jbuf_hex(b, r->start);
-	jbuf_lit(b, ",\"end\":");
-	jbuf_hex(b, r->end);
-	jbuf_printf(b, ",\"size\":%llu,\"prot\":\"%s\",\"shared\":%s,\"kind\":\"%s\",\"path\":",
-		    (unsigned long long)(r->end - r->start), render_prot(r->prot, prot),
-		    r->shared ? "true" : "false", as_kind_name(r->kind));
-	jbuf_str(b, r->path);
-	jbuf_printf(b, ",\"offset\":%llu,\"inode\":%llu,\"dev\":\"%02x:%02x\",\"committed\":%llu,\"created_by\":",
-		    (unsigned long long)r->offset, (unsigned long long)r->inode, r->dev_major,
-		    r->dev_minor, (unsigned long long)r->committed);
-	origin_text(b, &r->created);
-	jbuf_lit(b, ",\"changed_by\":");
-	origin_text(b, &r->changed);
-	jbuf_lit(b, "}");
+	char prot[4], dev[24];
+	snprintf(dev, sizeof(dev), "%02x:%02x", r->dev_major, r->dev_minor);
+	jw_obj(w);
+	jw_khex(w, "start", r->start);
+	jw_khex(w, "end", r->end);
+	jw_ku64(w, "size", r->end - r->start);
+	jw_kstr(w, "prot", render_prot(r->prot, prot));
+	jw_kbool(w, "shared", r->shared);
+	jw_kstr(w, "kind", as_kind_name(r->kind));
+	jw_kstr(w, "path", r->path);
+	jw_ku64(w, "offset", r->offset);
+	jw_ku64(w, "inode", r->inode);
+	jw_kstr(w, "dev", dev);
+	jw_ku64(w, "committed", r->committed);
+	origin_json_w(w, "created_by", &r->created);
+	origin_json_w(w, "changed_by", &r->changed);
+	jw_obj_end(w);
 }
 
 /* An address argument: an integer, or a "0x..." string. */
@@ -376,31 +381,36 @@ static int cmd_regions(struct mv *mv, struct ctl_client *c, json_t *args, json_t
 		return ctl_fail(err, CTL_E_NO_SUCH_PROCESS, "process %d has exited", pid);
 	}
 	const struct as_model *m = &p->model;
-	struct jbuf b;
-	jbuf_init(&b);
-	jbuf_printf(&b, "{\"pid\":%d,\"source\":\"%s\",\"time\":%.6f,\"reconcile_ns\":%llu,"
-			"\"count\":%zu,\"mapped\":%llu,\"committed\":%llu",
-		    pid, cost.how, (double)m->reconciled_ns / 1e9, (unsigned long long)cost.total_ns,
-		    m->n, (unsigned long long)m->mapped, (unsigned long long)m->committed);
+	struct jw w;
+	jw_init(&w, 0);
+	jw_obj(&w);
+	jw_ki64(&w, "pid", pid);
+	jw_kstr(&w, "source", cost.how);
+	jw_key(&w, "time");
+	jw_f64(&w, (double)m->reconciled_ns / 1e9);
+	jw_ku64(&w, "reconcile_ns", cost.total_ns);
+	jw_ku64(&w, "count", m->n);
+	jw_ku64(&w, "mapped", m->mapped);
+	jw_ku64(&w, "committed", m->committed);
 	if (!summary) {
 		size_t i = 0, shown = 0;
 		while (i < m->n && m->r[i].end <= from)
 			i++;
-		jbuf_lit(&b, ",\"regions\":[");
-		for (; i < m->n && (limit < 0 || shown < (size_t)limit); i++, shown++) {
-			if (shown)
-				jbuf_lit(&b, ",");
-			region_text(&b, &m->r[i]);
-		}
-		jbuf_lit(&b, "],\"next\":");
+		jw_key(&w, "regions");
+		jw_arr(&w);
+		for (; i < m->n && (limit < 0 || shown < (size_t)limit); i++, shown++)
+			region_json_w(&w, &m->r[i]);
+		jw_arr_end(&w);
 		if (i < m->n)
-			jbuf_hex(&b, m->r[i].start);
-		else
-			jbuf_lit(&b, "null");
+			jw_khex(&w, "next", m->r[i].start);
+		else {
+			jw_key(&w, "next");
+			jw_null(&w);
+		}
 	}
-	jbuf_lit(&b, "}");
+	jw_obj_end(&w);
 	pthread_mutex_unlock(&mv->lock);
-	ctl_client_raw_result(c, jbuf_steal(&b));
+	ctl_client_raw_result(c, w.buf);
 	return 0;
 }
 

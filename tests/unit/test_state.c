@@ -1,6 +1,5 @@
 /* Unit tests of state/: /proc parsers, the maps parser, residency,
  * provenance matching, the process table, call accounting. */
-#include "common/jbuf.h"
 #include "common/util.h"
 #include "state/as.h"
 #include "state/call.h"
@@ -261,27 +260,6 @@ static void test_call_bytes(void)
 	is_u64(brk, 0x12000, "break tracked");
 }
 
-static void test_jbuf(void)
-{
-	struct jbuf b;
-	jbuf_init(&b);
-	jbuf_lit(&b, "[");
-	jbuf_str(&b, "a\"b\\c\n\x01\xc3\xa9\xff");
-	jbuf_lit(&b, ",");
-	jbuf_str(&b, NULL);
-	jbuf_lit(&b, ",");
-	jbuf_hex(&b, 0x7fff1234);
-	jbuf_lit(&b, ",");
-	jbuf_u64(&b, UINT64_MAX);
-	jbuf_lit(&b, "]");
-	ok(strcmp(b.s, "[\"a\\\"b\\\\c\\n\\u0001\xc3\xa9\\ufffd\",null,\"0x7fff1234\",18446744073709551615]") == 0,
-	   "escaping, invalid UTF-8, null, hex, u64: %s", b.s);
-	for (int i = 0; i < 100000; i++)
-		jbuf_printf(&b, "%d,", i);
-	ok(b.len > 500000 && b.s[b.len] == '\0', "grows and stays terminated");
-	jbuf_free(&b);
-}
-
 int main(void)
 {
 	syscalls_init();
@@ -290,6 +268,5 @@ int main(void)
 	test_provenance();
 	test_proctab();
 	test_call_bytes();
-	test_jbuf();
 	return tap_done();
 }
