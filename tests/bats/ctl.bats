@@ -209,10 +209,12 @@ stop_mappings() {
 }
 
 @test "ctl: MEMVISOR_SOCKET, several sockets, exit codes" {
-	mkfifo "$TMP/go"
-	"$MEMVISOR" run -- sh -c "read x <'$TMP/go'" &
+	# One FIFO each: two readers of one FIFO may both see the first
+	# writer's close, and the second write then has no reader.
+	mkfifo "$TMP/go_a" "$TMP/go_b"
+	"$MEMVISOR" run -- sh -c "read x <'$TMP/go_a'" &
 	a=$!
-	"$MEMVISOR" run -- sh -c "read x <'$TMP/go'" &
+	"$MEMVISOR" run -- sh -c "read x <'$TMP/go_b'" &
 	b=$!
 	remember_pid $a
 	remember_pid $b
@@ -237,8 +239,8 @@ stop_mappings() {
 	run "$MEMVISOR" ctl --socket "$TMP/nothing.sock" status
 	[ "$status" -eq 3 ]
 	assert_output --partial "cannot connect"
-	echo go >"$TMP/go"
-	echo go >"$TMP/go"
+	echo go >"$TMP/go_a"
+	echo go >"$TMP/go_b"
 	wait $a
 	wait $b
 }
