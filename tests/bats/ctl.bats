@@ -171,8 +171,10 @@ stop_mappings() {
 }
 
 @test "an event subscriber that does not read is told how much it dropped" {
-	mkfifo "$TMP/go"
-	"$MEMVISOR" run --notify-all --socket "$SOCK" -- sh -c "read x <'$TMP/go'; '$WL/mt_mem' 400 >/dev/null" &
+	# The command waits for "done" after its work: the dropped notice
+	# comes once the reader drains its buffer, so memvisor must still run.
+	mkfifo "$TMP/go" "$TMP/done"
+	"$MEMVISOR" run --notify-all --socket "$SOCK" -- sh -c "read x <'$TMP/go'; '$WL/mt_mem' 400 >/dev/null; read x <'$TMP/done'" &
 	mv=$!
 	remember_pid $mv
 	wait_for 5 test -S "$SOCK"
@@ -183,6 +185,7 @@ stop_mappings() {
 	wait $reader
 	grep -q '"subscribed":true' "$TMP/slow"
 	dropped=$(awk '/^dropped/{print $2}' "$TMP/slow")
+	echo done >"$TMP/done"
 	[ "$dropped" -gt 0 ]
 	wait $mv
 }
