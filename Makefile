@@ -128,10 +128,15 @@ bats: all
 bench: all
 	@bench/run.sh $(BUILD)
 
+# Every report memvisor writes goes to build/asan/reports/; the run fails
+# when there is one (tests/run.sh's last line), even if no test noticed.
+ASAN_REPORTS := $(CURDIR)/build/asan/reports
 asan:
 	$(MAKE) BUILD=build/asan SANITIZE="-fsanitize=address,undefined -fno-omit-frame-pointer" OPT="-O1 -g" all
-	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=99 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-		tests/run.sh build/asan bats
+	@rm -rf $(ASAN_REPORTS) && mkdir -p $(ASAN_REPORTS)
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=99:log_path=$(ASAN_REPORTS)/asan \
+		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$(ASAN_REPORTS)/ubsan \
+		SANITIZER_REPORTS=$(ASAN_REPORTS) tests/run.sh build/asan bats
 
 lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability,performance \
