@@ -526,7 +526,7 @@ static int clear_stale(const char *path)
 	return unlink(path) < 0 ? -errno : 0;
 }
 
-int ctl_server_start(struct mv *mv)
+static int server_start(struct mv *mv)
 {
 	struct ctl_server *s = xcalloc(1, sizeof(*s));
 	s->fd = -1;
@@ -575,6 +575,18 @@ int ctl_server_start(struct mv *mv)
 	ev_check_init(&s->reaper, on_check);
 	s->reaper.data = mv;
 	return 0;
+}
+
+int ctl_server_start(struct mv *mv)
+{
+	int rc = server_start(mv);
+	if (rc < 0) {
+		/* Nothing listens: leave no server behind (mv->ctl is NULL). */
+		free(mv->ctl->path);
+		free(mv->ctl);
+		mv->ctl = NULL;
+	}
+	return rc;
 }
 
 void ctl_server_stop(struct mv *mv)
