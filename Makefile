@@ -130,9 +130,11 @@ bench: all
 
 # Every report memvisor writes goes to build/asan/reports/; the run fails
 # when there is one (tests/run.sh's last line), even if no test noticed.
+# clang when present: GCC 12's UBSan, linked with ASan, ignores log_path.
 ASAN_REPORTS := $(CURDIR)/build/asan/reports
+ASAN_CC      ?= $(if $(shell command -v clang),clang,$(CC))
 asan:
-	$(MAKE) BUILD=build/asan SANITIZE="-fsanitize=address,undefined -fno-omit-frame-pointer" OPT="-O1 -g" all
+	$(MAKE) BUILD=build/asan CC=$(ASAN_CC) SANITIZE="-fsanitize=address,undefined -fno-omit-frame-pointer" OPT="-O1 -g" all
 	@rm -rf $(ASAN_REPORTS) && mkdir -p $(ASAN_REPORTS)
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=99:log_path=$(ASAN_REPORTS)/asan \
 		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$(ASAN_REPORTS)/ubsan \

@@ -197,9 +197,9 @@ void ctl_client_raw_result(struct ctl_client *c, char *json_text)
 static char *raw_reply_line(json_t *id, char *result)
 {
 	char *ids = id ? json_dumps(id, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+	const char *idt = ids ? ids : "null";
 	char *line = NULL;
-	if (asprintf(&line, "{\"id\":%s,\"ok\":true,\"result\":%s}\n", ids ? ids : "null",
-		     result) < 0)
+	if (asprintf(&line, "{\"id\":%s,\"ok\":true,\"result\":%s}\n", idt, result) < 0)
 		line = NULL;
 	free(ids);
 	free(result);

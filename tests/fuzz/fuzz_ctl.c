@@ -42,9 +42,8 @@ static void write_file(const char *path, const char *text)
 static void isolate(void)
 {
 	struct stat st;
-	if (mkdir(POLICY_DIR, 0700) < 0 &&
-	    (errno != EEXIST || lstat(POLICY_DIR, &st) < 0 || !S_ISDIR(st.st_mode) ||
-	     st.st_uid != geteuid())) {
+	if (mkdir(POLICY_DIR, 0700) < 0 && (errno != EEXIST || lstat(POLICY_DIR, &st) < 0 ||
+					    !S_ISDIR(st.st_mode) || st.st_uid != geteuid())) {
 		fprintf(stderr, "fuzz_ctl: %s: not a directory of ours\n", POLICY_DIR);
 		abort();
 	}
