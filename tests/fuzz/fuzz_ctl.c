@@ -1,6 +1,6 @@
 /* libFuzzer harness: control-protocol request lines through the real
  * parser and command table (ctl_reply_line, the function the socket server
- * answers every line with), against a supervisor with no process: the
+ * answers every line with), against a supervisor with no running process: the
  * commands that would start work (checkpoint, a policy_set that loads)
  * fail or finish without leaving anything behind. The input is split at
  * newlines like a client's stream. */
@@ -66,6 +66,7 @@ static struct mv *fake_mv(void)
 	mv->exits_epfd = -1;
 	mv->opts.argc = 2;
 	mv->opts.argv = fake_argv;
+	mv->opts.notify_all = true; /* every policy_set is within the launch filter */
 	mv->self = getpid();
 	mv->start_ns = mv_now_ns();
 	mv->start_wall_ns = mv_wall_ns();
@@ -75,6 +76,11 @@ static struct mv *fake_mv(void)
 		abort();
 	pthread_mutex_init(&mv->lock, NULL);
 	proctab_init(&mv->procs, 16);
+	/* One process that has exited: stats renders it, pid commands still
+	 * find no running process. */
+	struct proc *p = proctab_add(&mv->procs, 4194304, 1);
+	p->exe = xstrdup("/usr/bin/fuzz-exited");
+	proctab_exit(&mv->procs, p, mv_wall_ns());
 	events_init(mv);
 	return mv;
 }
@@ -82,7 +88,9 @@ static struct mv *fake_mv(void)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct mv *mv;
+	static bool debug;
 	if (!mv) {
+		debug = getenv("FUZZ_DEBUG") != NULL;
 		log_open(NULL, MV_LOG_ERROR);
 		if (syscalls_init() < 0)
 			abort();
@@ -93,7 +101,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	while (p < end) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
 		size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
-		free(ctl_reply_line(mv, p, len));
+		char *reply = ctl_reply_line(mv, p, len);
+		if (reply && debug)
+			fputs(reply, stderr); /* FUZZ_DEBUG=1: to see what seeds reach */
+		free(reply);
 		p += len + 1;
 	}
 	return 0;
