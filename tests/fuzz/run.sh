@@ -56,7 +56,10 @@ fuzz_one() { # target
 regress_one() { # target
 	local t=$1 dir="$here/regress/$1" log="$out/logs/$1.regress.log"
 	local inputs=("$dir"/*)
-	[ -e "${inputs[0]}" ] || return 0
+	if [ ! -e "${inputs[0]}" ]; then
+		result ok "fuzz $t regressions: none saved"
+		return 0
+	fi
 	if "$out/fuzz_$t" "${inputs[@]}" >"$log" 2>&1; then
 		result ok "fuzz $t regressions: ${#inputs[@]} inputs"
 	else
