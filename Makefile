@@ -145,7 +145,7 @@ lint:
 		--inline-suppr --suppress=missingIncludeSystem -I. -D_GNU_SOURCE \
 		"-Djson_array_foreach(a,i,v)=for(i=0;(v=json_array_get(a,i));i++)" \
 		"-Djson_object_foreach(o,k,v)=for(k=0,v=0;k;)" \
-		common policy state tracee supervisor
+		common policy state tracee supervisor tests/fuzz
 	clang-format --dry-run --Werror $(CORE_SRC) $(SUP_SRC) $(wildcard */*.h)
 
 format:
