@@ -5,6 +5,7 @@
 #include "common/util.h"
 #include "common/crc32c.h"
 #include "supervisor/ctl.h"
+#include "supervisor/evict.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -71,6 +72,15 @@ static int commit(struct ckpt *c)
 }
 
 /* ---- the job ---------------------------------------------------------- */
+
+static json_t *evict_json(const struct evict_stats *st)
+{
+	return json_pack("{s:I, s:I, s:I, s:I, s:s}", "regions", (json_int_t)st->regions,
+			 "bytes", (json_int_t)st->bytes, "kept_regions",
+			 (json_int_t)st->kept_regions, "shared_regions",
+			 (json_int_t)st->shared_regions, "shared",
+			 "resident (shared memory is not evicted)");
+}
 
 static json_t *result_json(struct ckpt *c)
 {
@@ -158,15 +168,28 @@ int checkpoint_run(struct job *j)
 		rc = ckpt_plan_all(&c);
 	if (rc == 0)
 		rc = ckpt_copy_all(&c);
-	ckpt_resume_all(&c);
+	/* --evict keeps the program stopped until the image is durable and
+	 * its pages are dropped and registered. */
+	if (!c.req->evict)
+		ckpt_resume_all(&c);
 	pagesw_flush_now(c.w);
 	if (rc == 0)
 		rc = ckpt_settle(&c);
 	if (rc == 0)
 		rc = commit(&c);
+	struct evict_stats est = {0};
+	int erc = 0;
+	if (rc == 0 && c.req->evict)
+		erc = ckpt_evict_all(&c, &est);
+	if (c.req->evict)
+		ckpt_resume_all(&c);
 	if (rc < 0)
 		goto out_remove;
+	if (erc < 0)
+		goto out_failed;
 	j->result = result_json(&c);
+	if (c.req->evict)
+		json_object_set_new(j->result, "evicted", evict_json(&est));
 	pagesw_close(c.w);
 	cleanup(&c);
 	return 0;
@@ -174,7 +197,11 @@ int checkpoint_run(struct job *j)
 out_remove:
 	if (c.w)
 		pagesw_close(c.w);
+	c.w = NULL;
 	imgdir_abort(&c.req->dir);
+out_failed:
+	if (c.w)
+		pagesw_close(c.w);
 	job_fail(j, c.code ? c.code : CTL_E_INTERNAL, "%s", c.code ? c.msg : strerror(-rc));
 	cleanup(&c);
 	return rc < 0 ? rc : -EIO;
