@@ -103,6 +103,8 @@ static json_t *result_json(struct ckpt *c)
 			    procs, json_pack("{s:i, s:s}", "pid", c->p[i].pt.pid, "state", "gone"));
 	const struct img_totals *t = &c->im.recorded;
 	uint64_t busy = c->t_end - c->t_start;
+	/* With --evict the program resumes after the commit. */
+	uint64_t synced = c->t_end > c->t_resumed ? c->t_end - c->t_resumed : 0;
 	return json_pack(
 	    "{s:s, s:s, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
 	    "s:I, s:I, s:f, s:b, s:s, s:s}",
@@ -110,12 +112,12 @@ static json_t *result_json(struct ckpt *c)
 	    (json_int_t)t->threads, "regions", (json_int_t)t->regions, "extents",
 	    (json_int_t)t->extents, "bytes", (json_int_t)t->data_bytes, "shared_bytes",
 	    (json_int_t)t->shared_bytes, "committed", (json_int_t)t->committed, "pages_size",
-	    (json_int_t)c->off, "pause_ns", (json_int_t)c->im.pause_ns, "prepare_ns",
+	    (json_int_t)c->off, "pause_ns", (json_int_t)(c->pause_end - c->pause_start), "prepare_ns",
 	    (json_int_t)(c->pause_start - c->t_start), "stop_ns",
 	    (json_int_t)(c->t_stopped - c->pause_start), "layout_ns",
 	    (json_int_t)(c->t_planned - c->t_stopped), "copy_ns",
 	    (json_int_t)(c->t_copied - c->t_planned), "sync_ns",
-	    (json_int_t)(c->t_end - c->t_resumed), "elapsed_ns", (json_int_t)busy, "rate",
+	    (json_int_t)synced, "elapsed_ns", (json_int_t)busy, "rate",
 	    busy ? (double)t->data_bytes / ((double)busy / 1e9) : 0.0, "direct",
 	    pagesw_direct(c->w), "checksum", crc32c_impl(), "layout_source",
 	    c->layout_how ? c->layout_how : "");

@@ -331,7 +331,7 @@ static void corrupt(struct evspace *s, pid_t who, const struct ev_ext *e)
 		kill(who, SIGKILL);
 }
 
-static int serve_fault(struct evspace *s, uint64_t addr, pid_t who, void *buf)
+static int serve_fault(struct evspace *s, uint64_t addr, pid_t who, void *buf, uint64_t *woken)
 {
 	pthread_mutex_lock(&s->mu);
 	struct ev_chunk *cp = find_chunk(s, addr), c = {0};
@@ -343,7 +343,9 @@ static int serve_fault(struct evspace *s, uint64_t addr, pid_t who, void *buf)
 	pthread_mutex_unlock(&s->mu);
 	if (!cp) {
 		__atomic_fetch_add(&s->zero_faults, 1, __ATOMIC_RELAXED);
-		return uffd_zeropage(s->uffd, addr);
+		int zrc = uffd_zeropage(s->uffd, addr);
+		*woken = mv_now_ns();
+		return zrc;
 	}
 	int rc = read_extent(s, &e, buf);
 	if (rc == -EBADMSG)
@@ -357,6 +359,7 @@ static int serve_fault(struct evspace *s, uint64_t addr, pid_t who, void *buf)
 	/* The faulting thread's window first: copying wakes it. */
 	rc = copy_runs(s, &c, &e, lo, hi, buf);
 	uffd_wake(s->uffd, addr, PG);
+	*woken = mv_now_ns();
 	if (rc == 0)
 		rc = copy_runs(s, &c, &e, c.first, lo, buf);
 	if (rc == 0)
@@ -484,7 +487,8 @@ static void serve_queue(struct worker *w)
 	struct evspace *s = w->s;
 	while (w->nq) {
 		struct fault f = w->q[--w->nq];
-		int rc = serve_fault(s, f.addr, f.who, w->buf);
+		uint64_t woken = 0;
+		int rc = serve_fault(s, f.addr, f.who, w->buf, &woken);
 		if (rc == -EAGAIN) {
 			/* The layout is changing: its event must be read
 			 * (maybe by us) before a copy can succeed. */
@@ -501,7 +505,7 @@ static void serve_queue(struct worker *w)
 		if (rc < 0 && rc != -ENOENT)
 			log_warn("evict: serving a fault at %#llx in process %d: %s",
 				 (unsigned long long)f.addr, evict_space_pid(s), strerror(-rc));
-		uint64_t dt = mv_now_ns() - f.t0;
+		uint64_t dt = (woken ? woken : mv_now_ns()) - f.t0;
 		pthread_mutex_lock(&s->mu);
 		s->faults++;
 		hist_add(&s->lat, dt);
