@@ -639,6 +639,12 @@ static void render_checkpoint_result(json_t *res)
 	       ms(res, "pause_ns"), ms(res, "stop_ns"), ms(res, "layout_ns"), ms(res, "copy_ns"),
 	       ms(res, "sync_ns"), ms(res, "elapsed_ns"),
 	       json_real_value(json_object_get(res, "rate")) / 1e6);
+	json_t *ev = json_object_get(res, "evicted");
+	if (ev)
+		printf("  evicted: %s in %lld regions (%lld left resident; shared memory stays "
+		       "resident)\n",
+		       hsize(json_object_get(ev, "bytes"), a, sizeof(a)), jint(ev, "regions"),
+		       jint(ev, "kept_regions"));
 	size_t i;
 	json_t *p;
 	json_array_foreach(json_object_get(res, "processes"), i, p)

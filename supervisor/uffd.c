@@ -9,9 +9,9 @@
 
 int uffd_api(int fd, uint64_t want, uint64_t *missing)
 {
+	*missing = 0;
 	FAULT_RETURN("uffd_api", EINVAL);
 	struct uffdio_api api = {.api = UFFD_API, .features = want};
-	*missing = 0;
 	if (ioctl(fd, UFFDIO_API, &api) == 0)
 		return 0;
 	int err = errno;
