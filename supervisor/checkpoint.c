@@ -75,10 +75,9 @@ static int commit(struct ckpt *c)
 
 static json_t *evict_json(const struct evict_stats *st)
 {
-	return json_pack("{s:I, s:I, s:I, s:I, s:s}", "regions", (json_int_t)st->regions,
-			 "bytes", (json_int_t)st->bytes, "kept_regions",
-			 (json_int_t)st->kept_regions, "shared_regions",
-			 (json_int_t)st->shared_regions, "shared",
+	return json_pack("{s:I, s:I, s:I, s:I, s:s}", "regions", (json_int_t)st->regions, "bytes",
+			 (json_int_t)st->bytes, "kept_regions", (json_int_t)st->kept_regions,
+			 "shared_regions", (json_int_t)st->shared_regions, "shared",
 			 "resident (shared memory is not evicted)");
 }
 
@@ -112,14 +111,13 @@ static json_t *result_json(struct ckpt *c)
 	    (json_int_t)t->threads, "regions", (json_int_t)t->regions, "extents",
 	    (json_int_t)t->extents, "bytes", (json_int_t)t->data_bytes, "shared_bytes",
 	    (json_int_t)t->shared_bytes, "committed", (json_int_t)t->committed, "pages_size",
-	    (json_int_t)c->off, "pause_ns", (json_int_t)(c->pause_end - c->pause_start), "prepare_ns",
-	    (json_int_t)(c->pause_start - c->t_start), "stop_ns",
+	    (json_int_t)c->off, "pause_ns", (json_int_t)(c->pause_end - c->pause_start),
+	    "prepare_ns", (json_int_t)(c->pause_start - c->t_start), "stop_ns",
 	    (json_int_t)(c->t_stopped - c->pause_start), "layout_ns",
 	    (json_int_t)(c->t_planned - c->t_stopped), "copy_ns",
-	    (json_int_t)(c->t_copied - c->t_planned), "sync_ns",
-	    (json_int_t)synced, "elapsed_ns", (json_int_t)busy, "rate",
-	    busy ? (double)t->data_bytes / ((double)busy / 1e9) : 0.0, "direct",
-	    pagesw_direct(c->w), "checksum", crc32c_impl(), "layout_source",
+	    (json_int_t)(c->t_copied - c->t_planned), "sync_ns", (json_int_t)synced, "elapsed_ns",
+	    (json_int_t)busy, "rate", busy ? (double)t->data_bytes / ((double)busy / 1e9) : 0.0,
+	    "direct", pagesw_direct(c->w), "checksum", crc32c_impl(), "layout_source",
 	    c->layout_how ? c->layout_how : "");
 }
 

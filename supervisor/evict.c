@@ -19,10 +19,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define PG	   4096ull
-#define EXT_WORDS  (IMG_EXTENT_MAX / IMG_PAGE / 64)
-#define MSG_BATCH  16
-#define PROBE_MS   500
+#define PG	  4096ull
+#define EXT_WORDS (IMG_EXTENT_MAX / IMG_PAGE / 64)
+#define MSG_BATCH 16
+#define PROBE_MS  500
 
 /* An extent of the image: where its bytes are, and which of its pages
  * are installed in this space already. */
@@ -201,7 +201,8 @@ static struct ev_chunk *find_chunk(struct evspace *s, uint64_t addr)
 static void insert_chunk(struct evspace *s, size_t at, struct ev_chunk c)
 {
 	if (s->n_ch == s->cap_ch)
-		s->ch = xrealloc(s->ch, (s->cap_ch = s->cap_ch ? s->cap_ch * 2 : 64) * sizeof(*s->ch));
+		s->ch =
+		    xrealloc(s->ch, (s->cap_ch = s->cap_ch ? s->cap_ch * 2 : 64) * sizeof(*s->ch));
 	memmove(&s->ch[at + 1], &s->ch[at], (s->n_ch - at) * sizeof(*s->ch));
 	s->ch[at] = c;
 	s->n_ch++;
@@ -450,7 +451,8 @@ static void take_messages(struct worker *w, struct uffd_msg *m, ssize_t n)
 			on_event(s, &m[i]);
 			continue;
 		}
-		pid_t who = m[i].arg.pagefault.feat.ptid ? (pid_t)m[i].arg.pagefault.feat.ptid : s->pid;
+		pid_t who =
+		    m[i].arg.pagefault.feat.ptid ? (pid_t)m[i].arg.pagefault.feat.ptid : s->pid;
 		if (w->nq < ARRAY_SIZE(w->q))
 			w->q[w->nq++] = (struct fault){m[i].arg.pagefault.address & ~(PG - 1),
 						       mv_now_ns(), who};
@@ -517,7 +519,8 @@ static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
 	struct evspace *s = w->s;
-	struct pollfd pfd[2] = {{.fd = s->uffd, .events = POLLIN}, {.fd = s->stopfd, .events = POLLIN}};
+	struct pollfd pfd[2] = {{.fd = s->uffd, .events = POLLIN},
+				{.fd = s->stopfd, .events = POLLIN}};
 	while (!s->stopping) {
 		int n = poll(pfd, 2, PROBE_MS);
 		if (n < 0 && errno != EINTR)
@@ -597,7 +600,8 @@ static void build_map(struct evspace *s, const struct img_proc *ip)
 		for (size_t x = 0; x < ip->r[k].ext.n; x++) {
 			const struct img_extent *e = &ip->r[k].ext.v[x];
 			s->ext[s->n_ext] = (struct ev_ext){e->off, e->pages, e->crc, {0}};
-			s->ch[s->n_ch++] = (struct ev_chunk){e->addr, (uint32_t)s->n_ext, 0, e->pages};
+			s->ch[s->n_ch++] =
+			    (struct ev_chunk){e->addr, (uint32_t)s->n_ext, 0, e->pages};
 			s->n_ext++;
 		}
 	}
@@ -622,8 +626,8 @@ static int make_uffd(struct remote *r, int pidfd, int *out, char *err, size_t er
 	long a[6] = {O_CLOEXEC | O_NONBLOCK}, tfd = -1, ignored;
 	int rc = remote_syscall_stopped(r, SYS_userfaultfd, a, &tfd);
 	if (rc < 0)
-		return efail(err, errlen, rc, "injecting userfaultfd(2) into process %d: %s", r->pid,
-			     strerror(-rc));
+		return efail(err, errlen, rc, "injecting userfaultfd(2) into process %d: %s",
+			     r->pid, strerror(-rc));
 	if (tfd < 0)
 		return efail(err, errlen, (int)tfd,
 			     "userfaultfd(2) failed in process %d: %s (evict needs userfaultfd: "
@@ -641,8 +645,8 @@ static int make_uffd(struct remote *r, int pidfd, int *out, char *err, size_t er
 	return 0;
 }
 
-static int setup_space(struct evspace *s, struct ptrace_proc *pp, struct remote *r,
-		       const char *dir, const char *id, char *err, size_t errlen)
+static int setup_space(struct evspace *s, struct ptrace_proc *pp, struct remote *r, const char *dir,
+		       const char *id, char *err, size_t errlen)
 {
 	int rc = make_uffd(r, pp->pidfd, &s->uffd, err, errlen);
 	if (rc < 0)

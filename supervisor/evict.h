@@ -27,7 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define EVICT_WORKERS 4
+#define EVICT_WORKERS	4
 #define EVICT_READAHEAD (256u << 10) /* bytes installed first around a fault */
 
 struct evspace;

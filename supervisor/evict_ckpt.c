@@ -15,8 +15,8 @@ int ckpt_evict_all(struct ckpt *c, struct evict_stats *st)
 		if (p->pt.gone || p->img < 0 || p->died || ckpt_proc_dead(p))
 			continue;
 		char err[512];
-		int rc = evict_proc_stopped(&p->pt, ckpt_iproc(c, i), c->req->dir.dir, c->im.id,
-					    st, err, sizeof(err));
+		int rc = evict_proc_stopped(&p->pt, ckpt_iproc(c, i), c->req->dir.dir, c->im.id, st,
+					    err, sizeof(err));
 		if (rc < 0)
 			return ckpt_fail(c, rc, CKPT_E_EVICT,
 					 "%s; the image at %s is complete and the program keeps "

@@ -74,7 +74,8 @@ static void pace(struct reload *r)
 	uint64_t now = mv_now_ns();
 	if (due <= now)
 		return;
-	struct timespec ts = {(time_t)((due - now) / 1000000000ull), (long)((due - now) % 1000000000ull)};
+	struct timespec ts = {(time_t)((due - now) / 1000000000ull),
+			      (long)((due - now) % 1000000000ull)};
 	nanosleep(&ts, NULL);
 }
 
@@ -85,10 +86,11 @@ static json_t *fault_json(struct reload *r, uint64_t *loaded)
 	*loaded = 0;
 	for (size_t i = 0; i < r->n; i++)
 		evict_space_faults(r->sp[i], h, &faults, loaded);
-	json_t *o = json_pack("{s:I, s:I, s:I, s:I, s:I}", "faults", (json_int_t)faults,
-			      "fault_p50_ns", (json_int_t)hist_quantile(h, 0.5), "fault_p99_ns",
-			      (json_int_t)hist_quantile(h, 0.99), "fault_p999_ns",
-			      (json_int_t)hist_quantile(h, 0.999), "fault_max_ns", (json_int_t)h->max);
+	json_t *o =
+	    json_pack("{s:I, s:I, s:I, s:I, s:I}", "faults", (json_int_t)faults, "fault_p50_ns",
+		      (json_int_t)hist_quantile(h, 0.5), "fault_p99_ns",
+		      (json_int_t)hist_quantile(h, 0.99), "fault_p999_ns",
+		      (json_int_t)hist_quantile(h, 0.999), "fault_max_ns", (json_int_t)h->max);
 	free(h);
 	return o;
 }
@@ -183,13 +185,13 @@ static json_t *result_json(struct reload *r)
 	json_t *o = fault_json(r, &loaded);
 	double secs = (double)(end - r->t_loading) / 1e9;
 	json_object_update_new(
-	    o, json_pack("{s:s, s:s, s:i, s:i, s:I, s:I, s:I, s:I, s:f, s:f, s:f}", "dir",
-			 r->req->dir, "id", r->req->id, "spaces", (int)r->n, "gone", (int)r->gone,
-			 "pages_loaded", (json_int_t)(loaded / IMG_PAGE), "pages_total",
-			 (json_int_t)(r->total / IMG_PAGE), "bytes", (json_int_t)loaded,
-			 "read_bytes", (json_int_t)r->bytes_read, "verify_s",
-			 (double)(r->t_loading - r->t0) / 1e9, "load_s", secs, "read_rate",
-			 secs > 0 ? (double)r->bytes_read / secs : 0.0));
+	    o,
+	    json_pack("{s:s, s:s, s:i, s:i, s:I, s:I, s:I, s:I, s:f, s:f, s:f}", "dir", r->req->dir,
+		      "id", r->req->id, "spaces", (int)r->n, "gone", (int)r->gone, "pages_loaded",
+		      (json_int_t)(loaded / IMG_PAGE), "pages_total",
+		      (json_int_t)(r->total / IMG_PAGE), "bytes", (json_int_t)loaded, "read_bytes",
+		      (json_int_t)r->bytes_read, "verify_s", (double)(r->t_loading - r->t0) / 1e9,
+		      "load_s", secs, "read_rate", secs > 0 ? (double)r->bytes_read / secs : 0.0));
 	return o;
 }
 

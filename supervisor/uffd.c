@@ -37,9 +37,8 @@ int uffd_copy(int fd, uint64_t dst, const void *src, uint64_t len, uint64_t *ins
 	uint64_t done = 0;
 	*installed = 0;
 	while (done < len) {
-		struct uffdio_copy c = {.dst = dst + done,
-					.src = (uint64_t)(uintptr_t)src + done,
-					.len = len - done};
+		struct uffdio_copy c = {
+		    .dst = dst + done, .src = (uint64_t)(uintptr_t)src + done, .len = len - done};
 		if (ioctl(fd, UFFDIO_COPY, &c) == 0) {
 			*installed += len - done;
 			return 0;
