@@ -608,39 +608,29 @@ static void build_map(struct evspace *s, const struct img_proc *ip)
 	qsort(s->ch, s->n_ch, sizeof(*s->ch), cmp_chunk);
 }
 
-static int efail(char *err, size_t errlen, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int efail(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return rc;
-}
-
 /* userfaultfd(2) inside the process, then its fd fetched into ours. */
 static int make_uffd(struct remote *r, int pidfd, int *out, char *err, size_t errlen)
 {
 	long a[6] = {O_CLOEXEC | O_NONBLOCK}, tfd = -1, ignored;
 	int rc = remote_syscall_stopped(r, SYS_userfaultfd, a, &tfd);
 	if (rc < 0)
-		return efail(err, errlen, rc, "injecting userfaultfd(2) into process %d: %s",
-			     r->pid, strerror(-rc));
+		return mv_fail_msg(err, errlen, rc, "injecting userfaultfd(2) into process %d: %s",
+				   r->pid, strerror(-rc));
 	if (tfd < 0)
-		return efail(err, errlen, (int)tfd,
-			     "userfaultfd(2) failed in process %d: %s (evict needs userfaultfd: "
-			     "CAP_SYS_PTRACE or vm.unprivileged_userfaultfd=1)",
-			     r->pid, strerror((int)-tfd));
+		return mv_fail_msg(
+		    err, errlen, (int)tfd,
+		    "userfaultfd(2) failed in process %d: %s (evict needs userfaultfd: "
+		    "CAP_SYS_PTRACE or vm.unprivileged_userfaultfd=1)",
+		    r->pid, strerror((int)-tfd));
 	int fd = (int)syscall(SYS_pidfd_getfd, pidfd, (int)tfd, 0);
 	int gerr = errno;
 	long c[6] = {tfd};
 	if (remote_syscall_stopped(r, SYS_close, c, &ignored) < 0)
 		log_warn("evict: process %d keeps a copy of its userfaultfd (fd %ld)", r->pid, tfd);
 	if (fd < 0)
-		return efail(err, errlen, -gerr, "pidfd_getfd of process %d's userfaultfd: %s",
-			     r->pid, strerror(gerr));
+		return mv_fail_msg(err, errlen, -gerr,
+				   "pidfd_getfd of process %d's userfaultfd: %s", r->pid,
+				   strerror(gerr));
 	*out = fd;
 	return 0;
 }
@@ -656,16 +646,17 @@ static int setup_space(struct evspace *s, struct ptrace_proc *pp, struct remote 
 	if (rc == -EOPNOTSUPP && !(missing & UFFD_EVICT_FEATURES))
 		rc = uffd_api(s->uffd, UFFD_EVICT_FEATURES, &missing);
 	if (rc < 0)
-		return efail(err, errlen, rc,
-			     "userfaultfd of process %d: UFFDIO_API: %s (features missing: %#llx)",
-			     pp->pid, strerror(-rc), (unsigned long long)missing);
+		return mv_fail_msg(
+		    err, errlen, rc,
+		    "userfaultfd of process %d: UFFDIO_API: %s (features missing: %#llx)", pp->pid,
+		    strerror(-rc), (unsigned long long)missing);
 	char path[4096];
 	snprintf(path, sizeof(path), "%s/%s", dir, IMG_PAGES);
 	s->pagesfd = open(path, O_RDONLY | O_CLOEXEC);
 	if (s->pagesfd < 0)
-		return efail(err, errlen, -errno, "%s: %s", path, strerror(errno));
+		return mv_fail_msg(err, errlen, -errno, "%s: %s", path, strerror(errno));
 	if (s->stopfd < 0)
-		return efail(err, errlen, -EMFILE, "eventfd: %s", strerror(EMFILE));
+		return mv_fail_msg(err, errlen, -EMFILE, "eventfd: %s", strerror(EMFILE));
 	s->pid = pp->pid;
 	s->probe = r->vdso_start;
 	snprintf(s->id, sizeof(s->id), "%s", id);
@@ -707,8 +698,9 @@ int evict_proc_stopped(struct ptrace_proc *pp, const struct img_proc *ip, const 
 	struct remote r;
 	int rc = remote_open_stopped(&r, pp);
 	if (rc < 0)
-		return efail(err, errlen, rc, "process %d: no thread to run a system call in: %s",
-			     pp->pid, strerror(-rc));
+		return mv_fail_msg(err, errlen, rc,
+				   "process %d: no thread to run a system call in: %s", pp->pid,
+				   strerror(-rc));
 	struct evspace *s = space_new();
 	rc = setup_space(s, pp, &r, dir, id, err, errlen);
 	if (rc < 0) {
@@ -721,7 +713,8 @@ int evict_proc_stopped(struct ptrace_proc *pp, const struct img_proc *ip, const 
 	s->evicting = true;
 	if ((rc = start_workers(s)) < 0) {
 		evict_put(s);
-		return efail(err, errlen, rc, "starting the fault workers: %s", strerror(-rc));
+		return mv_fail_msg(err, errlen, rc, "starting the fault workers: %s",
+				   strerror(-rc));
 	}
 	link_space(s);
 	uint64_t regions_before = st->regions;
