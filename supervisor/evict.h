@@ -29,6 +29,11 @@
 
 #define EVICT_WORKERS	4
 #define EVICT_READAHEAD (256u << 10) /* bytes installed first around a fault */
+#define EVICT_WORKER_NICE -10
+#define EVICT_LOADER_NICE -5
+
+/* Raise the calling thread's priority to nice (if we may). */
+void evict_boost_thread(int nice);
 
 struct evspace;
 
@@ -64,7 +69,8 @@ void evict_space_counts(struct evspace *s, uint64_t *owed, uint64_t *loaded);
 /* Load one chunk's worth of owed pages: reads one extent (rate-limited by
  * the caller through *bytes_read), checks its checksum, installs the pages
  * not present. Returns 1 when something was done, 0 when nothing is owed,
- * -errno on failure (-ESRCH: the mm is gone, nothing more to do). */
+ * -errno on failure (-ESRCH: the mm is gone, nothing more to do; -EBADMSG:
+ * the extent fails its checksum, nothing of it was installed). */
 int evict_load_step(struct evspace *s, void *buf, uint64_t *bytes_read);
 
 /* Everything is loaded (or the mm is gone): stop the workers, close the

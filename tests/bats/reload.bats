@@ -175,7 +175,7 @@ native_out() { # COMMANDS...
 	assert_output --partial '"evicted":[]'
 }
 
-@test "reload: a corrupt image is refused before any page is loaded" {
+@test "reload: a corrupt extent is never loaded; a corrupt manifest is refused" {
 	start --mib 16
 	evict "$TMP/img"
 	# Flip a byte of the last extent's data.
@@ -191,6 +191,20 @@ native_out() { # COMMANDS...
 	assert_failure
 	assert_output --partial corrupt_image
 	assert_output --partial "checksum mismatch"
+	# The process runs on (touching that extent would kill it: it cannot
+	# be given its memory).
+	kill -0 "$PID"
+	# A damaged manifest: refused at once.
+	python3 - "$TMP/img/manifest.json" <<-'EOF'
+		import sys
+		p = sys.argv[1]
+		s = bytearray(open(p, "rb").read())
+		s[len(s) // 2] ^= 0x01
+		open(p, "wb").write(bytes(s))
+	EOF
+	run ctl reload "$TMP/img"
+	assert_failure
+	assert_output --partial corrupt_image
 	kill -9 "$PID"
 	stop || true
 }
