@@ -70,7 +70,7 @@ one_run() { # CONFIG REP
 	local threads=${1%w} walker=
 	[ "$1" = "${1%w}" ] || walker=1
 	start "$threads"
-	sleep 4
+	sleep 6
 	say "mark evict" marked
 	rm -rf "$DIR/reload.img"
 	ctl --json checkpoint "$DIR/reload.img" --evict --wait | tail -1 >"$T/evict.json"
