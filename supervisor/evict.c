@@ -4,6 +4,7 @@
 #include "common/hist.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "supervisor/evict_thp.h"
 #include "supervisor/remote.h"
 #include "supervisor/uffd.h"
 
@@ -46,6 +47,8 @@ struct evspace {
 	char *dir;
 	pid_t pid, parent;
 	int uffd, pagesfd, stopfd;
+	int pidfd; /* the evicted process (-1 for a fork child): THP collapse */
+	struct evict_thp thp; /* under mu */
 	uint64_t probe; /* an address of the mm never registered (the vdso) */
 	bool evicting;	/* our own MADV_DONTNEED runs: its REMOVE events are ours */
 	bool dead, stopping, linked;
@@ -72,6 +75,9 @@ static void space_free(struct evspace *s)
 		close(s->pagesfd);
 	if (s->stopfd >= 0)
 		close(s->stopfd);
+	if (s->pidfd >= 0)
+		close(s->pidfd);
+	evict_thp_free(&s->thp);
 	pthread_mutex_destroy(&s->mu);
 	free(s->dir);
 	free(s->ext);
@@ -415,13 +421,17 @@ static void on_event(struct evspace *s, const struct uffd_msg *m)
 	case UFFD_EVENT_REMAP:
 		pthread_mutex_lock(&s->mu);
 		move_range(s, m->arg.remap.from, m->arg.remap.to, m->arg.remap.len);
+		evict_thp_forget(&s->thp, m->arg.remap.from, m->arg.remap.from + m->arg.remap.len);
+		evict_thp_forget(&s->thp, m->arg.remap.to, m->arg.remap.to + m->arg.remap.len);
 		pthread_mutex_unlock(&s->mu);
 		return;
 	case UFFD_EVENT_REMOVE:
 	case UFFD_EVENT_UNMAP:
 		pthread_mutex_lock(&s->mu);
-		if (!(m->event == UFFD_EVENT_REMOVE && s->evicting))
+		if (!(m->event == UFFD_EVENT_REMOVE && s->evicting)) {
 			drop_range(s, m->arg.remove.start, m->arg.remove.end);
+			evict_thp_forget(&s->thp, m->arg.remove.start, m->arg.remove.end);
+		}
 		pthread_mutex_unlock(&s->mu);
 		return;
 	default:
@@ -583,7 +593,7 @@ static struct evspace *space_new(void)
 	struct evspace *s = xcalloc(1, sizeof(*s));
 	pthread_mutex_init(&s->mu, NULL);
 	s->refs = 1;
-	s->uffd = s->pagesfd = -1;
+	s->uffd = s->pagesfd = s->pidfd = -1;
 	s->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	return s;
 }
@@ -670,6 +680,7 @@ static int setup_space(struct evspace *s, struct ptrace_proc *pp, struct remote 
 	if (s->stopfd < 0)
 		return mv_fail_msg(err, errlen, -EMFILE, "eventfd: %s", strerror(EMFILE));
 	s->pid = pp->pid;
+	s->pidfd = fcntl(pp->pidfd, F_DUPFD_CLOEXEC, 0);
 	s->probe = r->vdso_start;
 	snprintf(s->id, sizeof(s->id), "%s", id);
 	s->dir = xstrdup(dir);
@@ -683,6 +694,11 @@ static void evict_region(struct evspace *s, struct remote *r, const struct img_r
 			 struct evict_stats *st)
 {
 	uint64_t len = g->end - g->start;
+	pthread_mutex_lock(&s->mu);
+	if (evict_thp_note(&s->thp, s->pid, g->start, g->end) < 0)
+		log_debug("evict: process %d: no huge page scan of %#llx-%#llx", s->pid,
+			  (unsigned long long)g->start, (unsigned long long)g->end);
+	pthread_mutex_unlock(&s->mu);
 	int rc = uffd_register(s->uffd, g->start, len);
 	if (rc < 0) {
 		log_warn("evict: process %d: registering %#llx-%#llx: %s; left resident", s->pid,
@@ -801,8 +817,20 @@ int evict_load_step(struct evspace *s, void *buf, uint64_t *bytes_read)
 	return rc < 0 ? rc : 1;
 }
 
-void evict_space_finish(struct evspace *s)
+void evict_space_finish(struct evspace *s, uint64_t *huge, uint64_t *huge_restored)
 {
+	pthread_mutex_lock(&s->mu);
+	struct evict_thp t = s->thp;
+	t.v = t.n ? xmalloc(t.n * sizeof(*t.v)) : NULL;
+	if (t.n)
+		memcpy(t.v, s->thp.v, t.n * sizeof(*t.v));
+	bool dead = s->dead;
+	pthread_mutex_unlock(&s->mu);
+	if (!dead) /* the collapse runs in the job thread, the program runs on */
+		evict_thp_restore(&t, s->pidfd, s->uffd);
+	*huge += t.bytes;
+	*huge_restored += t.restored;
+	evict_thp_free(&t);
 	stop_space(s);
 }
 

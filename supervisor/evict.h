@@ -73,9 +73,11 @@ void evict_space_counts(struct evspace *s, uint64_t *owed, uint64_t *loaded);
  * the extent fails its checksum, nothing of it was installed). */
 int evict_load_step(struct evspace *s, void *buf, uint64_t *bytes_read);
 
-/* Everything is loaded (or the mm is gone): stop the workers, close the
- * uffd (the kernel unregisters every range), forget the space. */
-void evict_space_finish(struct evspace *s);
+/* Everything is loaded (or the mm is gone): collapse again the ranges
+ * that had transparent huge pages (supervisor/evict_thp.h; their bytes
+ * added to *huge, those collapsed to *huge_restored), stop the workers,
+ * close the uffd (the kernel unregisters every range), forget the space. */
+void evict_space_finish(struct evspace *s, uint64_t *huge, uint64_t *huge_restored);
 
 /* Fault statistics of a space merged into h; faults and bytes served. */
 void evict_space_faults(struct evspace *s, void *hist, uint64_t *faults, uint64_t *bytes);

@@ -25,6 +25,7 @@ struct reload {
 	struct evspace **sp;
 	size_t n;
 	uint64_t t0, t_loading, bytes_read, total, last_progress;
+	uint64_t huge, huge_restored, huge_ns; /* evict_thp.h */
 	unsigned gone;
 };
 
@@ -158,6 +159,14 @@ static void add_spaces(struct reload *r)
 	free(v);
 }
 
+/* Loaded: huge pages collapsed again (timed apart from the loading). */
+static void finish_space(struct reload *r, struct evspace *s)
+{
+	uint64_t t = mv_now_ns();
+	evict_space_finish(s, &r->huge, &r->huge_restored);
+	r->huge_ns += mv_now_ns() - t;
+}
+
 /* Load every space, and the fork children that appear meanwhile, until
  * a pass finds nothing owed. */
 static int load_all(struct reload *r)
@@ -173,7 +182,7 @@ static int load_all(struct reload *r)
 		for (; done < r->n && rc == 0; done++) {
 			rc = load_space(r, r->sp[done], buf);
 			if (rc == 0)
-				evict_space_finish(r->sp[done]);
+				finish_space(r, r->sp[done]);
 		}
 		if (rc < 0)
 			break;
@@ -186,7 +195,7 @@ static json_t *result_json(struct reload *r)
 {
 	uint64_t loaded, end = mv_now_ns();
 	json_t *o = fault_json(r, &loaded);
-	double secs = (double)(end - r->t_loading) / 1e9;
+	double secs = (double)(end - r->t_loading - r->huge_ns) / 1e9;
 	json_object_update_new(
 	    o,
 	    json_pack("{s:s, s:s, s:i, s:i, s:I, s:I, s:I, s:I, s:f, s:f, s:f}", "dir", r->req->dir,
@@ -195,6 +204,9 @@ static json_t *result_json(struct reload *r)
 		      (json_int_t)(r->total / IMG_PAGE), "bytes", (json_int_t)loaded, "read_bytes",
 		      (json_int_t)r->bytes_read, "verify_s", (double)(r->t_loading - r->t0) / 1e9,
 		      "load_s", secs, "read_rate", secs > 0 ? (double)r->bytes_read / secs : 0.0));
+	json_object_update_new(o, json_pack("{s:I, s:I, s:f}", "huge_bytes", (json_int_t)r->huge,
+					    "huge_restored_bytes", (json_int_t)r->huge_restored,
+					    "huge_s", (double)r->huge_ns / 1e9));
 	return o;
 }
 

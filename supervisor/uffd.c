@@ -31,6 +31,12 @@ int uffd_register(int fd, uint64_t start, uint64_t len)
 	return ioctl(fd, UFFDIO_REGISTER, &reg) < 0 ? -errno : 0;
 }
 
+int uffd_unregister(int fd, uint64_t start, uint64_t len)
+{
+	struct uffdio_range r = {start, len};
+	return ioctl(fd, UFFDIO_UNREGISTER, &r) < 0 ? -errno : 0;
+}
+
 int uffd_copy(int fd, uint64_t dst, const void *src, uint64_t len, uint64_t *installed)
 {
 	FAULT_RETURN("uffd_copy", EIO);

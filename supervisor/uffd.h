@@ -26,6 +26,9 @@ int uffd_api(int fd, uint64_t want, uint64_t *missing);
 /* Register [start, start+len) for missing-page faults. */
 int uffd_register(int fd, uint64_t start, uint64_t len);
 
+/* Unregister [start, start+len): its faults go back to the kernel. */
+int uffd_unregister(int fd, uint64_t start, uint64_t len);
+
 /* Install len bytes of src at dst (page-aligned) and wake the waiters.
  * Pages that already exist are skipped: *installed gets the bytes this
  * call put in place. -EAGAIN: the layout is changing (an event is not

@@ -57,6 +57,7 @@ say() { # LINE RE
 }
 
 rss_anon_kb() { awk '/^RssAnon:/{print $2}' /proc/"$1"/status; }
+anon_huge_kb() { awk '/^AnonHugePages:/{print $2}' /proc/"$1"/smaps_rollup; }
 
 evict() { # DIR
 	run ctl --json checkpoint "$1" --evict --wait
@@ -102,6 +103,31 @@ native_out() { # COMMANDS...
 	expected=$(native_out sum loop check check unloop sum)
 	echo "$expected" 
 	diff <(printf '%s\n' "$expected") <(cat "$TMP/out")
+}
+
+@test "reload: ranges that had transparent huge pages have them again after the reload" {
+	grep -q '\[never\]' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null &&
+		skip "transparent huge pages are off"
+	start --mib 32 --thp
+	huge0=$(anon_huge_kb "$PID")
+	[ "$huge0" -gt 0 ] || skip "no huge page was allocated for the workload"
+	say sum '^sum '
+	before=$LAST
+	evict "$TMP/img"
+	[ "$(anon_huge_kb "$PID")" -eq 0 ]
+	run ctl --json reload "$TMP/img" --wait
+	assert_success
+	echo "$output" | tail -1 >"$TMP/job.json"
+	cat "$TMP/job.json"
+	run json_get "$TMP/job.json" 'd["result"]["huge_bytes"] >= '"$huge0"' * 1024'
+	assert_output True
+	huge2=$(anon_huge_kb "$PID")
+	echo "AnonHugePages before $huge0 kB, after reload $huge2 kB"
+	[ "$huge2" -ge $((huge0 * 9 / 10)) ]
+	say sum '^sum '
+	[ "$LAST" = "$before" ]
+	say check '^ok$'
+	stop
 }
 
 @test "reload: evict works without any reload; the process may exit" {

@@ -1,7 +1,8 @@
 /* reload_wl: a process with known memory that keeps using it, for the
  * evict and reload tests (tests/bats/reload.bats).
  *
- * Usage: reload_wl [--mib M] [--file PATH]
+ * Usage: reload_wl [--mib M] [--file PATH] [--thp]
+ * (--thp: the regions are madvise(MADV_HUGEPAGE)d before they are filled)
  * Makes, filled with patterns: A (M MiB, default 64), B (4 MiB), C (1 MiB);
  * with --file, writes 1 MiB of pattern F to PATH (from a buffer freed
  * before any eviction). Prints "ready" (stdout) and "pid N" (stderr),
@@ -42,6 +43,7 @@ struct region {
 
 static struct region R[3];
 static const char *file_path;
+static int thp;
 static volatile int looping;
 static int loop_bad, loop_passes;
 static pthread_t loop_thread;
@@ -94,6 +96,8 @@ static void *xmap(size_t len)
 		perror("reload_wl: mmap");
 		exit(2);
 	}
+	if (thp && madvise(p, len, MADV_HUGEPAGE) < 0)
+		perror("reload_wl: madvise(MADV_HUGEPAGE)");
 	return p;
 }
 
@@ -305,11 +309,13 @@ static void command(char *line)
 int main(int argc, char **argv)
 {
 	size_t mib = 64;
-	for (int i = 1; i + 1 < argc; i += 2) {
-		if (strcmp(argv[i], "--mib") == 0)
-			mib = strtoul(argv[i + 1], NULL, 0);
-		else if (strcmp(argv[i], "--file") == 0)
-			file_path = argv[i + 1];
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--thp") == 0)
+			thp = 1;
+		else if (i + 1 < argc && strcmp(argv[i], "--mib") == 0)
+			mib = strtoul(argv[++i], NULL, 0);
+		else if (i + 1 < argc && strcmp(argv[i], "--file") == 0)
+			file_path = argv[++i];
 	}
 	if (file_path)
 		make_file();
