@@ -16,6 +16,7 @@
 # plotted as SVG in RELOAD_OUT.
 #
 # Knobs: RELOAD_MIB=1024 RELOAD_REPS=3 RELOAD_RATE=131 RELOAD_CONFIGS="8 32 8w"
+#        RELOAD_THP=1 (the mapping madvise(MADV_HUGEPAGE)d; 0: small pages)
 #        RELOAD_OUT=bench/reload-results RELOAD_DIR (where images go)
 set -euo pipefail
 export LC_ALL=C
@@ -28,6 +29,8 @@ MIB=${RELOAD_MIB:-1024}
 REPS=${RELOAD_REPS:-3}
 RATE=${RELOAD_RATE:-131}
 CONFIGS=${RELOAD_CONFIGS:-8 32 8w}
+THP=()
+[ "${RELOAD_THP:-1}" = 0 ] || THP=(--thp)
 OUT=${RELOAD_OUT:-$HERE/reload-results}
 T=$(mktemp -d "${TMPDIR:-/tmp}/memvisor-reload.XXXXXX")
 DIR=${RELOAD_DIR:-$T}
@@ -45,7 +48,7 @@ ctl() { "$MV" ctl --socket "$T/s" "$@"; }
 start() { # THREADS
 	rm -f "$T/in" "$T/out"
 	mkfifo "$T/in"
-	"$MV" run --socket "$T/s" -- "$HOT" --mib "$MIB" --threads "$1" --csv "$T/run.csv" \
+	"$MV" run --socket "$T/s" -- "$HOT" --mib "$MIB" --threads "$1" --csv "$T/run.csv" "${THP[@]}" \
 		<"$T/in" >"$T/out" 2>"$T/err" 7>&- &
 	MVPID=$!
 	exec 7>"$T/in"

@@ -1,10 +1,11 @@
 /* reload_hot: the seed workload of gVisor PR #16565, in C, for
  * bench/reload.sh.
  *
- * Usage: reload_hot --mib M --threads N --csv FILE [--walker]
+ * Usage: reload_hot --mib M --threads N --csv FILE [--walker] [--thp]
  *        reload_hot --memcpy M      (fresh-memory memcpy bandwidth, GB/s)
  *
- * A private anonymous mapping of M MiB, every page dirtied; N hot threads
+ * A private anonymous mapping of M MiB (--thp: madvise(MADV_HUGEPAGE)d, for
+ * transparent huge pages under the "madvise" setting), every page dirtied; N hot threads
  * each call syscall(SYS_getcpu) with both output pointers in a page of
  * their own inside the mapping (two 4-byte copy-outs a call). A sampler
  * writes "t_s,calls_per_s" to FILE every 50 ms. Every 64th call is timed;
@@ -135,6 +136,7 @@ int main(int argc, char **argv)
 	size_t mib = 1024;
 	int threads = 8;
 	const char *csv_path = "/dev/null";
+	int thp = 0;
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--memcpy") == 0 && i + 1 < argc)
 			return memcpy_bench(strtoul(argv[++i], NULL, 0));
@@ -144,6 +146,8 @@ int main(int argc, char **argv)
 			threads = atoi(argv[++i]);
 		else if (strcmp(argv[i], "--csv") == 0 && i + 1 < argc)
 			csv_path = argv[++i];
+		else if (strcmp(argv[i], "--thp") == 0)
+			thp = 1;
 	}
 	map_len = mib << 20;
 	map = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -151,6 +155,8 @@ int main(int argc, char **argv)
 		perror("reload_hot");
 		return 2;
 	}
+	if (thp && madvise(map, map_len, MADV_HUGEPAGE) < 0)
+		perror("reload_hot: madvise(MADV_HUGEPAGE)");
 	for (size_t off = 0; off < map_len; off += PAGE)
 		map[off] = 1;
 	uint64_t t0 = now_ns();

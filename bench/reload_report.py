@@ -30,6 +30,12 @@ def mean_rate(samples, a, b):
     return statistics.mean(v) if v else 0.0
 
 
+def min_window(samples, a, b):
+    """The lowest rate over a 1 s window in (a, b]: how noisy the machine is."""
+    v = [mean_rate(samples, t, t + 1) for t in range(int(a), int(b) - 1)]
+    return min(v) if v else 0.0
+
+
 def phases(out_path):
     p = {}
     for line in open(out_path):
@@ -59,7 +65,11 @@ def run(config, csv, out, job, evict):
         "load_s": j["load_s"], "verify_s": j["verify_s"], "faults": j["faults"],
         "fault_p50_us": j["fault_p50_ns"] / 1e3, "fault_p99_us": j["fault_p99_ns"] / 1e3,
         "read_rate": j["read_rate"], "pause_ms": e["pause_ns"] / 1e6,
-        "evicted": e["evicted"]["bytes"]}))
+        "evicted": e["evicted"]["bytes"],
+        "huge_mib": j.get("huge_bytes", 0) / 2**20,
+        "huge_restored_mib": j.get("huge_restored_bytes", 0) / 2**20,
+        "steady_min": min_window(samples, 1.0, marks["evict"]) / steady,
+        "load1": float(open("/proc/loadavg").read().split()[0])}))
 
 
 def fill(job, memcpy):
@@ -102,8 +112,8 @@ def report(jsonl, outdir, mib, rate):
     rows = [json.loads(l) for l in open(jsonl) if l.strip()]
     runs = [r for r in rows if r["kind"] == "run"]
     print(f"{mib} MiB, reload --rate {rate} MB/s; medians of {len(runs) // max(1, len({r['config'] for r in runs}))} runs\n")
-    print("| config | steady calls/s | 0-5 s | 0-20 s | after reload | p50/p99/p99.9 steady (ns) | p50/p99/p99.9 reload (ns) | full reload (s) | faults | fault p50/p99 (us) | evict pause (ms) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| config | steady calls/s | 0-5 s | 0-20 s | after reload | p50/p99/p99.9 steady (ns) | p50/p99/p99.9 reload (ns) | full reload (s) | faults | fault p50/p99 (us) | evict pause (ms) | huge MiB before / after | steady: worst 1 s | load avg |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for c in dict.fromkeys(r["config"] for r in runs):
         v = [r for r in runs if r["config"] == c]
         ls = lambda k, q: med([r[k][q] for r in v if r[k]])
@@ -113,7 +123,9 @@ def report(jsonl, outdir, mib, rate):
               f"{ls('lat_reload','p50'):.0f}/{ls('lat_reload','p99'):.0f}/{ls('lat_reload','p999'):.0f} | "
               f"{med([r['load_s'] for r in v]):.2f} | {med([r['faults'] for r in v]):.0f} | "
               f"{med([r['fault_p50_us'] for r in v]):.0f}/{med([r['fault_p99_us'] for r in v]):.0f} | "
-              f"{med([r['pause_ms'] for r in v]):.0f} |")
+              f"{med([r['pause_ms'] for r in v]):.0f} | "
+              f"{med([r.get('huge_mib', 0) for r in v]):.0f} / {med([r.get('huge_restored_mib', 0) for r in v]):.0f} | "
+              f"{med([r.get('steady_min', 0) for r in v]):.1%} | {med([r.get('load1', 0) for r in v]):.1f} |")
         svg(f"{outdir}/reload-{c}.csv", f"{outdir}/reload-{c}.svg", f"getcpu calls/s, {name}, {mib} MiB, --rate {rate}")
     for r in rows:
         if r["kind"] == "fill":
