@@ -47,16 +47,17 @@ struct evspace {
 	char *dir;
 	pid_t pid, parent;
 	int uffd, pagesfd, stopfd;
-	int pidfd; /* the evicted process (-1 for a fork child): THP collapse */
+	int pidfd;	      /* the evicted process (-1 for a fork child): THP collapse */
 	struct evict_thp thp; /* under mu */
-	uint64_t probe; /* an address of the mm never registered (the vdso) */
-	bool evicting;	/* our own MADV_DONTNEED runs: its REMOVE events are ours */
+	uint64_t probe;	      /* an address of the mm never registered (the vdso) */
+	bool evicting;	      /* our own MADV_DONTNEED runs: its REMOVE events are ours */
 	bool dead, stopping, linked;
 	struct ev_ext *ext;
 	size_t n_ext;
 	struct ev_chunk *ch;
 	size_t n_ch, cap_ch;
 	uint64_t owed, loaded; /* bytes */
+	size_t cursor;	       /* the loader's place in ch[] */
 	uint64_t faults, fault_bytes, zero_faults;
 	struct hist lat;
 	struct evspace *next;
@@ -771,16 +772,20 @@ void evict_space_counts(struct evspace *s, uint64_t *owed, uint64_t *loaded)
 	pthread_mutex_unlock(&s->mu);
 }
 
-/* The first chunk with pages still owed, copied out with its extent. */
+/* The next chunk with pages still owed, copied out with its extent. The
+ * scan resumes where the last one stopped (a cursor, wrapping once), so
+ * that the lock is held for a short step, not a pass over every chunk. */
 static bool next_owed(struct evspace *s, struct ev_chunk *c, struct ev_ext *e)
 {
 	bool found = false;
 	pthread_mutex_lock(&s->mu);
-	for (size_t i = 0; i < s->n_ch && !found; i++) {
+	for (size_t k = 0; k < s->n_ch && !found; k++) {
+		size_t i = (s->cursor + k) % s->n_ch;
 		if (!owed_in(s, &s->ch[i]))
 			continue;
 		*c = s->ch[i];
 		*e = s->ext[c->ext];
+		s->cursor = i;
 		found = true;
 	}
 	pthread_mutex_unlock(&s->mu);
