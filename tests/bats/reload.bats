@@ -179,6 +179,7 @@ native_out() { # COMMANDS...
 	say munmap '^munmap ok$'
 	say mremap '^mremap ok$'
 	say dontneed '^dontneed ok$'
+	say protect '^protect ok$'
 	say check '^ok$'
 	run ctl --json job "$(job_of "$TMP/reload.json")" --wait
 	assert_success
@@ -199,6 +200,19 @@ native_out() { # COMMANDS...
 	assert_output 1
 	run ctl --json status
 	assert_output --partial '"evicted":[]'
+}
+
+@test "reload: exec while evicted: its arguments are read from evicted memory; the pending work is dropped" {
+	MV_ARGS=(--notify-all)
+	WRAP=1 start --mib 16
+	evict "$TMP/img"
+	say exec '^exec ok$'
+	# The shell around it was evicted too and stays so; the exec'ed
+	# process's space is gone.
+	wait_for 10 sh -c "! '$MEMVISOR' ctl --socket '$SOCK' --json status | grep -q '\"pid\":$PID,'"
+	run ctl --json reload "$TMP/img" --wait
+	assert_success
+	assert_output --partial '"gone":0'
 }
 
 @test "reload: a corrupt extent is never loaded; a corrupt manifest is refused" {

@@ -20,6 +20,9 @@
  *   munmap       unmap A's second half; map it again: zeros -> munmap ok
  *   mremap       move B elsewhere; verify it there     -> mremap ok
  *   dontneed     MADV_DONTNEED B's first MiB: zeros; refill -> dontneed ok
+ *   protect      mprotect B read-only, verify, back; mlock C, verify -> protect ok
+ *   exec         execve /bin/echo "exec ok" with its path and argument
+ *                strings in A (the supervisor reads them there)
  *   exit         -> bye, and exit 0 at once */
 #include <fcntl.h>
 #include <pthread.h>
@@ -270,6 +273,31 @@ static void do_dontneed(void)
 	printf(ok ? "dontneed ok\n" : "dontneed bad\n");
 }
 
+static void do_protect(void)
+{
+	int ok = mprotect(R[1].addr, R[1].len, PROT_READ) == 0;
+	ok = ok && check_range(&R[1], 0, R[1].len / PAGE) < 0;
+	ok = ok && mprotect(R[1].addr, R[1].len, PROT_READ | PROT_WRITE) == 0;
+	ok = ok && mlock(R[2].addr, R[2].len) == 0;
+	ok = ok && check_range(&R[2], 0, R[2].len / PAGE) < 0;
+	munlock(R[2].addr, R[2].len);
+	printf(ok ? "protect ok\n" : "protect bad\n");
+}
+
+/* The strings go into A (evicted): the supervisor's own read of the
+ * exec's arguments must be served like any other access. The pages they
+ * overwrite are A's; nothing checks A after an exec. */
+static void do_exec(void)
+{
+	char *path = R[0].addr + R[0].len / 2, *arg = path + 64;
+	strcpy(path, "/bin/echo");
+	strcpy(arg, "exec ok");
+	char *argv[] = {path, arg, NULL};
+	fflush(stdout);
+	execv(path, argv);
+	printf("exec bad\n");
+}
+
 static void command(char *line)
 {
 	if (strcmp(line, "check") == 0)
@@ -298,6 +326,10 @@ static void command(char *line)
 		do_mremap();
 	else if (strcmp(line, "dontneed") == 0)
 		do_dontneed();
+	else if (strcmp(line, "protect") == 0)
+		do_protect();
+	else if (strcmp(line, "exec") == 0)
+		do_exec();
 	else if (strcmp(line, "exit") == 0) {
 		printf("bye\n");
 		fflush(stdout);
