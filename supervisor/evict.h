@@ -27,8 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define EVICT_WORKERS	4
-#define EVICT_READAHEAD (256u << 10) /* bytes installed first around a fault */
+#define EVICT_WORKERS	  4
+#define EVICT_READAHEAD	  (256u << 10) /* bytes installed first around a fault */
 #define EVICT_WORKER_NICE -10
 #define EVICT_LOADER_NICE -5
 

@@ -17,8 +17,8 @@
 struct evict_thp {
 	struct as_range *v; /* 2 MiB-aligned runs that were huge */
 	size_t n, cap;
-	uint64_t bytes;	    /* their total */
-	uint64_t restored;  /* collapsed again after the reload */
+	uint64_t bytes;	   /* their total */
+	uint64_t restored; /* collapsed again after the reload */
 };
 
 /* Append the huge runs of process pid in [start, end) (its threads
