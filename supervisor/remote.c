@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ptrace.h>
@@ -15,6 +16,17 @@
 #include <sys/wait.h>
 
 #define CS_64BIT 0x33 /* __USER_CS: the thread runs 64-bit code */
+#define SYSCALL_INSN_LEN 2
+
+/* The call being injected (one at a time: one checkpoint job at a time
+ * injects), for the notify thread. */
+static _Atomic pid_t inj_tid;
+static _Atomic uint64_t inj_ip;
+
+bool remote_is_injected(pid_t tid, uint64_t ip)
+{
+	return tid == atomic_load(&inj_tid) && ip == atomic_load(&inj_ip);
+}
 
 static int find_vdso(pid_t tid, uint64_t *start, uint64_t *end)
 {
@@ -137,10 +149,14 @@ int remote_syscall_stopped(struct remote *r, long nr, const long args[6], long *
 	if (ptrace(PTRACE_SETREGS, tid, 0, &regs) < 0)
 		return errno == ESRCH ? -ESRCH : -errno;
 	int rc = 0;
+	/* Tell the notify thread before the call can reach it. */
+	atomic_store(&inj_ip, r->sc_addr + SYSCALL_INSN_LEN);
+	atomic_store(&inj_tid, tid);
 	if (ptrace(PTRACE_SINGLESTEP, tid, 0, 0) < 0)
 		rc = -errno;
 	if (rc == 0)
 		rc = wait_step(r);
+	atomic_store(&inj_tid, 0);
 	if (rc == 0 && ptrace(PTRACE_GETREGS, tid, 0, &regs) < 0)
 		rc = -errno;
 	if (rc == 0)

@@ -22,6 +22,7 @@
 
 #include "supervisor/ptrace.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct remote {
@@ -41,5 +42,11 @@ int remote_open_stopped(struct remote *r, struct ptrace_proc *pp);
  * injection itself failed (-ESRCH: the thread is gone). The thread's
  * registers are what they were on every path where it still lives. */
 int remote_syscall_stopped(struct remote *r, long nr, const long args[6], long *ret);
+
+/* For the notify thread: is the notified call of thread tid at
+ * instruction pointer ip (seccomp_data's: just after the `syscall`) one
+ * we are injecting? It is then let through (CONTINUE) without the policy,
+ * which is about the program's own calls. */
+bool remote_is_injected(pid_t tid, uint64_t ip);
 
 #endif

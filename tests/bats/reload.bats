@@ -215,6 +215,19 @@ native_out() { # COMMANDS...
 	assert_output --partial '"gone":0'
 }
 
+@test "reload: the injected calls pass a policy that kills the program's madvise" {
+	echo '{"version":1,"rules":[{"name":"no-madvise","syscalls":["madvise"],"action":"kill"}]}' >"$TMP/policy.json"
+	MV_ARGS=(--policy "$TMP/policy.json")
+	start --mib 8
+	evict "$TMP/img"
+	run json_get "$TMP/evict.json" 'd["result"]["evicted"]["regions"] > 0'
+	assert_output True
+	say check '^ok$'
+	run ctl --json stats "$PID"
+	refute_output --partial '"kill":1'
+	stop
+}
+
 @test "reload: a corrupt extent is never loaded; a corrupt manifest is refused" {
 	start --mib 16
 	evict "$TMP/img"
