@@ -15,7 +15,7 @@
 #include <sys/user.h>
 #include <sys/wait.h>
 
-#define CS_64BIT 0x33 /* __USER_CS: the thread runs 64-bit code */
+#define CS_64BIT	 0x33 /* __USER_CS: the thread runs 64-bit code */
 #define SYSCALL_INSN_LEN 2
 
 /* The call being injected (one at a time: one checkpoint job at a time
