@@ -792,6 +792,24 @@ static bool next_owed(struct evspace *s, struct ev_chunk *c, struct ev_ext *e)
 	return found;
 }
 
+/* A chunk of extent ext with pages still owed (the extent the loader has
+ * in its buffer), copied out with the extent: after a copy was held back
+ * by a layout event, the chunk may have moved or been loaded meanwhile. */
+static bool owed_of_ext(struct evspace *s, uint32_t ext, struct ev_chunk *c, struct ev_ext *e)
+{
+	bool found = false;
+	pthread_mutex_lock(&s->mu);
+	for (size_t i = 0; i < s->n_ch && !found; i++) {
+		if (s->ch[i].ext != ext || !owed_in(s, &s->ch[i]))
+			continue;
+		*c = s->ch[i];
+		*e = s->ext[ext];
+		found = true;
+	}
+	pthread_mutex_unlock(&s->mu);
+	return found;
+}
+
 int evict_load_step(struct evspace *s, void *buf, uint64_t *bytes_read)
 {
 	if (s->dead)
@@ -814,7 +832,9 @@ int evict_load_step(struct evspace *s, void *buf, uint64_t *bytes_read)
 		if (rc != -EAGAIN || tries > 10000)
 			break;
 		usleep(100); /* a worker reads the event that holds copies back */
-		if (!next_owed(s, &c, &e))
+		/* Not next_owed(): buf holds this extent, not whatever the
+		 * reordered map would hand out next. */
+		if (!owed_of_ext(s, c.ext, &c, &e))
 			return 1;
 	}
 	if (rc == -ESRCH)

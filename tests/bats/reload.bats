@@ -187,6 +187,26 @@ native_out() { # COMMANDS...
 	stop
 }
 
+@test "reload: mremap again and again while the loader runs: every page lands where it belongs" {
+	start --mib 64
+	say sum '^sum '
+	before=$LAST
+	evict "$TMP/img"
+	ctl --json reload "$TMP/img" --rate 24 >"$TMP/reload.json"
+	# Each move reorders the loader's map and holds its copies back
+	# (EAGAIN until the event is read): what it loads next must be the
+	# extent it read, at the place that extent is now.
+	for i in $(seq 40); do
+		say mremap '^mremap ok$'
+	done
+	run ctl --json job "$(job_of "$TMP/reload.json")" --wait
+	assert_success
+	say check '^ok$'
+	say sum '^sum '
+	[ "$LAST" = "$before" ]
+	stop
+}
+
 @test "reload: exit during reload drops the pending work; the supervisor runs on" {
 	# A shell keeps the supervisor running after the workload exits.
 	WRAP=1 start --mib 64
