@@ -1,6 +1,7 @@
 /* Evicted spaces and their fault workers (supervisor/evict.h). */
 #include "supervisor/evict.h"
 #include "common/crc32c.h"
+#include "common/fault.h"
 #include "common/hist.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -58,6 +59,7 @@ struct evspace {
 	size_t n_ch, cap_ch;
 	uint64_t owed, loaded; /* bytes */
 	size_t cursor;	       /* the loader's place in ch[] */
+	unsigned enoent;       /* the loader's copies in a row that found no range */
 	uint64_t faults, fault_bytes, zero_faults;
 	struct hist lat;
 	struct evspace *next;
@@ -810,6 +812,29 @@ static bool owed_of_ext(struct evspace *s, uint32_t ext, struct ev_chunk *c, str
 	return found;
 }
 
+/* A loader copy found no registered range at the chunk (ENOENT,
+ * mm/userfaultfd.c mfill_atomic): the program unmapped it, or mapped
+ * something new there, after the chunk was copied out; the UNMAP event
+ * that drops it is on its way to a worker. Let the worker catch up; a
+ * chunk that stays unreachable is dropped here, since no access can
+ * fault on it. Timeline: loader copies out chunk at X; program munmaps
+ * X (UNMAP event queued); loader's UFFDIO_COPY at X -> ENOENT; worker
+ * reads the event, drops the chunk. */
+static int range_gone(struct evspace *s, const struct ev_chunk *c)
+{
+	usleep(1000);
+	if (++s->enoent < 100)
+		return 1;
+	s->enoent = 0;
+	log_debug("evict: process %d: %#llx-%#llx is no longer registered; dropped",
+		  evict_space_pid(s), (unsigned long long)c->addr,
+		  (unsigned long long)(c->addr + (uint64_t)c->n * PG));
+	pthread_mutex_lock(&s->mu);
+	drop_range(s, c->addr, c->addr + (uint64_t)c->n * PG);
+	pthread_mutex_unlock(&s->mu);
+	return 1;
+}
+
 int evict_load_step(struct evspace *s, void *buf, uint64_t *bytes_read)
 {
 	if (s->dead)
@@ -828,7 +853,9 @@ int evict_load_step(struct evspace *s, void *buf, uint64_t *bytes_read)
 		return rc;
 	}
 	for (int tries = 0; rc == 0 || rc == -EAGAIN; tries++) {
-		rc = copy_runs(s, &c, &e, c.first, c.first + c.n, buf);
+		/* Failure point reload_copy_gone: as if the range was just unmapped. */
+		rc = fault_hit("reload_copy_gone") ? -ENOENT
+						    : copy_runs(s, &c, &e, c.first, c.first + c.n, buf);
 		if (rc != -EAGAIN || tries > 10000)
 			break;
 		usleep(100); /* a worker reads the event that holds copies back */
@@ -839,6 +866,9 @@ int evict_load_step(struct evspace *s, void *buf, uint64_t *bytes_read)
 	}
 	if (rc == -ESRCH)
 		mark_dead(s, "its address space is gone (exit or exec)");
+	if (rc == -ENOENT)
+		return range_gone(s, &c);
+	s->enoent = 0;
 	return rc < 0 ? rc : 1;
 }
 

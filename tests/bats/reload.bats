@@ -335,6 +335,23 @@ native_out() { # COMMANDS...
 	stop
 }
 
+@test "reload: a loader copy that finds its range unmapped (ENOENT) goes on" {
+	export MEMVISOR_FAULT=reload_copy_gone:1
+	start --mib 8
+	unset MEMVISOR_FAULT
+	say sum '^sum '
+	before=$LAST
+	evict "$TMP/img"
+	run ctl --json reload "$TMP/img" --wait
+	assert_success
+	echo "$output" | tail -1 >"$TMP/job.json"
+	run json_get "$TMP/job.json" 'd["state"] == "done" and d["result"]["pages_loaded"] == d["result"]["pages_total"]'
+	assert_output True
+	say sum '^sum '
+	[ "$LAST" = "$before" ]
+	stop
+}
+
 @test "reload: a failed injection or registration leaves the program correct" {
 	for f in remote_syscall:1 uffd_api:1 uffd_register:1 remote_syscall:3; do
 		MV_ARGS=()
