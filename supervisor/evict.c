@@ -854,8 +854,9 @@ int evict_load_step(struct evspace *s, void *buf, uint64_t *bytes_read)
 	}
 	for (int tries = 0; rc == 0 || rc == -EAGAIN; tries++) {
 		/* Failure point reload_copy_gone: as if the range was just unmapped. */
-		rc = fault_hit("reload_copy_gone") ? -ENOENT
-						    : copy_runs(s, &c, &e, c.first, c.first + c.n, buf);
+		rc = fault_hit("reload_copy_gone")
+			 ? -ENOENT
+			 : copy_runs(s, &c, &e, c.first, c.first + c.n, buf);
 		if (rc != -EAGAIN || tries > 10000)
 			break;
 		usleep(100); /* a worker reads the event that holds copies back */
