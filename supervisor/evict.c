@@ -882,6 +882,9 @@ void evict_space_finish(struct evspace *s, uint64_t *huge, uint64_t *huge_restor
 		memcpy(t.v, s->thp.v, t.n * sizeof(*t.v));
 	bool dead = s->dead;
 	pthread_mutex_unlock(&s->mu);
+	/* An exec since the last probe: the pidfd names a new program, whose
+	 * ranges are not ours to collapse. */
+	dead = dead || !uffd_mm_alive(s->uffd, s->probe);
 	if (!dead) /* the collapse runs in the job thread, the program runs on */
 		evict_thp_restore(&t, s->pidfd, s->uffd);
 	*huge += t.bytes;
