@@ -227,6 +227,9 @@ native_out() { # COMMANDS...
 	WRAP=1 start --mib 16
 	evict "$TMP/img"
 	say exec '^exec ok$'
+	# memvisor runs on (seen once to have exited here, cause not found:
+	# show its log when it happens again).
+	kill -0 "$MVPID" || { cat "$TMP/err"; false; }
 	# The shell around it was evicted too and stays so; the exec'ed
 	# process's space is gone.
 	wait_for 10 sh -c "! '$MEMVISOR' ctl --socket '$SOCK' --json status | grep -q '\"pid\":$PID,'"
