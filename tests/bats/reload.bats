@@ -239,7 +239,7 @@ native_out() { # COMMANDS...
 	MV_ARGS=(--notify-all)
 	WRAP=1 start --mib 16
 	evict "$TMP/img"
-	say exec '^exec ok$'
+	say exec '^exec ok$' || { where_waits; false; }
 	# memvisor runs on (seen once to have exited here, cause not found:
 	# show its log when it happens again).
 	kill -0 "$MVPID" || { cat "$TMP/err"; false; }
