@@ -124,4 +124,12 @@ struct pidfd_info {
 #define PIDFD_INFO_EXIT (1UL << 3)
 #endif
 
+/* Linux 6.1: synchronous collapse into transparent huge pages. */
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25
+#endif
+#ifndef SYS_process_madvise
+#define SYS_process_madvise 440
+#endif
+
 #endif

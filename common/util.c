@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -180,4 +181,13 @@ int mv_set_cloexec(int fd)
 	if (fl < 0 || fcntl(fd, F_SETFD, fl | FD_CLOEXEC) < 0)
 		return -errno;
 	return 0;
+}
+
+int mv_fail_msg(char *err, size_t errlen, int rc, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return rc;
 }

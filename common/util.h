@@ -74,4 +74,9 @@ char *mv_human_size(uint64_t bytes, char *buf, size_t len);
 /* Make an fd close-on-exec. 0 or -errno. */
 int mv_set_cloexec(int fd);
 
+/* Format a message into err[errlen] and return rc: for functions that
+ * return -errno with a message. */
+int mv_fail_msg(char *err, size_t errlen, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 #endif

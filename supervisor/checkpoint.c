@@ -5,6 +5,7 @@
 #include "common/util.h"
 #include "common/crc32c.h"
 #include "supervisor/ctl.h"
+#include "supervisor/evict.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -72,6 +73,14 @@ static int commit(struct ckpt *c)
 
 /* ---- the job ---------------------------------------------------------- */
 
+static json_t *evict_json(const struct evict_stats *st)
+{
+	return json_pack("{s:I, s:I, s:I, s:I, s:s}", "regions", (json_int_t)st->regions, "bytes",
+			 (json_int_t)st->bytes, "kept_regions", (json_int_t)st->kept_regions,
+			 "shared_regions", (json_int_t)st->shared_regions, "shared",
+			 "resident (shared memory is not evicted)");
+}
+
 static json_t *result_json(struct ckpt *c)
 {
 	json_t *procs = json_array();
@@ -93,6 +102,8 @@ static json_t *result_json(struct ckpt *c)
 			    procs, json_pack("{s:i, s:s}", "pid", c->p[i].pt.pid, "state", "gone"));
 	const struct img_totals *t = &c->im.recorded;
 	uint64_t busy = c->t_end - c->t_start;
+	/* With --evict the program resumes after the commit. */
+	uint64_t synced = c->t_end > c->t_resumed ? c->t_end - c->t_resumed : 0;
 	return json_pack(
 	    "{s:s, s:s, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
 	    "s:I, s:I, s:f, s:b, s:s, s:s}",
@@ -100,14 +111,13 @@ static json_t *result_json(struct ckpt *c)
 	    (json_int_t)t->threads, "regions", (json_int_t)t->regions, "extents",
 	    (json_int_t)t->extents, "bytes", (json_int_t)t->data_bytes, "shared_bytes",
 	    (json_int_t)t->shared_bytes, "committed", (json_int_t)t->committed, "pages_size",
-	    (json_int_t)c->off, "pause_ns", (json_int_t)c->im.pause_ns, "prepare_ns",
-	    (json_int_t)(c->pause_start - c->t_start), "stop_ns",
+	    (json_int_t)c->off, "pause_ns", (json_int_t)(c->pause_end - c->pause_start),
+	    "prepare_ns", (json_int_t)(c->pause_start - c->t_start), "stop_ns",
 	    (json_int_t)(c->t_stopped - c->pause_start), "layout_ns",
 	    (json_int_t)(c->t_planned - c->t_stopped), "copy_ns",
-	    (json_int_t)(c->t_copied - c->t_planned), "sync_ns",
-	    (json_int_t)(c->t_end - c->t_resumed), "elapsed_ns", (json_int_t)busy, "rate",
-	    busy ? (double)t->data_bytes / ((double)busy / 1e9) : 0.0, "direct",
-	    pagesw_direct(c->w), "checksum", crc32c_impl(), "layout_source",
+	    (json_int_t)(c->t_copied - c->t_planned), "sync_ns", (json_int_t)synced, "elapsed_ns",
+	    (json_int_t)busy, "rate", busy ? (double)t->data_bytes / ((double)busy / 1e9) : 0.0,
+	    "direct", pagesw_direct(c->w), "checksum", crc32c_impl(), "layout_source",
 	    c->layout_how ? c->layout_how : "");
 }
 
@@ -158,15 +168,28 @@ int checkpoint_run(struct job *j)
 		rc = ckpt_plan_all(&c);
 	if (rc == 0)
 		rc = ckpt_copy_all(&c);
-	ckpt_resume_all(&c);
+	/* --evict keeps the program stopped until the image is durable and
+	 * its pages are dropped and registered. */
+	if (!c.req->evict)
+		ckpt_resume_all(&c);
 	pagesw_flush_now(c.w);
 	if (rc == 0)
 		rc = ckpt_settle(&c);
 	if (rc == 0)
 		rc = commit(&c);
+	struct evict_stats est = {0};
+	int erc = 0;
+	if (rc == 0 && c.req->evict)
+		erc = ckpt_evict_all(&c, &est);
+	if (c.req->evict)
+		ckpt_resume_all(&c);
 	if (rc < 0)
 		goto out_remove;
+	if (erc < 0)
+		goto out_failed;
 	j->result = result_json(&c);
+	if (c.req->evict)
+		json_object_set_new(j->result, "evicted", evict_json(&est));
 	pagesw_close(c.w);
 	cleanup(&c);
 	return 0;
@@ -174,7 +197,11 @@ int checkpoint_run(struct job *j)
 out_remove:
 	if (c.w)
 		pagesw_close(c.w);
+	c.w = NULL;
 	imgdir_abort(&c.req->dir);
+out_failed:
+	if (c.w)
+		pagesw_close(c.w);
 	job_fail(j, c.code ? c.code : CTL_E_INTERNAL, "%s", c.code ? c.msg : strerror(-rc));
 	cleanup(&c);
 	return rc < 0 ? rc : -EIO;

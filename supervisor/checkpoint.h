@@ -29,6 +29,7 @@
 /* Job error codes beyond ctl.h's. */
 #define CKPT_E_IO      "io_error"
 #define CKPT_E_TIMEOUT "timeout"
+#define CKPT_E_EVICT   "evict_failed"
 
 #define CKPT_STOP_TIMEOUT_MS 10000
 #define CKPT_BUFFER_DEFAULT  (64u << 20)
@@ -41,6 +42,7 @@ struct checkpoint_req {
 	size_t n;
 	size_t buffer; /* staging buffer bytes */
 	int stop_timeout_ms;
+	bool evict; /* then drop the private memory, served back on demand (evict.h) */
 };
 
 /* The job's run function: ctx is a struct checkpoint_req. */

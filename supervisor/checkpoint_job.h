@@ -102,6 +102,13 @@ int ckpt_plan_all(struct ckpt *c);
 /* Read every extent into the writer's buffers. */
 int ckpt_copy_all(struct ckpt *c);
 
+struct evict_stats;
+
+/* --evict, after the commit and before the resume: evict every process
+ * (supervisor/evict_ckpt.c). A failure leaves the processes as they were
+ * except those evicted already, which are served on demand. */
+int ckpt_evict_all(struct ckpt *c, struct evict_stats *st);
+
 /* After the resume: wait for the writers (the checksums land), drop what
  * was read from processes killed meanwhile. */
 int ckpt_settle(struct ckpt *c);

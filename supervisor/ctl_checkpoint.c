@@ -1,6 +1,7 @@
 #include "supervisor/ctl_checkpoint.h"
 #include "common/util.h"
 #include "supervisor/checkpoint.h"
+#include "supervisor/evict.h"
 #include "supervisor/jobs.h"
 #include "supervisor/lifecycle.h"
 
@@ -66,6 +67,7 @@ static int parse_opts(json_t *args, struct checkpoint_req *req, bool *force, str
 {
 	long long buffer = CKPT_BUFFER_DEFAULT, timeout = CKPT_STOP_TIMEOUT_MS;
 	if (ctl_arg_bool_opt(args, "force", force, err) < 0 ||
+	    ctl_arg_bool_opt(args, "evict", &req->evict, err) < 0 ||
 	    ctl_arg_int_opt(args, "buffer", &buffer, err) < 0 ||
 	    ctl_arg_int_opt(args, "stop_timeout_ms", &timeout, err) < 0)
 		return -1;
@@ -102,6 +104,18 @@ static int prepare_dir(const char *dir, bool force, struct checkpoint_req *req, 
 	return ctl_fail(err, code, "%s", msg);
 }
 
+/* An evicted process's pages are in its image, not in its memory: a new
+ * checkpoint would miss them. */
+static int evicted_refusal(struct ctl_err *err)
+{
+	char id[40], dir[4096];
+	if (!evict_some_image(id, sizeof(id), dir, sizeof(dir)))
+		return 0;
+	return ctl_fail(err, CTL_E_BUSY,
+			"memory is evicted to %s: reload it first (memvisor ctl reload %s --wait)",
+			dir, dir);
+}
+
 int ctl_cmd_checkpoint(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
 		       struct ctl_err *err)
 {
@@ -124,6 +138,8 @@ int ctl_cmd_checkpoint(struct mv *mv, struct ctl_client *c, json_t *args, json_t
 		ctl_fail(err, CTL_E_BUSY, "a checkpoint is already running");
 		goto fail;
 	}
+	if (evicted_refusal(err) < 0)
+		goto fail;
 	if (prepare_dir(dir, force, req, err) < 0)
 		goto fail;
 	struct job *j;

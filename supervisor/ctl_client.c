@@ -371,6 +371,8 @@ static int checkpoint_args(int argc, char **argv, json_t **args)
 		uint64_t size;
 		if (strcmp(a, "--force") == 0) {
 			json_object_set_new(*args, "force", json_true());
+		} else if (strcmp(a, "--evict") == 0) {
+			json_object_set_new(*args, "evict", json_true());
 		} else if (strcmp(a, "--wait") == 0) {
 			wait_for_job = true;
 		} else if (strcmp(a, "--pid") == 0 && i + 1 < argc) {
@@ -422,6 +424,44 @@ static int checkpoint_args(int argc, char **argv, json_t **args)
 	return 0;
 fail:
 	json_decref(pids);
+	json_decref(*args);
+	return -1;
+}
+
+/* reload DIR [--rate MB/s] [--wait] */
+static int reload_args(int argc, char **argv, json_t **args)
+{
+	const char *dir = NULL;
+	*args = json_object();
+	for (int i = 0; i < argc; i++) {
+		char *end;
+		if (strcmp(argv[i], "--wait") == 0) {
+			wait_for_job = true;
+		} else if (strcmp(argv[i], "--rate") == 0 && i + 1 < argc) {
+			double rate = strtod(argv[++i], &end);
+			if (!*argv[i] || *end || rate < 0) {
+				fprintf(stderr, "memvisor ctl: --rate: '%s' is not a number of MB/s\n",
+					argv[i]);
+				goto fail;
+			}
+			json_object_set_new(*args, "rate", json_real(rate));
+		} else if (argv[i][0] == '-' || dir) {
+			fprintf(stderr, "memvisor ctl: usage: reload DIR [--rate MB/s] [--wait]\n");
+			goto fail;
+		} else {
+			dir = argv[i];
+		}
+	}
+	char *abs = dir ? realpath(dir, NULL) : NULL;
+	if (!abs) {
+		fprintf(stderr, "memvisor ctl: reload: %s: %s\n", dir ? dir : "no directory given",
+			dir ? strerror(errno) : "usage: reload DIR [--rate MB/s] [--wait]");
+		goto fail;
+	}
+	json_object_set_new(*args, "dir", json_string(abs));
+	free(abs);
+	return 0;
+fail:
 	json_decref(*args);
 	return -1;
 }
@@ -599,6 +639,12 @@ static void render_checkpoint_result(json_t *res)
 	       ms(res, "pause_ns"), ms(res, "stop_ns"), ms(res, "layout_ns"), ms(res, "copy_ns"),
 	       ms(res, "sync_ns"), ms(res, "elapsed_ns"),
 	       json_real_value(json_object_get(res, "rate")) / 1e6);
+	json_t *ev = json_object_get(res, "evicted");
+	if (ev)
+		printf("  evicted: %s in %lld regions (%lld left resident; shared memory stays "
+		       "resident)\n",
+		       hsize(json_object_get(ev, "bytes"), a, sizeof(a)), jint(ev, "regions"),
+		       jint(ev, "kept_regions"));
 	size_t i;
 	json_t *p;
 	json_array_foreach(json_object_get(res, "processes"), i, p)
@@ -635,6 +681,12 @@ static void render_raw(json_t *r)
 	char *s = json_dumps(r, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_ENCODE_ANY);
 	printf("%s\n", s);
 	free(s);
+}
+
+static void render_reload_started(json_t *r)
+{
+	printf("reload job %lld started: %s (follow it with: memvisor ctl job %lld --wait)\n",
+	       jint(r, "job"), jstr(r, "dir"), jint(r, "job"));
 }
 
 static void render_started(json_t *r)
@@ -692,8 +744,11 @@ static const struct ctl_op ops[] = {
 	 "show the active policy, or replace it"},
 	{"job", "job ID [--wait]", 1, 2, job_args, render_job,
 	 "a job's progress or result; --wait follows it to the end"},
-	{"checkpoint", "checkpoint DIR [--pid PID]... [--force] [--wait]", 1, 64, checkpoint_args,
-	 render_started, "write the memory of the processes to an image in DIR"},
+	{"checkpoint", "checkpoint DIR [--pid PID]... [--force] [--evict] [--wait]", 1, 64,
+	 checkpoint_args, render_started,
+	 "write the memory of the processes to an image in DIR (--evict: and drop it)"},
+	{"reload", "reload DIR [--rate MB/s] [--wait]", 1, 4, reload_args, render_reload_started,
+	 "load evicted memory back in the background"},
 	{"jobs", "jobs", 0, 0, no_args, render_jobs, "every job of this run"},
 	{"call", "call COMMAND [JSON-ARGS]", 1, 2, call_args, render_raw,
 	 "send any request; prints the raw result"},

@@ -4,6 +4,8 @@
 #include "common/jsonw.h"
 #include "common/util.h"
 #include "supervisor/ctl_checkpoint.h"
+#include "supervisor/evict.h"
+#include "supervisor/reload.h"
 #include "supervisor/ctl_policy.h"
 #include "supervisor/ctl_server.h"
 #include "supervisor/jobs.h"
@@ -215,6 +217,7 @@ static int cmd_status(struct mv *mv, struct ctl_client *c, json_t *args, json_t 
 			    "processes", (int)n, "processes_seen", (json_int_t)mv->procs.n_seen,
 			    "totals", totals, "jobs", jobs_json_locked(mv, true));
 	pthread_mutex_unlock(&mv->lock);
+	json_object_set_new(*result, "evicted", evict_status_json());
 	return 0;
 }
 
@@ -502,7 +505,8 @@ static const struct ctl_cmd table[] = {
 	{"job", cmd_job, "a job's progress or result: {\"id\":N}"},
 	{"jobs", cmd_jobs, "every job of this run"},
 	{"checkpoint", ctl_cmd_checkpoint,
-	 "write the processes' memory to an image: {\"dir\":PATH, [\"pids\":[N...]], [\"force\":true]}"},
+	 "write the processes' memory to an image: {\"dir\":PATH, [\"pids\":[N...]], [\"force\":true], [\"evict\":true]}"},
+	{"reload", ctl_cmd_reload, "load an evicted image back in the background: {\"dir\":PATH, [\"rate\":MB/s]}"},
 };
 
 const struct ctl_cmd *ctl_cmd_find(const char *name)

@@ -1,4 +1,5 @@
 #include "supervisor/notify.h"
+#include "supervisor/remote.h"
 #include "common/compat.h"
 #include "common/fault.h"
 #include "common/log.h"
@@ -88,6 +89,12 @@ static void handle_one(struct mv *mv)
 	uint64_t t0 = mv_now_ns();
 	memset(resp, 0, sizes.seccomp_notif_resp);
 	resp->id = req->id;
+	if (remote_is_injected((pid_t)req->pid, req->data.instruction_pointer)) {
+		/* Ours (evict: supervisor/remote.h), not the program's. */
+		resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+		send_answer(mv->listener);
+		return;
+	}
 	struct answer a;
 	handle_notification(mv, req, resp, &a);
 	/* Service time ends at the answer: with SYNC_WAKE_UP the answer may

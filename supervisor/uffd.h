@@ -1,0 +1,49 @@
+/* userfaultfd ioctls on a uffd of another process's mm (created inside it
+ * by a remote syscall and fetched with pidfd_getfd): the raw ioctl() calls
+ * on uffds live here only.
+ *
+ * "The mm is gone" (the process exited or exec'ed: -ESRCH from
+ * UFFDIO_COPY/ZEROPAGE, mm_users is 0) is an outcome the caller handles.
+ * Failure points (MEMVISOR_FAULT): uffd_api, uffd_register, uffd_copy.
+ * Functions return 0 or -errno. */
+#ifndef MV_UFFD_H
+#define MV_UFFD_H
+
+#include <linux/userfaultfd.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The features evict needs: follow munmap, mremap, madvise and fork of
+ * registered memory (each event blocks the calling thread until read). */
+#define UFFD_EVICT_FEATURES                                                                        \
+	(UFFD_FEATURE_EVENT_FORK | UFFD_FEATURE_EVENT_REMAP | UFFD_FEATURE_EVENT_REMOVE |          \
+	 UFFD_FEATURE_EVENT_UNMAP)
+
+/* UFFDIO_API asking for `want`; *missing gets the wanted features the
+ * kernel does not have (then -EOPNOTSUPP). */
+int uffd_api(int fd, uint64_t want, uint64_t *missing);
+
+/* Register [start, start+len) for missing-page faults. */
+int uffd_register(int fd, uint64_t start, uint64_t len);
+
+/* Unregister [start, start+len): its faults go back to the kernel. */
+int uffd_unregister(int fd, uint64_t start, uint64_t len);
+
+/* Install len bytes of src at dst (page-aligned) and wake the waiters.
+ * Pages that already exist are skipped: *installed gets the bytes this
+ * call put in place. -EAGAIN: the layout is changing (an event is not
+ * read yet): retry after reading events. */
+int uffd_copy(int fd, uint64_t dst, const void *src, uint64_t len, uint64_t *installed);
+
+/* Map the zero page at one page (already present: woken, 0). */
+int uffd_zeropage(int fd, uint64_t addr);
+
+/* Wake the threads waiting on [addr, addr+len). */
+int uffd_wake(int fd, uint64_t addr, uint64_t len);
+
+/* Is the uffd's mm still alive? probe_addr is an address of the mm that
+ * is not registered with fd (its vdso): a zero-page request there fails
+ * with ENOENT while the mm lives and ESRCH once it is gone. */
+int uffd_mm_alive(int fd, uint64_t probe_addr);
+
+#endif

@@ -1,0 +1,383 @@
+#!/usr/bin/env bats
+# Evict and reload (issue 6): memory dropped into an image and served back
+# on demand and in the background, while the program runs and checks it.
+
+load helpers
+bats_require_minimum_version 1.5.0
+
+setup() {
+	setup_tmp
+	SOCK=$TMP/ctl.sock
+	skip_unless_uffd
+}
+
+teardown() {
+	exec 7>&- 2>/dev/null || true
+	teardown_tmp
+}
+
+ctl() { "$MEMVISOR" ctl --socket "$SOCK" "$@"; }
+
+# userfaultfd(2) must work for the supervised program (root here, or
+# vm.unprivileged_userfaultfd=1).
+skip_unless_uffd() {
+	local v
+	v=$(cat /proc/sys/vm/unprivileged_userfaultfd 2>/dev/null) || skip "no userfaultfd in this kernel"
+	[ "$(id -u)" = 0 ] || [ "$v" = 1 ] || skip "userfaultfd needs root or vm.unprivileged_userfaultfd=1"
+}
+
+# Start reload_wl under memvisor, stdin a FIFO on fd 7, stdout in $TMP/out.
+start() {
+	rm -f "$TMP/in"
+	mkfifo "$TMP/in"
+	local wrap=()
+	[ -z "$WRAP" ] || wrap=(sh -c '"$0" "$@"; sleep 60')
+	"$MEMVISOR" run --socket "$SOCK" "${MV_ARGS[@]}" -- "${wrap[@]}" "$WL/reload_wl" --file "$TMP/F" "$@" \
+		<"$TMP/in" >"$TMP/out" 2>"$TMP/err" 7>&- &
+	MVPID=$!
+	remember_pid $MVPID
+	exec 7>"$TMP/in"
+	wait_for 60 grep -q '^ready' "$TMP/out"
+	PID=$(awk '/^pid/{print $2}' "$TMP/err")
+}
+
+stop() {
+	exec 7>&-
+	wait $MVPID
+}
+
+# Send a line; wait for the next output line; it must match RE.
+say() { # LINE RE
+	local n
+	n=$(wc -l <"$TMP/out")
+	echo "$1" >&7
+	wait_for 120 sh -c "[ \$(wc -l <'$TMP/out') -gt $n ]"
+	LAST=$(tail -n +$((n + 1)) "$TMP/out" | head -1)
+	[[ $LAST =~ $2 ]] || { echo "said '$1', got '$LAST', wanted /$2/"; return 1; }
+}
+
+rss_anon_kb() { awk '/^RssAnon:/{print $2}' /proc/"$1"/status; }
+# Where each thread of $PID waits, what memvisor said, and its evicted spaces.
+where_waits() {
+	local t
+	for t in /proc/"$PID"/task/*; do
+		echo "thread ${t##*/}: $(cat "$t/wchan" 2>/dev/null)"
+		cat "$t/stack" 2>/dev/null
+	done
+	cat "$TMP/err"
+	ctl --json status
+}
+
+anon_huge_kb() { awk '/^AnonHugePages:/{print $2}' /proc/"$1"/smaps_rollup; }
+
+evict() { # DIR
+	run ctl --json checkpoint "$1" --evict --wait
+	assert_success
+	echo "$output" | tail -1 >"$TMP/evict.json"
+}
+
+job_of() { json_get "$1" 'd["job"]'; }
+
+# The run's output without evict, for comparison.
+native_out() { # COMMANDS...
+	printf '%s\n' "$@" | "$WL/reload_wl" --file "$TMP/F2" 2>/dev/null
+}
+
+@test "reload: evicted memory drops, is checked while evicted and reloading, comes back equal" {
+	start --mib 64
+	say sum '^sum '
+	before=$LAST
+	rss0=$(rss_anon_kb "$PID")
+	evict "$TMP/img"
+	rss1=$(rss_anon_kb "$PID")
+	echo "RssAnon before $rss0 kB, after evict $rss1 kB"
+	[ "$rss1" -lt $((rss0 / 20)) ]
+	say loop '^looping$'
+	run json_get "$TMP/evict.json" 'd["result"]["evicted"]["regions"] > 0'
+	assert_output True
+	say check '^ok$'
+	ctl --json reload "$TMP/img" --rate 64 >"$TMP/reload.json"
+	say check '^ok$'
+	run ctl --json job "$(job_of "$TMP/reload.json")" --wait
+	assert_success
+	echo "$output" | tail -1 >"$TMP/job.json"
+	run json_get "$TMP/job.json" 'd["result"]["pages_loaded"] == d["result"]["pages_total"] > 0'
+	assert_output True
+	say unloop '^loop ok$'
+	say sum '^sum '
+	[ "$LAST" = "$before" ]
+	rss2=$(rss_anon_kb "$PID")
+	[ "$rss2" -ge $((rss0 * 9 / 10)) ]
+	run ctl --json status
+	assert_output --partial '"evicted":[]'
+	stop
+	expected=$(native_out sum loop check check unloop sum)
+	echo "$expected" 
+	diff <(printf '%s\n' "$expected") <(cat "$TMP/out")
+}
+
+@test "reload: ranges that had transparent huge pages have them again after the reload" {
+	grep -q '\[never\]' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null &&
+		skip "transparent huge pages are off"
+	start --mib 32 --thp
+	huge0=$(anon_huge_kb "$PID")
+	[ "$huge0" -gt 0 ] || skip "no huge page was allocated for the workload"
+	say sum '^sum '
+	before=$LAST
+	evict "$TMP/img"
+	[ "$(anon_huge_kb "$PID")" -eq 0 ]
+	run ctl --json reload "$TMP/img" --wait
+	assert_success
+	echo "$output" | tail -1 >"$TMP/job.json"
+	cat "$TMP/job.json"
+	run json_get "$TMP/job.json" 'd["result"]["huge_bytes"] >= '"$huge0"' * 1024'
+	assert_output True
+	huge2=$(anon_huge_kb "$PID")
+	echo "AnonHugePages before $huge0 kB, after reload $huge2 kB"
+	[ "$huge2" -ge $((huge0 * 9 / 10)) ]
+	say sum '^sum '
+	[ "$LAST" = "$before" ]
+	say check '^ok$'
+	stop
+}
+
+@test "reload: evict works without any reload; the process may exit" {
+	start --mib 16
+	evict "$TMP/img"
+	say check '^ok$'
+	say sum '^sum '
+	stop
+	run ctl --json status
+	[ "$(wc -l <"$TMP/out")" -eq 3 ]
+}
+
+@test "reload: read(2) and write(2) on evicted pages" {
+	start --mib 16
+	evict "$TMP/img"
+	# Seen once to hang for 120 s in a full-suite run, not reproduced
+	# alone: show where the program's threads wait if it happens again.
+	say "write $TMP/W" '^write ok$' || { where_waits; false; }
+	say read '^read ok$' || { where_waits; false; }
+	say check '^ok$'
+	stop
+}
+
+@test "reload: many threads fault at once" {
+	start --mib 64
+	evict "$TMP/img"
+	say "threads 16" '^threads ok$'
+	run ctl --json status
+	assert_success
+	run python3 -c 'import json,sys; e=json.load(sys.stdin)["evicted"][0]; print(e["faults"] >= 16, e["fault_p99_ns"] > 0)' <<<"$output"
+	assert_output "True True"
+	stop
+}
+
+@test "reload: fork while evicted and during reload: the child sees the memory" {
+	start --mib 32
+	evict "$TMP/img"
+	say fork '^fork ok$'
+	ctl --json reload "$TMP/img" --rate 16 >"$TMP/reload.json"
+	say fork '^fork ok$'
+	say check '^ok$'
+	run ctl --json job "$(job_of "$TMP/reload.json")" --wait
+	assert_success
+	stop
+}
+
+@test "reload: munmap, mremap and madvise(DONTNEED) during reload" {
+	start --mib 32
+	evict "$TMP/img"
+	ctl --json reload "$TMP/img" --rate 16 >"$TMP/reload.json"
+	say munmap '^munmap ok$'
+	say mremap '^mremap ok$'
+	say dontneed '^dontneed ok$'
+	say protect '^protect ok$'
+	say check '^ok$'
+	run ctl --json job "$(job_of "$TMP/reload.json")" --wait
+	assert_success
+	say check '^ok$'
+	stop
+}
+
+@test "reload: mremap again and again while the loader runs: every page lands where it belongs" {
+	start --mib 64
+	say sum '^sum '
+	before=$LAST
+	evict "$TMP/img"
+	ctl --json reload "$TMP/img" --rate 24 >"$TMP/reload.json"
+	# Each move reorders the loader's map and holds its copies back
+	# (EAGAIN until the event is read): what it loads next must be the
+	# extent it read, at the place that extent is now.
+	for i in $(seq 40); do
+		say mremap '^mremap ok$'
+	done
+	run ctl --json job "$(job_of "$TMP/reload.json")" --wait
+	assert_success
+	say check '^ok$'
+	say sum '^sum '
+	[ "$LAST" = "$before" ]
+	stop
+}
+
+@test "reload: exit during reload drops the pending work; the supervisor runs on" {
+	# A shell keeps the supervisor running after the workload exits.
+	WRAP=1 start --mib 64
+	evict "$TMP/img"
+	job=$(ctl --json reload "$TMP/img" --rate 8 | python3 -c 'import json,sys; print(json.load(sys.stdin)["job"])')
+	say exit '^bye$'
+	run ctl --json job "$job" --wait
+	assert_success
+	echo "$output" | tail -1 >"$TMP/job.json"
+	run json_get "$TMP/job.json" 'd["result"]["gone"]'
+	assert_output 1
+	run ctl --json status
+	assert_output --partial '"evicted":[]'
+}
+
+@test "reload: exec while evicted: its arguments are read from evicted memory; the pending work is dropped" {
+	MV_ARGS=(--notify-all)
+	WRAP=1 start --mib 16
+	evict "$TMP/img"
+	say exec '^exec ok$' || { where_waits; false; }
+	# memvisor runs on (seen once to have exited here, cause not found:
+	# show its log when it happens again).
+	kill -0 "$MVPID" || { cat "$TMP/err"; false; }
+	# The shell around it was evicted too and stays so; the exec'ed
+	# process's space is gone.
+	wait_for 10 sh -c "! '$MEMVISOR' ctl --socket '$SOCK' --json status | grep -q '\"pid\":$PID,'"
+	run ctl --json reload "$TMP/img" --wait
+	assert_success
+	assert_output --partial '"gone":0'
+}
+
+@test "reload: the injected calls pass a policy that kills the program's madvise" {
+	echo '{"version":1,"rules":[{"name":"no-madvise","syscalls":["madvise"],"action":"kill"}]}' >"$TMP/policy.json"
+	MV_ARGS=(--policy "$TMP/policy.json")
+	start --mib 8
+	evict "$TMP/img"
+	run json_get "$TMP/evict.json" 'd["result"]["evicted"]["regions"] > 0'
+	assert_output True
+	say check '^ok$'
+	run ctl --json stats "$PID"
+	refute_output --partial '"kill":1'
+	stop
+}
+
+@test "reload: a corrupt extent is never loaded; a corrupt manifest is refused" {
+	start --mib 16
+	evict "$TMP/img"
+	# Flip a byte of the last extent's data.
+	python3 - "$TMP/img/pages" <<-'EOF'
+		import os, sys
+		fd = os.open(sys.argv[1], os.O_RDWR)
+		size = os.fstat(fd).st_size
+		b = os.pread(fd, 1, size - 100)
+		os.pwrite(fd, bytes([b[0] ^ 0xff]), size - 100)
+	EOF
+	job=$(ctl --json reload "$TMP/img" | python3 -c 'import json,sys; print(json.load(sys.stdin)["job"])')
+	run ctl --json job "$job" --wait
+	assert_failure
+	assert_output --partial corrupt_image
+	assert_output --partial "checksum mismatch"
+	# The process runs on (touching that extent would kill it: it cannot
+	# be given its memory).
+	kill -0 "$PID"
+	# A damaged manifest: refused at once.
+	python3 - "$TMP/img/manifest.json" <<-'EOF'
+		import sys
+		p = sys.argv[1]
+		s = bytearray(open(p, "rb").read())
+		s[len(s) // 2] ^= 0x01
+		open(p, "wb").write(bytes(s))
+	EOF
+	run ctl reload "$TMP/img"
+	assert_failure
+	assert_output --partial corrupt_image
+	kill -9 "$PID"
+	stop || true
+}
+
+@test "reload: an image other than the evicted one is refused" {
+	start --mib 8
+	ctl checkpoint "$TMP/other" --wait
+	evict "$TMP/img"
+	run ctl reload "$TMP/other"
+	assert_failure
+	assert_output --partial "image_mismatch"
+	run ctl reload "$TMP/nothing-here"
+	assert_failure
+	# And a checkpoint now would miss the evicted pages: refused.
+	run ctl checkpoint "$TMP/third"
+	assert_failure
+	assert_output --partial "reload it first"
+	say check '^ok$'
+	stop
+}
+
+@test "reload: --rate is honoured within 10%" {
+	start --mib 96
+	evict "$TMP/img"
+	run ctl --json reload "$TMP/img" --rate 40 --wait
+	assert_success
+	echo "$output" | tail -1 >"$TMP/job.json"
+	run json_get "$TMP/job.json" 'round(d["result"]["read_rate"] / 40e6, 3)'
+	echo "read rate / asked: $output"
+	python3 -c "import sys; r=float(sys.argv[1]); sys.exit(0 if 0.9 <= r <= 1.1 else 1)" "$output"
+	say check '^ok$'
+	stop
+}
+
+@test "reload: without userfaultfd access evict is refused and the program keeps its memory" {
+	[ "$(id -u)" = 0 ] || skip "needs root to run the program as nobody"
+	[ "$(cat /proc/sys/vm/unprivileged_userfaultfd)" = 0 ] || skip "vm.unprivileged_userfaultfd=1: userfaultfd is open to all"
+	skip_unless_cmd setpriv
+	rm -f "$TMP/in"
+	mkfifo "$TMP/in"
+	"$MEMVISOR" run --socket "$SOCK" -- setpriv --reuid=nobody --regid=nogroup --clear-groups \
+		"$WL/reload_wl" --mib 16 <"$TMP/in" >"$TMP/out" 2>"$TMP/err" 7>&- &
+	MVPID=$!
+	remember_pid $MVPID
+	exec 7>"$TMP/in"
+	wait_for 60 grep -q '^ready' "$TMP/out"
+	PID=$(awk '/^pid/{print $2}' "$TMP/err")
+	rss0=$(rss_anon_kb "$PID")
+	run ctl checkpoint "$TMP/img" --evict --wait
+	assert_failure
+	assert_output --partial "userfaultfd"
+	assert_output --partial "keeps its memory"
+	[ "$(rss_anon_kb "$PID")" -ge $((rss0 * 9 / 10)) ]
+	say check '^ok$'
+	stop
+}
+
+@test "reload: a loader copy that finds its range unmapped (ENOENT) goes on" {
+	export MEMVISOR_FAULT=reload_copy_gone:1
+	start --mib 8
+	unset MEMVISOR_FAULT
+	say sum '^sum '
+	before=$LAST
+	evict "$TMP/img"
+	run ctl --json reload "$TMP/img" --wait
+	assert_success
+	echo "$output" | tail -1 >"$TMP/job.json"
+	run json_get "$TMP/job.json" 'd["state"] == "done" and d["result"]["pages_loaded"] == d["result"]["pages_total"]'
+	assert_output True
+	say sum '^sum '
+	[ "$LAST" = "$before" ]
+	stop
+}
+
+@test "reload: a failed injection or registration leaves the program correct" {
+	for f in remote_syscall:1 uffd_api:1 uffd_register:1 remote_syscall:3; do
+		MV_ARGS=()
+		export MEMVISOR_FAULT=$f
+		start --mib 8
+		unset MEMVISOR_FAULT
+		run ctl checkpoint "$TMP/img-${f%%:*}${f##*:}" --evict --wait
+		echo "$f: $output"
+		say check '^ok$'
+		say "threads 4" '^threads ok$'
+		stop
+	done
+}
