@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Run every test tier and print one summary line: "N passed, N failed".
-#   tests/run.sh BUILD_DIR [unit|bats|all]
+#   tests/run.sh BUILD_DIR [unit|bats|unpriv|all]
 # Unit tests and bats both speak TAP; this counts their results.
+# unpriv (part of all when run as root): the basic-supervision bats files
+# again as nobody, from a copy of the tree that user can read; their TAP
+# names start with "unpriv:".
 set -u
 build=${1:-build}
 what=${2:-all}
@@ -36,6 +39,38 @@ fi
 if [ "$what" = all ] || [ "$what" = bats ]; then
 	echo "# bats: tests/bats"
 	count < <(bats --tap ${BATS_FILTER:+--filter "$BATS_FILTER"} "$root"/tests/bats/*.bats 2>&1)
+fi
+
+# The files whose tests must pass without privilege.
+UNPRIV_FILES="run ctl policy policy_bad policy_ctl policy_wx bypass"
+
+unpriv() {
+	local u=65534 dir
+	dir=$(mktemp -d)
+	mkdir -p "$dir/tree/build" "$dir/tree/policy" "$dir/home" "$dir/tmp"
+	cp -r "$root/tests" "$dir/tree/"
+	cp -r "$root/policy/examples" "$dir/tree/policy/"
+	cp -r "$MEMVISOR" "$MEMVISOR_BUILD/workloads" "$dir/tree/build/"
+	chmod -R a+rX "$dir"
+	chmod 755 "$dir"
+	chown -R "$u:$u" "$dir/home" "$dir/tmp"
+	local files=()
+	for f in $UNPRIV_FILES; do files+=("$dir/tree/tests/bats/$f.bats"); done
+	echo "# bats as uid $u: $UNPRIV_FILES"
+	count < <(cd "$dir/home" && setpriv --reuid=$u --regid=$u --clear-groups -- \
+		env -i PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin HOME="$dir/home" TMPDIR="$dir/tmp" XDG_RUNTIME_DIR="$dir/home" \
+		MEMVISOR_BUILD="$dir/tree/build" MEMVISOR="$dir/tree/build/memvisor" \
+		bats --tap ${BATS_FILTER:+--filter "$BATS_FILTER"} "${files[@]}" 2>&1 |
+		sed -E 's/^(ok|not ok) ([0-9]+) /\1 \2 unpriv: /')
+	rm -rf "$dir"
+}
+
+if [ "$what" = unpriv ] || { [ "$what" = all ] && [ "$(id -u)" = 0 ]; }; then
+	if [ "$(id -u)" = 0 ]; then
+		unpriv
+	else
+		echo "# unpriv: skipped, needs root to switch to an unprivileged user"
+	fi
 fi
 
 echo "$pass passed, $fail failed, $skip skipped"

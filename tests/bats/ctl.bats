@@ -171,8 +171,11 @@ stop_mappings() {
 }
 
 @test "an event subscriber that does not read is told how much it dropped" {
-	mkfifo "$TMP/go"
-	"$MEMVISOR" run --notify-all --socket "$SOCK" -- sh -c "read x <'$TMP/go'; '$WL/mt_mem' 400 >/dev/null" &
+	mkfifo "$TMP/go" "$TMP/done"
+	# The command waits for the reader: the notice follows the backlog,
+	# which a memvisor that has exited no longer sends.
+	"$MEMVISOR" run --notify-all --socket "$SOCK" -- \
+		sh -c "read x <'$TMP/go'; '$WL/mt_mem' 400 >/dev/null; read y <'$TMP/done'" &
 	mv=$!
 	remember_pid $mv
 	wait_for 5 test -S "$SOCK"
@@ -181,6 +184,7 @@ stop_mappings() {
 	sleep 0.5
 	echo go >"$TMP/go"
 	wait $reader
+	echo done >"$TMP/done"
 	grep -q '"subscribed":true' "$TMP/slow"
 	dropped=$(awk '/^dropped/{print $2}' "$TMP/slow")
 	[ "$dropped" -gt 0 ]

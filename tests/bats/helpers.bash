@@ -50,6 +50,9 @@ descendants() {
 	for k in $kids; do echo "$k"; descendants "$k"; done
 }
 
+# Skip a test that needs root (switching users, mounts) when not root.
+require_root() { [ "$(id -u)" = 0 ] || skip "${1:-needs root}"; }
+
 skip_unless_cmd() { command -v "$1" >/dev/null || skip "$1 is not installed"; }
 
 # Compare a command's output and exit status natively and supervised.
