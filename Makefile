@@ -4,6 +4,7 @@
 #   make          build build/memvisor, the workloads and the unit tests
 #   make demo     run a small program under memvisor and query it over the socket
 #   make check    every test tier; ends with "N passed, N failed"
+#   make soak     the storms for 60 s each and every fault point at several calls
 #   make bench    benchmarks (bench/README.md)
 #   make asan     ASan/UBSan build, then the bats suite against it
 #   make lint     cppcheck and clang-format
@@ -41,7 +42,7 @@ WL_BIN   := $(WL_SRC:tests/workloads/%.c=$(BUILD)/workloads/%)
 BENCH_SRC := $(wildcard bench/*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps demo check unit bats bench asan lint format clean
+.PHONY: all deps demo check unit bats soak bench asan lint format clean
 
 all: $(BUILD)/memvisor $(WL_BIN) $(UNIT_BIN) $(BENCH_BIN)
 
@@ -93,6 +94,10 @@ unit: $(UNIT_BIN)
 
 bats: all
 	@tests/run.sh $(BUILD) bats
+
+soak: all
+	@STORM_SECONDS=60 STORM_THREADS=64 STORM_PROCS=200 STORM_CLIENTS=100 FAULT_NTH="1 2 5" \
+		BATS_FILES="storm faults death" tests/run.sh $(BUILD) bats
 
 bench: all
 	@bench/run.sh $(BUILD)

@@ -218,8 +218,11 @@ run_point() { # POINT:N SCENARIO
 	local rc=0
 	wait "$MVPID" || rc=$?
 	[ "$rc" -eq "$want" ] || { echo "memvisor exited $rc, not $want"; cat "$TMP/err"; return 1; }
-	if [ -n "$spec" ] && [ -z "$verify_fault" ]; then
-		grep -q "fault injected at $point" "$TMP/err" || { echo "the scenario did not reach $point"; return 1; }
+	# The first call at every point must be reached; a later one (make
+	# soak's FAULT_NTH) may not be, for points passed once or twice a run.
+	if [ -n "$spec" ] && [ -z "$verify_fault" ] && ! grep -q "fault injected at $point" "$TMP/err"; then
+		[ "${spec##*:}" != 1 ] || { echo "the scenario did not reach $point"; return 1; }
+		echo "note: $spec was not reached"
 	fi
 	[ "$want" -eq 0 ] || grep -q "memvisor: .*stats-json" "$TMP/err"
 }
