@@ -97,7 +97,7 @@ bats: all
 
 soak: all
 	@STORM_SECONDS=60 STORM_THREADS=64 STORM_PROCS=200 STORM_CLIENTS=100 FAULT_NTH="1 2 5" \
-		BATS_FILES="storm faults death" tests/run.sh $(BUILD) bats
+		BATS_FILES="storm faults death" BATS_OPTS=--show-output-of-passing-tests tests/run.sh $(BUILD) bats
 
 bench: all
 	@bench/run.sh $(BUILD)

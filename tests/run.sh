@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run every test tier and print one summary line: "N passed, N failed".
 #   tests/run.sh BUILD_DIR [unit|bats|unpriv|all]
-# BATS_FILTER selects tests by name, BATS_FILES="storm faults" by file.
+# BATS_FILTER selects tests by name, BATS_FILES="storm faults" by file;
+# BATS_OPTS is passed to bats (make soak shows the figures tests print).
 # Unit tests and bats both speak TAP; this counts their results.
 # unpriv (part of all when run as root): the basic-supervision bats files
 # again as nobody, from a copy of the tree that user can read; their TAP
@@ -41,7 +42,7 @@ if [ "$what" = all ] || [ "$what" = bats ]; then
 	echo "# bats: tests/bats"
 	files=("$root"/tests/bats/*.bats)
 	[ -z "${BATS_FILES:-}" ] || { files=(); for f in $BATS_FILES; do files+=("$root/tests/bats/$f.bats"); done; }
-	count < <(bats --tap ${BATS_FILTER:+--filter "$BATS_FILTER"} "${files[@]}" 2>&1)
+	count < <(bats --tap ${BATS_OPTS:-} ${BATS_FILTER:+--filter "$BATS_FILTER"} "${files[@]}" 2>&1)
 fi
 
 # The files whose tests must pass without privilege.
