@@ -54,7 +54,9 @@ watch_rss() { # PID DONE-RE [FULL_AFTER]
 		fi
 		sleep 0.3
 	done
-	echo "memvisor RSS: ${EARLY} kB after 1 s, ${FULL:-?} kB when the exited window filled, ${LAST} kB at the end, peak ${PEAK} kB"
+	local window=
+	[ -z "${3:-}" ] || window=", ${FULL:-?} kB when the exited window filled"
+	echo "memvisor RSS: ${EARLY} kB after 1 s$window, ${LAST} kB at the end, peak ${PEAK} kB"
 }
 
 # Flat: no growth beyond RSS_GROWTH_KB once the exited window is full,
