@@ -436,7 +436,8 @@ static void kill_orphaned_tree(struct mv *mv)
 	pthread_mutex_lock(&mv->lock);
 	size_t n = kill_known_locked(mv);
 	pthread_mutex_unlock(&mv->lock);
-	log_error("memvisor's reaper process died unexpectedly: killed %zu supervised processes", n);
+	log_error("memvisor's reaper process died unexpectedly: killed %zu supervised processes",
+		  n);
 }
 
 static void on_reaper(struct ev_loop *loop, ev_io *w, int revents)

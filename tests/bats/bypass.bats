@@ -8,15 +8,6 @@
 load helpers
 bats_require_minimum_version 1.5.0
 
-setup() {
-	setup_tmp
-	SOCK=$TMP/ctl.sock
-}
-teardown() {
-	exec 7>&- 2>/dev/null || true
-	teardown_tmp
-}
-
 policy() { printf '%s\n' "$2" >"$TMP/$1.json"; }
 stat_of() { json_get "$TMP/s.json" "$1"; }
 supervised() { # POLICY ATTEMPT

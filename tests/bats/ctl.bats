@@ -5,15 +5,6 @@
 load helpers
 bats_require_minimum_version 1.5.0
 
-setup() {
-	setup_tmp
-	SOCK=$TMP/ctl.sock
-}
-teardown() {
-	exec 7>&- 2>/dev/null || true
-	teardown_tmp
-}
-
 ctl() { "$MEMVISOR" ctl --socket "$SOCK" "$@"; }
 raw() { python3 "$BATS_TEST_DIRNAME/ctlraw.py" "$SOCK" "$@"; }
 
@@ -213,10 +204,12 @@ stop_mappings() {
 }
 
 @test "ctl: MEMVISOR_SOCKET, several sockets, exit codes" {
-	mkfifo "$TMP/go"
-	"$MEMVISOR" run -- sh -c "read x <'$TMP/go'" &
+	# One FIFO each: two readers of one FIFO may split a line and both
+	# end, leaving the second writer blocked for good.
+	mkfifo "$TMP/go_a" "$TMP/go_b"
+	"$MEMVISOR" run -- sh -c "read x <'$TMP/go_a'" &
 	a=$!
-	"$MEMVISOR" run -- sh -c "read x <'$TMP/go'" &
+	"$MEMVISOR" run -- sh -c "read x <'$TMP/go_b'" &
 	b=$!
 	remember_pid $a
 	remember_pid $b
@@ -241,8 +234,8 @@ stop_mappings() {
 	run "$MEMVISOR" ctl --socket "$TMP/nothing.sock" status
 	[ "$status" -eq 3 ]
 	assert_output --partial "cannot connect"
-	echo go >"$TMP/go"
-	echo go >"$TMP/go"
+	echo go >"$TMP/go_a"
+	echo go >"$TMP/go_b"
 	wait $a
 	wait $b
 }

@@ -7,15 +7,6 @@
 load helpers
 bats_require_minimum_version 1.5.0
 
-setup() {
-	setup_tmp
-	SOCK=$TMP/ctl.sock
-}
-teardown() {
-	exec 7>&- 2>/dev/null || true
-	teardown_tmp
-}
-
 # No process of the list is alive (a zombie waiting for init is dead).
 none_alive() { # PID...
 	local k state alive=0

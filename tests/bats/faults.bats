@@ -11,15 +11,6 @@
 load helpers
 bats_require_minimum_version 1.5.0
 
-setup() {
-	setup_tmp
-	SOCK=$TMP/ctl.sock
-}
-teardown() {
-	exec 7>&- 2>/dev/null || true
-	teardown_tmp
-}
-
 # Run mt_mem under memvisor with a fault; it must print the native output.
 survives() { # POINT[:N]
 	local native
