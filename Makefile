@@ -7,6 +7,7 @@
 #   make soak     the storms for 60 s each and every fault point at several calls
 #   make bench    benchmarks (bench/README.md)
 #   make asan     ASan/UBSan build, then the bats suite against it
+#   make fuzz     libFuzzer harnesses (tests/fuzz), each run FUZZ_SECONDS
 #   make lint     cppcheck and clang-format
 #   make clean
 
@@ -23,7 +24,8 @@ LDLIBS   := -lseccomp -lev -ljansson -lpthread -lm
 SANITIZE ?=
 
 DEPS_PKGS := build-essential pkg-config libseccomp-dev libev-dev libjansson-dev \
-	     bats bats-support bats-assert python3 perl sqlite3 git
+	     bats bats-support bats-assert python3 perl sqlite3 git \
+	     clang libclang-rt-14-dev
 
 # Pure code (no event loop): linked into the binary and into unit tests.
 CORE_SRC := $(wildcard common/*.c policy/*.c state/*.c tracee/*.c)
@@ -42,7 +44,20 @@ WL_BIN   := $(WL_SRC:tests/workloads/%.c=$(BUILD)/workloads/%)
 BENCH_SRC := $(wildcard bench/*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps demo check unit bats soak bench asan lint format clean
+# Fuzz harnesses: every tests/fuzz/fuzz_NAME.c becomes build/fuzz/fuzz_NAME,
+# linked with the whole program (but main) built by clang with ASan/UBSan
+# and libFuzzer's coverage. Built by check only where clang has libFuzzer.
+FUZZ_CC      ?= clang
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_SECONDS ?= 60
+FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BIN     := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
+FUZZ_OBJ     := $(filter-out %/supervisor/main.o,$(CORE_SRC:%.c=$(BUILD)/fuzz/obj/%.o) \
+		  $(SUP_SRC:%.c=$(BUILD)/fuzz/obj/%.o))
+HAVE_FUZZER  = $(shell printf 'int LLVMFuzzerTestOneInput(const char *d, long n) { return 0; }' | \
+		 $(FUZZ_CC) -x c -fsanitize=fuzzer -o /dev/null - 2>/dev/null && echo yes)
+
+.PHONY: all deps demo check unit bats soak bench asan lint format clean fuzz fuzz-build
 
 all: $(BUILD)/memvisor $(WL_BIN) $(UNIT_BIN) $(BENCH_BIN)
 
@@ -75,6 +90,22 @@ $(BUILD)/bench/%: bench/%.c
 	@echo "  CC      $@"
 	@$(CC) $(CPPFLAGS) $(CSTD) $(WARN) -O2 -g -pthread -o $@ $< -lseccomp -lm
 
+$(BUILD)/fuzz/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  FUZZCC  $<"
+	@$(FUZZ_CC) $(CPPFLAGS) $(CSTD) $(WARN) -O1 -g -MMD -MP -fsanitize=fuzzer-no-link $(FUZZ_SAN) -c -o $@ $<
+
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_OBJ)
+	@echo "  FUZZLD  $@"
+	@$(FUZZ_CC) $(CPPFLAGS) $(CSTD) $(WARN) -O1 -g -fsanitize=fuzzer $(FUZZ_SAN) -o $@ $^ $(LDLIBS)
+
+.SECONDARY: $(FUZZ_OBJ)
+
+fuzz-build: $(FUZZ_BIN)
+
+fuzz: fuzz-build
+	@tests/fuzz/run.sh $(BUILD) $(FUZZ_SECONDS)
+
 deps:
 	@missing=$$(for p in $(DEPS_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
@@ -86,7 +117,7 @@ deps:
 demo: deps all
 	@tests/demo.sh $(BUILD)
 
-check: all
+check: all $(if $(HAVE_FUZZER),fuzz-build)
 	@tests/run.sh $(BUILD)
 
 unit: $(UNIT_BIN)
@@ -102,17 +133,24 @@ soak: all
 bench: all
 	@bench/run.sh $(BUILD)
 
+# Every report memvisor writes goes to build/asan/reports/; the run fails
+# when there is one (tests/run.sh's last line), even if no test noticed.
+# clang when present: GCC 12's UBSan, linked with ASan, ignores log_path.
+ASAN_REPORTS := $(CURDIR)/build/asan/reports
+ASAN_CC      ?= $(if $(shell command -v clang),clang,$(CC))
 asan:
-	$(MAKE) BUILD=build/asan SANITIZE="-fsanitize=address,undefined -fno-omit-frame-pointer" OPT="-O1 -g" all
-	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=99 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-		tests/run.sh build/asan bats
+	$(MAKE) BUILD=build/asan CC=$(ASAN_CC) SANITIZE="-fsanitize=address,undefined -fno-omit-frame-pointer" OPT="-O1 -g" all
+	@rm -rf $(ASAN_REPORTS) && mkdir -p $(ASAN_REPORTS)
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=99:log_path=$(ASAN_REPORTS)/asan \
+		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$(ASAN_REPORTS)/ubsan \
+		SANITIZER_REPORTS=$(ASAN_REPORTS) tests/run.sh build/asan bats
 
 lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability,performance \
 		--inline-suppr --suppress=missingIncludeSystem -I. -D_GNU_SOURCE \
 		"-Djson_array_foreach(a,i,v)=for(i=0;(v=json_array_get(a,i));i++)" \
 		"-Djson_object_foreach(o,k,v)=for(k=0,v=0;k;)" \
-		common policy state tracee supervisor
+		common policy state tracee supervisor tests/fuzz
 	clang-format --dry-run --Werror $(CORE_SRC) $(SUP_SRC) $(wildcard */*.h)
 
 format:
@@ -121,4 +159,4 @@ format:
 clean:
 	rm -rf build
 
--include $(CORE_OBJ:.o=.d) $(SUP_OBJ:.o=.d)
+-include $(CORE_OBJ:.o=.d) $(SUP_OBJ:.o=.d) $(FUZZ_OBJ:.o=.d)

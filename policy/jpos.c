@@ -19,8 +19,12 @@ static int peek(struct scan *x)
 	return x->i < x->len ? (unsigned char)x->s[x->i] : -1;
 }
 
+/* Step over one byte; at the end of the text (a truncated value, whose
+ * closing bracket the callers step over unseen) stay there. */
 static void advance(struct scan *x)
 {
+	if (x->i >= x->len)
+		return;
 	unsigned char ch = (unsigned char)x->s[x->i++];
 	if (ch == '\n') {
 		x->line++;

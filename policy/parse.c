@@ -530,16 +530,17 @@ static void parse_limits(struct pctx *x, json_t *v, struct policy *p)
 	    {"max_mapped_tree", offsetof(struct pol_limits, max_mapped_tree), POL_PAGE},
 	    {"max_mapping", offsetof(struct pol_limits, max_mapping), 1},
 	};
+	/* null is "no limit", as the canonical form (policy_to_json) says it. */
 	for (size_t i = 0; i < ARRAY_SIZE(sizes); i++) {
 		json_t *e = json_object_get(v, sizes[i].key);
-		if (!e)
+		if (!e || json_is_null(e))
 			continue;
 		_cleanup_free_ char *ep = jpos_child("/limits", sizes[i].key);
 		get_size(x, e, ep, sizes[i].min, POL_MAX_SIZE,
 			 (uint64_t *)((char *)&p->lim + sizes[i].off));
 	}
 	json_t *r = json_object_get(v, "max_regions");
-	if (r) {
+	if (r && !json_is_null(r)) {
 		/* vm.max_map_count is an int: no process can have more. */
 		if (!json_is_integer(r))
 			perr(x, "/limits/max_regions", AT_VALUE, "expected an integer, got %s",

@@ -284,7 +284,8 @@ int ckpt_plan_all(struct ckpt *c)
 			return rc;
 	}
 	for (size_t k = 0; k < c->im.n_o; k++)
-		qsort(c->obj[k].pc, c->obj[k].n_pc, sizeof(struct piece), cmp_piece);
+		if (c->obj[k].n_pc) /* qsort's base must not be NULL, even for 0 */
+			qsort(c->obj[k].pc, c->obj[k].n_pc, sizeof(struct piece), cmp_piece);
 	int rc = plan_objects(c);
 	c->total = c->off - IMG_HEADER_SIZE;
 	c->t_planned = mv_now_ns();

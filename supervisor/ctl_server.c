@@ -38,6 +38,7 @@ struct ctl_client {
 	bool lingering;   /* refused: our side shut, discarding input until EOF */
 	ev_timer linger;
 	bool dead;        /* closed; freed after this loop iteration */
+	bool detached;    /* no socket: ctl_reply_line's client, never subscribes */
 	char *raw_result; /* a handler's result as JSON text (ctl_client_raw_result) */
 	uid_t uid;
 	struct ctl_client *next, *prev;
@@ -134,23 +135,39 @@ static int flush(struct ctl_client *c)
 	return 0;
 }
 
-static int send_json(struct ctl_client *c, json_t *msg)
+/* Queue a reply line (taken over, newline-terminated) and send what the
+ * socket takes. -1 when the client was closed. */
+static int send_line(struct ctl_client *c, char *line)
+{
+	out_append(c, line, strlen(line));
+	free(line);
+	return flush(c);
+}
+
+/* A message as one reply line, newline-terminated; NULL only when jansson
+ * cannot encode it. Takes the reference to msg. */
+static char *json_line(json_t *msg)
 {
 	char *s = json_dumps(msg, JSON_COMPACT);
 	json_decref(msg);
 	if (!s)
-		return 0;
-	out_append(c, s, strlen(s));
-	out_append(c, "\n", 1);
-	free(s);
-	return flush(c);
+		return NULL;
+	size_t n = strlen(s);
+	s = xrealloc(s, n + 2);
+	memcpy(s + n, "\n", 2);
+	return s;
+}
+
+static char *error_line(json_t *id, const char *code, const char *message)
+{
+	json_t *err = json_pack("{s:s, s:s}", "code", code, "message", message);
+	return json_line(json_pack("{s:O?, s:b, s:o}", "id", id, "ok", 0, "error", err));
 }
 
 static int reply_error(struct ctl_client *c, json_t *id, const char *code, const char *message)
 {
-	json_t *err = json_pack("{s:s, s:s}", "code", code, "message", message);
-	json_t *msg = json_pack("{s:O?, s:b, s:o}", "id", id, "ok", 0, "error", err);
-	return send_json(c, msg);
+	char *line = error_line(id, code, message);
+	return line ? send_line(c, line) : 0;
 }
 
 void ctl_client_event(struct ctl_client *c, const char *line)
@@ -177,22 +194,21 @@ void ctl_client_raw_result(struct ctl_client *c, char *json_text)
 	c->raw_result = json_text;
 }
 
-static int send_raw_reply(struct ctl_client *c, json_t *id, char *result)
+static char *raw_reply_line(json_t *id, char *result)
 {
 	char *ids = id ? json_dumps(id, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
-	out_append(c, "{\"id\":", 6);
-	out_append(c, ids ? ids : "null", ids ? strlen(ids) : 4);
-	out_append(c, ",\"ok\":true,\"result\":", 20);
-	out_append(c, result, strlen(result));
-	out_append(c, "}\n", 2);
+	const char *idt = ids ? ids : "null";
+	char *line = NULL;
+	if (asprintf(&line, "{\"id\":%s,\"ok\":true,\"result\":%s}\n", idt, result) < 0)
+		line = NULL;
 	free(ids);
 	free(result);
-	return flush(c);
+	return line;
 }
 
 void ctl_client_subscribe(struct ctl_client *c)
 {
-	if (!c->subscribed) {
+	if (!c->subscribed && !c->detached) {
 		c->subscribed = true;
 		events_subscribe(c->mv, c);
 	}
@@ -200,32 +216,34 @@ void ctl_client_subscribe(struct ctl_client *c)
 
 /* ---- requests ------------------------------------------------------- */
 
-static int handle_request(struct ctl_client *c, const char *line, size_t len)
+/* The reply line to one request line: the whole protocol, without the
+ * socket. NULL only when jansson cannot encode the reply. */
+static char *request_reply(struct ctl_client *c, const char *line, size_t len)
 {
 	json_error_t jerr;
 	json_t *req = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!req) {
 		char msg[256];
 		snprintf(msg, sizeof(msg), "invalid JSON at column %d: %s", jerr.column, jerr.text);
-		return reply_error(c, NULL, CTL_E_BAD_JSON, msg);
+		return error_line(NULL, CTL_E_BAD_JSON, msg);
 	}
 	json_t *id = json_is_object(req) ? json_object_get(req, "id") : NULL;
 	json_t *cmd = json_is_object(req) ? json_object_get(req, "cmd") : NULL;
 	json_t *args = json_is_object(req) ? json_object_get(req, "args") : NULL;
-	int rc;
+	char *reply;
 	struct ctl_err err = {.code = CTL_E_INTERNAL, .message = ""};
 	const struct ctl_cmd *cc = NULL;
 	if (!json_is_object(req))
-		rc = reply_error(c, NULL, CTL_E_BAD_REQUEST, "a request must be a JSON object");
+		reply = error_line(NULL, CTL_E_BAD_REQUEST, "a request must be a JSON object");
 	else if (!json_is_string(cmd))
-		rc = reply_error(c, id, CTL_E_BAD_REQUEST, "cmd: expected a string");
+		reply = error_line(id, CTL_E_BAD_REQUEST, "cmd: expected a string");
 	else if (args && !json_is_object(args) && !json_is_null(args))
-		rc = reply_error(c, id, CTL_E_BAD_REQUEST, "args: expected an object");
+		reply = error_line(id, CTL_E_BAD_REQUEST, "args: expected an object");
 	else if (!(cc = ctl_cmd_find(json_string_value(cmd)))) {
 		char msg[300];
 		snprintf(msg, sizeof(msg), "unknown command '%.200s' (the hello command lists them)",
 			 json_string_value(cmd));
-		rc = reply_error(c, id, CTL_E_UNKNOWN_COMMAND, msg);
+		reply = error_line(id, CTL_E_UNKNOWN_COMMAND, msg);
 	} else {
 		json_t *empty = NULL;
 		if (!json_is_object(args))
@@ -235,19 +253,31 @@ static int handle_request(struct ctl_client *c, const char *line, size_t len)
 						 : cc->fn(c->mv, c, args, &result, &err);
 		if (hrc == 0 && c->raw_result) {
 			json_decref(result);
-			rc = send_raw_reply(c, id, mv_steal_ptr(c->raw_result));
+			reply = raw_reply_line(id, mv_steal_ptr(c->raw_result));
 		} else if (hrc == 0) {
-			rc = send_json(c, json_pack("{s:O?, s:b, s:o}", "id", id, "ok", 1, "result",
+			reply = json_line(json_pack("{s:O?, s:b, s:o}", "id", id, "ok", 1, "result",
 						    result ? result : json_null()));
 		} else {
 			free(mv_steal_ptr(c->raw_result));
 			json_decref(result);
-			rc = reply_error(c, id, err.code, err.message);
+			reply = error_line(id, err.code, err.message);
 		}
 		json_decref(empty);
 	}
 	json_decref(req);
-	return rc;
+	return reply;
+}
+
+static int handle_request(struct ctl_client *c, const char *line, size_t len)
+{
+	char *reply = request_reply(c, line, len);
+	return reply ? send_line(c, reply) : 0;
+}
+
+char *ctl_reply_line(struct mv *mv, const char *line, size_t len)
+{
+	struct ctl_client c = {.mv = mv, .fd = -1, .detached = true};
+	return request_reply(&c, line, len);
 }
 
 /* Split the input buffer into lines. Returns -1 when the client was closed. */
@@ -496,7 +526,7 @@ static int clear_stale(const char *path)
 	return unlink(path) < 0 ? -errno : 0;
 }
 
-int ctl_server_start(struct mv *mv)
+static int server_start(struct mv *mv)
 {
 	struct ctl_server *s = xcalloc(1, sizeof(*s));
 	s->fd = -1;
@@ -545,6 +575,18 @@ int ctl_server_start(struct mv *mv)
 	ev_check_init(&s->reaper, on_check);
 	s->reaper.data = mv;
 	return 0;
+}
+
+int ctl_server_start(struct mv *mv)
+{
+	int rc = server_start(mv);
+	if (rc < 0) {
+		/* Nothing listens: leave no server behind (mv->ctl is NULL). */
+		free(mv->ctl->path);
+		free(mv->ctl);
+		mv->ctl = NULL;
+	}
+	return rc;
 }
 
 void ctl_server_stop(struct mv *mv)

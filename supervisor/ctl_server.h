@@ -13,6 +13,12 @@ void ctl_server_stop(struct mv *mv);
 
 struct ctl_client;
 
+/* The reply to one request line (without its newline), as the socket would
+ * send it: malloc'd, newline-terminated; NULL only when the reply cannot be
+ * encoded. The server answers every line through this; a request that
+ * subscribes (events) is answered but subscribes nothing. Main thread. */
+char *ctl_reply_line(struct mv *mv, const char *line, size_t len);
+
 /* Queue one event line (without newline) to a subscriber; a subscriber
  * whose buffer is full loses it, and is told how many it lost. */
 void ctl_client_event(struct ctl_client *c, const char *line);

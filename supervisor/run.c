@@ -565,6 +565,19 @@ static int final_status(struct mv *mv)
 	return mv_exit_code(mv->cmd_status);
 }
 
+/* An exit before the command starts: free what run_main has set up so
+ * far (each piece may still be unset), and return 125. */
+static int run_abandon(struct mv *mv)
+{
+	events_free(mv);
+	proctab_free(&mv->procs);
+	enforce_free(mv);
+	if (mv->exits_epfd >= 0)
+		close(mv->exits_epfd);
+	free(mv);
+	return 125;
+}
+
 int run_main(int argc, char **argv)
 {
 	struct mv *mv = xcalloc(1, sizeof(*mv));
@@ -572,19 +585,19 @@ int run_main(int argc, char **argv)
 	mv->exits_epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (mv->exits_epfd < 0) {
 		fprintf(stderr, "memvisor: epoll_create1: %s\n", strerror(errno));
-		return 125;
+		return run_abandon(mv);
 	}
 	if (parse_run_opts(argc, argv, &mv->opts) < 0)
-		return 125;
+		return run_abandon(mv);
 	int rc = log_open(mv->opts.log_path, mv->opts.log_level);
 	if (rc < 0) {
 		fprintf(stderr, "memvisor: cannot open log file %s: %s\n", mv->opts.log_path,
 			strerror(-rc));
-		return 125;
+		return run_abandon(mv);
 	}
 	if ((rc = syscalls_init()) < 0) {
 		fprintf(stderr, "memvisor: cannot resolve system call numbers: %s\n", strerror(-rc));
-		return 125;
+		return run_abandon(mv);
 	}
 	mv->self = getpid();
 	mv->main_thread = pthread_self();
@@ -592,11 +605,8 @@ int run_main(int argc, char **argv)
 	mv->start_wall_ns = mv_wall_ns();
 	features_probe(&mv->feat);
 	/* A bad policy stops everything before the command starts. */
-	if (enforce_init(mv) < 0) {
-		enforce_free(mv);
-		free(mv);
-		return 125;
-	}
+	if (enforce_init(mv) < 0)
+		return run_abandon(mv);
 	pthread_mutex_init(&mv->lock, NULL);
 	proctab_init(&mv->procs, 4096);
 	mv->loop = ev_default_loop(EVBACKEND_EPOLL | EVFLAG_NOSIGMASK);
@@ -605,7 +615,7 @@ int run_main(int argc, char **argv)
 		/* An explicit --socket must work; the default place is a
 		 * convenience, and the command can run without it. */
 		if (mv->opts.socket_path)
-			return 125;
+			return run_abandon(mv);
 		fprintf(stderr, "memvisor: warning: running without a control socket\n");
 	}
 	rc = start_command(mv);

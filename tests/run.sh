@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Run every test tier and print one summary line: "N passed, N failed".
-#   tests/run.sh BUILD_DIR [unit|bats|unpriv|all]
+#   tests/run.sh BUILD_DIR [unit|bats|fuzz|unpriv|all]
+# Unit tests, bats and the fuzz harnesses (FUZZ_CHECK_SECONDS each) speak
+# TAP; this counts their results. With SANITIZER_REPORTS set (make asan),
+# a last line checks that no sanitizer report was written there.
 # BATS_FILTER selects tests by name, BATS_FILES="storm faults" by file;
 # BATS_OPTS is passed to bats (make soak shows the figures tests print).
-# Unit tests and bats both speak TAP; this counts their results.
 # unpriv (part of all when run as root): the basic-supervision bats files
 # again as nobody, from a copy of the tree that user can read; their TAP
 # names start with "unpriv:".
@@ -74,6 +76,21 @@ if [ "$what" = unpriv ] || { [ "$what" = all ] && [ "$(id -u)" = 0 ]; }; then
 		unpriv
 	else
 		echo "# unpriv: skipped, needs root to switch to an unprivileged user"
+	fi
+fi
+
+if [ "$what" = all ] || [ "$what" = fuzz ]; then
+	echo "# fuzz: tests/fuzz, ${FUZZ_CHECK_SECONDS:-30} s each"
+	count < <("$root"/tests/fuzz/run.sh "$MEMVISOR_BUILD" "${FUZZ_CHECK_SECONDS:-30}" --tap 2>&1)
+fi
+
+if [ -n "${SANITIZER_REPORTS:-}" ]; then
+	reports=$(ls "$SANITIZER_REPORTS" 2>/dev/null)
+	if [ -z "$reports" ]; then
+		count <<<"ok - sanitizers: no report in $SANITIZER_REPORTS"
+	else
+		count < <(echo "not ok - sanitizers: $(echo $reports | wc -w) reports in $SANITIZER_REPORTS: $(echo $reports)"
+			  head -n 30 "$SANITIZER_REPORTS"/* | sed 's/^/# /')
 	fi
 fi
 

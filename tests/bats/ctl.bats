@@ -162,11 +162,10 @@ stop_mappings() {
 }
 
 @test "an event subscriber that does not read is told how much it dropped" {
+	# The command waits for "done" after its work: the dropped notice
+	# comes once the reader drains its buffer, so memvisor must still run.
 	mkfifo "$TMP/go" "$TMP/done"
-	# The command waits for the reader: the notice follows the backlog,
-	# which a memvisor that has exited no longer sends.
-	"$MEMVISOR" run --notify-all --socket "$SOCK" -- \
-		sh -c "read x <'$TMP/go'; '$WL/mt_mem' 400 >/dev/null; read y <'$TMP/done'" &
+	"$MEMVISOR" run --notify-all --socket "$SOCK" -- sh -c "read x <'$TMP/go'; '$WL/mt_mem' 400 >/dev/null; read x <'$TMP/done'" &
 	mv=$!
 	remember_pid $mv
 	wait_for 5 test -S "$SOCK"
@@ -175,9 +174,9 @@ stop_mappings() {
 	sleep 0.5
 	echo go >"$TMP/go"
 	wait $reader
-	echo done >"$TMP/done"
 	grep -q '"subscribed":true' "$TMP/slow"
 	dropped=$(awk '/^dropped/{print $2}' "$TMP/slow")
+	echo done >"$TMP/done"
 	[ "$dropped" -gt 0 ]
 	wait $mv
 }
@@ -204,8 +203,8 @@ stop_mappings() {
 }
 
 @test "ctl: MEMVISOR_SOCKET, several sockets, exit codes" {
-	# One FIFO each: two readers of one FIFO may split a line and both
-	# end, leaving the second writer blocked for good.
+	# One FIFO each: two readers of one FIFO may both see the first
+	# writer's close, and the second write then has no reader.
 	mkfifo "$TMP/go_a" "$TMP/go_b"
 	"$MEMVISOR" run -- sh -c "read x <'$TMP/go_a'" &
 	a=$!

@@ -178,6 +178,16 @@ static void test_defaults(void)
 	struct pol_diag d;
 	const char *e = first_error("{\"version\": 1}", &p, &d);
 	ok(p && !*e && p->wx_mdwe, "the smallest policy is {\"version\": 1}");
+	/* Its canonical form names the absent limits as null. */
+	json_t *j = policy_to_json(p);
+	char *text = json_dumps(j, 0);
+	json_decref(j);
+	policy_free(p);
+	pol_diag_free(&d);
+	e = first_error(text, &p, &d);
+	ok(p && !*e && !p->lim.max_mapped && !p->lim.max_regions,
+	   "a canonical form with null limits parses back");
+	free(text);
 	policy_free(p);
 	pol_diag_free(&d);
 }
@@ -192,6 +202,15 @@ static void test_jpos(void)
 	e = jpos_find(&jp, "/d\xc3\xa9");
 	ok(e && e->line == 2 && e->key_col == 2 && e->col == 13, "unicode escape in a key");
 	jpos_free(&jp);
+	/* Cut short, in a buffer of its own size (an ASan build sees a read
+	 * past it). */
+	static const char cut[] = "{\"a\": [1, {\"b\": 2";
+	char *exact = malloc(sizeof(cut) - 1);
+	memcpy(exact, cut, sizeof(cut) - 1);
+	ok(jpos_scan(exact, sizeof(cut) - 1, &jp) < 0 && jpos_find(&jp, "/a/1/b"),
+	   "a truncated text is an error, what was scanned stays usable");
+	jpos_free(&jp);
+	free(exact);
 	char *c = jpos_child("/x", "~/");
 	ok(strcmp(c, "/x/~0~1") == 0, "jpos_child escapes ~ and /");
 	free(c);
