@@ -4,6 +4,7 @@
 #   make          build build/memvisor, the workloads and the unit tests
 #   make demo     run a small program under memvisor and query it over the socket
 #   make check    every test tier; ends with "N passed, N failed"
+#   make soak     the storms for 60 s each and every fault point at several calls
 #   make bench    benchmarks (bench/README.md)
 #   make asan     ASan/UBSan build, then the bats suite against it
 #   make fuzz     libFuzzer harnesses (tests/fuzz), each run FUZZ_SECONDS
@@ -56,7 +57,7 @@ FUZZ_OBJ     := $(filter-out %/supervisor/main.o,$(CORE_SRC:%.c=$(BUILD)/fuzz/ob
 HAVE_FUZZER  = $(shell printf 'int LLVMFuzzerTestOneInput(const char *d, long n) { return 0; }' | \
 		 $(FUZZ_CC) -x c -fsanitize=fuzzer -o /dev/null - 2>/dev/null && echo yes)
 
-.PHONY: all deps demo check unit bats bench asan lint format clean fuzz fuzz-build
+.PHONY: all deps demo check unit bats soak bench asan lint format clean fuzz fuzz-build
 
 all: $(BUILD)/memvisor $(WL_BIN) $(UNIT_BIN) $(BENCH_BIN)
 
@@ -124,6 +125,10 @@ unit: $(UNIT_BIN)
 
 bats: all
 	@tests/run.sh $(BUILD) bats
+
+soak: all
+	@STORM_SECONDS=60 STORM_THREADS=64 STORM_PROCS=200 STORM_CLIENTS=100 FAULT_NTH="1 2 5" \
+		BATS_FILES="storm faults death" BATS_OPTS=--show-output-of-passing-tests tests/run.sh $(BUILD) bats
 
 bench: all
 	@bench/run.sh $(BUILD)

@@ -8,6 +8,19 @@
 
 #define MAX_POINTS 16
 
+/* Every point a fault_hit() or FAULT_RETURN() names. A point missing here
+ * is refused in MEMVISOR_FAULT, and tests/bats/faults.bats, which runs
+ * every listed point, fails for a point named in the sources but not
+ * listed (or listed without a scenario). Sorted. */
+static const char *const registry[] = {
+    "ckpt_alloc",	"ckpt_manifest_write", "ckpt_pages_open", "ckpt_pages_sync",
+    "ckpt_pages_write", "ckpt_read",	       "ckpt_rename",	  "ckpt_seize",
+    "ctl_accept",	"ctl_alloc",	       "ctl_read",	  "ctl_write",
+    "img_read",		"notify_recv",	       "notify_send",	  "pidfd_info",
+    "pidfd_open",	"proc_read",	       "procmap_read",	  "ptrace_getregs",
+    "ptrace_interrupt", "statsjson_write",
+};
+
 static struct point {
 	char name[48];
 	long target;
@@ -16,6 +29,20 @@ static struct point {
 static int npoints;
 static bool enabled;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+void fault_list(FILE *out)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(registry); i++)
+		fprintf(out, "%s\n", registry[i]);
+}
+
+static bool registered(const char *name)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(registry); i++)
+		if (strcmp(registry[i], name) == 0)
+			return true;
+	return false;
+}
 
 static void parse(void)
 {
@@ -35,6 +62,13 @@ static void parse(void)
 			p->target = atol(colon + 1);
 			if (p->target < 1)
 				p->target = 1;
+		}
+		if (!registered(tok)) {
+			fprintf(
+			    stderr,
+			    "memvisor: MEMVISOR_FAULT: unknown point '%s' (see --list-faults)\n",
+			    tok);
+			continue;
 		}
 		snprintf(p->name, sizeof(p->name), "%s", tok);
 		atomic_init(&p->calls, 0);

@@ -106,6 +106,13 @@ void proctab_exit(struct proctab *t, struct proc *p, uint64_t when_ns)
 	drop_threads_of(t, p);
 	p->state = PROC_EXITED;
 	p->exit_ns = when_ns;
+	/* Only the counters and the identity outlive the process: the model
+	 * and the call log (16 KiB) are for queries of a running one. A fork
+	 * storm keeps max_exited of these. */
+	as_model_free(&p->model);
+	as_model_init(&p->model);
+	free(p->aslog);
+	p->aslog = NULL;
 	if (t->n_exited < t->max_exited) {
 		if (t->n_exited == t->cap_exited) {
 			t->cap_exited = t->cap_exited ? t->cap_exited * 2 : 64;
@@ -117,6 +124,18 @@ void proctab_exit(struct proctab *t, struct proc *p, uint64_t when_ns)
 	stats_merge(&t->folded, &p->stats);
 	t->n_folded++;
 	proc_free(p);
+}
+
+struct proc_stats *proctab_stats_of(struct proctab *t, pid_t pid)
+{
+	struct proc *p = imap_get(&t->procs, pid);
+	if (p)
+		return &p->stats;
+	/* Exits are appended: a process that just exited is near the end. */
+	for (size_t i = t->n_exited; i-- > 0;)
+		if (t->exited[i]->pid == pid)
+			return &t->exited[i]->stats;
+	return &t->folded;
 }
 
 struct proc *proctab_next(const struct proctab *t, size_t *iter)

@@ -99,6 +99,11 @@ size_t proctab_running(const struct proctab *t);
  * then the running: for (size_t i = 0; (p = proctab_next_all(t, &i));) */
 struct proc *proctab_next_all(const struct proctab *t, size_t *iter);
 
+/* The counters of process pid, running or exited; the folded counters
+ * when it was folded already. For an answer that raced with the exit of
+ * the process it answered: pid must have been a process of the table. */
+struct proc_stats *proctab_stats_of(struct proctab *t, pid_t pid);
+
 /* The counters of every process of the run, exited and folded included. */
 void proctab_totals(const struct proctab *t, struct proc_stats *out);
 

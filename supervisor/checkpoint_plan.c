@@ -1,7 +1,6 @@
 /* A checkpoint's layout stage: registers of every thread, regions,
  * committed pages, shared-memory objects (supervisor/checkpoint_job.h). */
 #include "supervisor/checkpoint_job.h"
-#include "common/log.h"
 #include "common/util.h"
 #include "supervisor/backing.h"
 #include "supervisor/ctl.h"
@@ -29,7 +28,9 @@ static void add_regsets(struct img_thread *it, struct ptrace_thread *t)
 				      t->fpstate_note, t->fpstate, t->fpstate_len);
 }
 
-static void plan_threads(struct ckpt *c, size_t i)
+/* A thread whose registers cannot be read fails the checkpoint: an image
+ * without it would look whole and restore a process short of a thread. */
+static int plan_threads(struct ckpt *c, size_t i)
 {
 	struct ptrace_proc *pp = &c->p[i].pt;
 	for (size_t k = 0; k < pp->n; k++) {
@@ -41,19 +42,20 @@ static void plan_threads(struct ckpt *c, size_t i)
 		if (t->state != PT_STOPPED)
 			continue;
 		int rc = ptrace_save_regs_stopped(t);
-		if (rc < 0) {
-			/* ESRCH: killed while stopped; the process goes too and
-			 * the reads will tell. */
-			if (rc != -ESRCH)
-				log_warn("checkpoint: registers of thread %d: %s", t->tid,
-					 strerror(-rc));
+		/* ESRCH: killed while stopped; the process goes too and the
+		 * reads will tell. */
+		if (rc == -ESRCH)
 			continue;
-		}
+		if (rc < 0)
+			return ckpt_fail(c, rc, CTL_E_INTERNAL,
+					 "reading the registers of thread %d: %s", t->tid,
+					 strerror(-rc));
 		struct img_thread *it = img_add_thread(ckpt_iproc(c, i), t->tid);
 		it->signal = t->signal;
 		it->group_stop = t->group_stop;
 		add_regsets(it, t);
 	}
+	return 0;
 }
 
 static void plan_identity(struct ckpt *c, size_t i)
@@ -210,13 +212,15 @@ static int plan_proc(struct ckpt *c, size_t i)
 	p->img = (long)c->im.n_p - 1;
 	(void)ip;
 	plan_identity(c, i);
-	plan_threads(c, i);
+	int rc = plan_threads(c, i);
+	if (rc < 0)
+		return rc;
 	struct as_model m;
 	as_model_init(&m);
 	const char *how = NULL;
 	/* The layout through the stopped thread's /proc entry: the leader
 	 * may be a zombie whose maps read empty. */
-	int rc = procmap_snapshot(p->tid, &c->mv->feat, PROCMAP_SRC_AUTO, &m, &how);
+	rc = procmap_snapshot(p->tid, &c->mv->feat, PROCMAP_SRC_AUTO, &m, &how);
 	if (rc == 0)
 		c->layout_how = how;
 	struct pagemap pm = {.fd = -1};

@@ -82,12 +82,12 @@ void handle_answered(struct mv *mv, const struct answer *a, int send_rc, uint64_
 {
 	if (!a->pid)
 		return;
+	/* The process may have exited (and been folded) since the answer
+	 * let it run: its time still counts, so every notification is timed. */
 	pthread_mutex_lock(&mv->lock);
-	struct proc *p = proctab_get(&mv->procs, a->pid);
-	if (p) {
-		hist_add(&p->stats.service, service_ns);
-		if (send_rc == -ENOENT)
-			p->stats.gone++;
-	}
+	struct proc_stats *st = proctab_stats_of(&mv->procs, a->pid);
+	hist_add(&st->service, service_ns);
+	if (send_rc == -ENOENT)
+		st->gone++;
 	pthread_mutex_unlock(&mv->lock);
 }

@@ -1,4 +1,5 @@
 #include "supervisor/imgread.h"
+#include "common/fault.h"
 #include "common/crc32c.h"
 #include "common/util.h"
 
@@ -161,7 +162,9 @@ static int read_full(int fd, void *buf, size_t len, uint64_t off)
 {
 	size_t got = 0;
 	while (got < len) {
-		ssize_t n = pread(fd, (char *)buf + got, len - got, (off_t)(off + got));
+		ssize_t n = fault_hit("img_read")
+				? (errno = EIO, -1)
+				: pread(fd, (char *)buf + got, len - got, (off_t)(off + got));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)

@@ -1,4 +1,5 @@
 /* memvisor: run a command with its memory system calls supervised. */
+#include "common/fault.h"
 #include "common/util.h"
 #include "supervisor/ctl_client.h"
 #include "supervisor/image_main.h"
@@ -44,6 +45,10 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {
 		printf("memvisor %s\n", MV_VERSION);
+		return 0;
+	}
+	if (strcmp(cmd, "--list-faults") == 0) { /* hidden: for the fault tests */
+		fault_list(stdout);
 		return 0;
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(subcommands); i++)

@@ -75,8 +75,10 @@ static int pool_make(size_t buffer)
 		pool.mem = NULL;
 	}
 	size_t len = n * STAGE_BUF;
-	void *mem = mmap(NULL, len, PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	void *mem = fault_hit("ckpt_alloc")
+			? (errno = ENOMEM, MAP_FAILED)
+			: mmap(NULL, len, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 	if (mem == MAP_FAILED)
 		return -errno;
 	/* Not copied into a child should the supervisor ever fork. */

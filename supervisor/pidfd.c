@@ -1,5 +1,6 @@
 #include "supervisor/pidfd.h"
 #include "common/compat.h"
+#include "common/fault.h"
 
 #include <errno.h>
 #include <string.h>
@@ -9,6 +10,7 @@ static int get_info(int pidfd, uint64_t mask, struct pidfd_info *info)
 {
 	memset(info, 0, sizeof(*info));
 	info->mask = mask;
+	FAULT_RETURN("pidfd_info", EIO);
 	if (ioctl(pidfd, PIDFD_GET_INFO, info) < 0)
 		return -errno;
 	return (info->mask & mask) == mask ? 0 : -ENODATA;

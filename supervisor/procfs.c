@@ -1,4 +1,5 @@
 #include "supervisor/procfs.h"
+#include "common/fault.h"
 #include "common/util.h"
 
 #include <dirent.h>
@@ -12,6 +13,7 @@ static int read_pid_file(pid_t pid, const char *name, char **out, size_t *len)
 {
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/%s", pid, name);
+	FAULT_RETURN("proc_read", EIO);
 	return mv_read_file_at(AT_FDCWD, path, out, len);
 }
 

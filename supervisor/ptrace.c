@@ -114,7 +114,9 @@ static int seize_one(struct ptrace_proc *pp, struct ptrace_thread *t)
 	if (!pp->first_interrupt_ns)
 		pp->first_interrupt_ns = t->interrupt_ns;
 	t->state = PT_SEIZED;
-	if (ptrace(PTRACE_INTERRUPT, t->tid, 0, 0) < 0 && errno != ESRCH)
+	if (fault_hit("ptrace_interrupt")
+		? (errno = EPERM, 1)
+		: ptrace(PTRACE_INTERRUPT, t->tid, 0, 0) < 0 && errno != ESRCH)
 		return -errno;
 	return 0;
 }
@@ -276,7 +278,9 @@ static void *get_regset(pid_t tid, unsigned note, size_t max, size_t *len)
 {
 	void *buf = xmalloc(max);
 	struct iovec iov = {.iov_base = buf, .iov_len = max};
-	if (ptrace(PTRACE_GETREGSET, tid, (void *)(uintptr_t)note, &iov) < 0) {
+	if (fault_hit("ptrace_getregs")
+		? (errno = EIO, 1)
+		: ptrace(PTRACE_GETREGSET, tid, (void *)(uintptr_t)note, &iov) < 0) {
 		int e = errno;
 		free(buf);
 		errno = e;

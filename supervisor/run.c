@@ -403,6 +403,43 @@ static void note_exit_status(struct mv *mv, pid_t pid, int status)
 	pthread_mutex_unlock(&mv->lock);
 }
 
+/* SIGKILL every running process memvisor knows, and their descendants
+ * (one not seen yet is a child of one that is). Through the pidfd where
+ * there is one, so a reused pid is never hit. Returns how many were
+ * signalled. */
+static size_t kill_known_locked(struct mv *mv)
+{
+	pid_t *v = NULL;
+	size_t n = 0, cap = 0, sent = 0;
+	struct proc *p;
+	for (size_t i = 0; (p = proctab_next(&mv->procs, &i));) {
+		if (p->pidfd >= 0 ? syscall(SYS_pidfd_send_signal, p->pidfd, SIGKILL, NULL, 0) == 0
+				  : kill(p->pid, SIGKILL) == 0)
+			sent++;
+		procfs_children(p->pid, &v, &n, &cap);
+	}
+	/* Children first seen here were found before their parents died:
+	 * a fork in a process with SIGKILL pending fails (copy_process). */
+	for (size_t i = 0; i < n; i++) {
+		procfs_children(v[i], &v, &n, &cap);
+		sent += kill(v[i], SIGKILL) == 0;
+	}
+	free(v);
+	return sent;
+}
+
+/* The reaper died with the tree still there: its orphans went to init,
+ * out of its reach, and their notified calls would now fail with ENOSYS.
+ * End them as the reaper would have. */
+static void kill_orphaned_tree(struct mv *mv)
+{
+	pthread_mutex_lock(&mv->lock);
+	size_t n = kill_known_locked(mv);
+	pthread_mutex_unlock(&mv->lock);
+	log_error("memvisor's reaper process died unexpectedly: killed %zu supervised processes",
+		  n);
+}
+
 static void on_reaper(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct mv *mv = w->data;
@@ -412,7 +449,7 @@ static void on_reaper(struct ev_loop *loop, ev_io *w, int revents)
 		return;
 	if (n != (ssize_t)sizeof(m)) {
 		if (!mv->tree_empty)
-			log_error("memvisor's reaper process died unexpectedly");
+			kill_orphaned_tree(mv);
 		ev_io_stop(loop, w);
 		mv->tree_empty = true;
 		ev_break(loop, EVBREAK_ALL);

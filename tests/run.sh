@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # Run every test tier and print one summary line: "N passed, N failed".
-#   tests/run.sh BUILD_DIR [unit|bats|fuzz|all]
+#   tests/run.sh BUILD_DIR [unit|bats|fuzz|unpriv|all]
 # Unit tests, bats and the fuzz harnesses (FUZZ_CHECK_SECONDS each) speak
 # TAP; this counts their results. With SANITIZER_REPORTS set (make asan),
 # a last line checks that no sanitizer report was written there.
+# BATS_FILTER selects tests by name, BATS_FILES="storm faults" by file;
+# BATS_OPTS is passed to bats (make soak shows the figures tests print).
+# unpriv (part of all when run as root): the basic-supervision bats files
+# again as nobody, from a copy of the tree that user can read; their TAP
+# names start with "unpriv:".
 set -u
 build=${1:-build}
 what=${2:-all}
@@ -37,7 +42,41 @@ fi
 
 if [ "$what" = all ] || [ "$what" = bats ]; then
 	echo "# bats: tests/bats"
-	count < <(bats --tap ${BATS_FILTER:+--filter "$BATS_FILTER"} "$root"/tests/bats/*.bats 2>&1)
+	files=("$root"/tests/bats/*.bats)
+	[ -z "${BATS_FILES:-}" ] || { files=(); for f in $BATS_FILES; do files+=("$root/tests/bats/$f.bats"); done; }
+	count < <(bats --tap ${BATS_OPTS:-} ${BATS_FILTER:+--filter "$BATS_FILTER"} "${files[@]}" 2>&1)
+fi
+
+# The files whose tests must pass without privilege.
+UNPRIV_FILES="run ctl policy policy_bad policy_ctl policy_wx bypass"
+
+unpriv() {
+	local u=65534 dir
+	dir=$(mktemp -d)
+	mkdir -p "$dir/tree/build" "$dir/tree/policy" "$dir/home" "$dir/tmp"
+	cp -r "$root/tests" "$dir/tree/"
+	cp -r "$root/policy/examples" "$dir/tree/policy/"
+	cp -r "$MEMVISOR" "$MEMVISOR_BUILD/workloads" "$dir/tree/build/"
+	chmod -R a+rX "$dir"
+	chmod 755 "$dir"
+	chown -R "$u:$u" "$dir/home" "$dir/tmp"
+	local files=()
+	for f in $UNPRIV_FILES; do files+=("$dir/tree/tests/bats/$f.bats"); done
+	echo "# bats as uid $u: $UNPRIV_FILES"
+	count < <(cd "$dir/home" && setpriv --reuid=$u --regid=$u --clear-groups -- \
+		env -i PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin HOME="$dir/home" TMPDIR="$dir/tmp" XDG_RUNTIME_DIR="$dir/home" \
+		MEMVISOR_BUILD="$dir/tree/build" MEMVISOR="$dir/tree/build/memvisor" \
+		bats --tap ${BATS_FILTER:+--filter "$BATS_FILTER"} "${files[@]}" 2>&1 |
+		sed -E 's/^(ok|not ok) ([0-9]+) /\1 \2 unpriv: /')
+	rm -rf "$dir"
+}
+
+if [ "$what" = unpriv ] || { [ "$what" = all ] && [ "$(id -u)" = 0 ]; }; then
+	if [ "$(id -u)" = 0 ]; then
+		unpriv
+	else
+		echo "# unpriv: skipped, needs root to switch to an unprivileged user"
+	fi
 fi
 
 if [ "$what" = all ] || [ "$what" = fuzz ]; then

@@ -5,15 +5,6 @@
 load helpers
 bats_require_minimum_version 1.5.0
 
-setup() {
-	setup_tmp
-	SOCK=$TMP/ctl.sock
-}
-teardown() {
-	exec 7>&- 2>/dev/null || true
-	teardown_tmp
-}
-
 ctl() { "$MEMVISOR" ctl --socket "$SOCK" "$@"; }
 raw() { python3 "$BATS_TEST_DIRNAME/ctlraw.py" "$SOCK" "$@"; }
 

@@ -26,6 +26,17 @@ teardown_tmp() {
 	rm -rf "$TMP"
 }
 
+# The usual setup and teardown: a temporary dir, SOCK in it, fd 7 closed
+# at the end. A file that defines its own replaces them.
+setup() {
+	setup_tmp
+	SOCK=$TMP/ctl.sock
+}
+teardown() {
+	exec 7>&- 2>/dev/null || true
+	teardown_tmp
+}
+
 remember_pid() { echo "$1" >>"$TMP/pids"; }
 
 # A JSON field from a file: jq is not a dependency, python3 is.
@@ -49,6 +60,9 @@ descendants() {
 	kids=$(cat /proc/"$1"/task/*/children 2>/dev/null)
 	for k in $kids; do echo "$k"; descendants "$k"; done
 }
+
+# Skip a test that needs root (switching users, mounts) when not root.
+require_root() { [ "$(id -u)" = 0 ] || skip "${1:-needs root}"; }
 
 skip_unless_cmd() { command -v "$1" >/dev/null || skip "$1 is not installed"; }
 

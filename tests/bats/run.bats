@@ -201,7 +201,7 @@ x = bytearray(64 << 20); x[::4096] = b"x" * len(x[::4096]); print(sum(x[::4096])
 }
 
 @test "an unprivileged user can supervise a program" {
-	[ "$(id -u)" = 0 ] || skip "needs root to switch to nobody"
+	require_root "needs root to switch to nobody"
 	cp "$MEMVISOR" "$WL/mt_mem" "$TMP/"
 	chmod 755 "$TMP/memvisor" "$TMP/mt_mem"
 	mkdir "$TMP/out"

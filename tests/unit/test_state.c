@@ -231,6 +231,12 @@ static void test_proctab(void)
 	proctab_totals(&t, &tot);
 	is_u64(tot.calls[MV_SC_brk][MV_V_DENY], 8, "totals include folded, exited and running");
 	is_u64(tot.calls[MV_SC_mmap][MV_V_ALLOW], 5, "totals include the exited");
+	/* An answer timed after its process exited still counts (the
+	 * storm tests found such times lost). */
+	ok(proctab_stats_of(&t, 400) == &e->stats, "stats_of: a running process");
+	ok(proctab_stats_of(&t, 100) == &a->stats, "stats_of: an exited process");
+	ok(proctab_stats_of(&t, 300) == &t.folded, "stats_of: a folded process");
+	ok(a->aslog == NULL && a->model.n == 0, "an exited process keeps no model or call log");
 	proctab_free(&t);
 }
 

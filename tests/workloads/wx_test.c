@@ -98,7 +98,8 @@ static int double_map(const char *mode, int fd, int reverse)
 
 static int shm_exec(void)
 {
-	int id = shmget(IPC_PRIVATE, page, IPC_CREAT | 0600);
+	/* Exec permission: shmat(SHM_EXEC) checks it (ipcperms); only root is exempt. */
+	int id = shmget(IPC_PRIVATE, page, IPC_CREAT | 0700);
 	if (id < 0)
 		setup_fail("shmget");
 	void *p = shmat(id, NULL, SHM_EXEC);
@@ -143,7 +144,7 @@ int main(int argc, char **argv)
 	if (!strcmp(m, "file-double") || !strcmp(m, "file-double-rev")) {
 		if (argc < 3)
 			return 100;
-		int fd = open(argv[2], O_RDWR | O_CREAT, 0600);
+		int fd = open(argv[2], O_RDWR | O_CREAT, 0700); /* exec permission: shmat(SHM_EXEC) checks it (ipcperms), root alone is exempt */
 		if (fd < 0)
 			setup_fail("open");
 		return double_map(m, fd, !strcmp(m, "file-double-rev"));

@@ -1,0 +1,130 @@
+#!/usr/bin/env bats
+# Ways around a deny policy (docs/reliability.md, "Bypass attempts"): other
+# ABIs' syscall numbers, sibling calls, io_uring, writes into code. Each
+# must fail with the documented errno, and the denial must be counted.
+# policy_wx.bats has the W^X bypasses (double mappings, shmat, personality,
+# /proc/self/mem); they are not repeated here.
+
+load helpers
+bats_require_minimum_version 1.5.0
+
+policy() { printf '%s\n' "$2" >"$TMP/$1.json"; }
+stat_of() { json_get "$TMP/s.json" "$1"; }
+supervised() { # POLICY ATTEMPT
+	run "$MEMVISOR" run --policy "$TMP/$1.json" --stats-json "$TMP/s.json" -- "$WL/bypass" "$2"
+}
+
+@test "int 0x80: an i386 mmap2 is decided by the policy" {
+	"$WL/int80_mmap" >/dev/null 2>&1 && native=0 || native=$?
+	[ "$native" -ne 77 ] || skip "IA-32 emulation is disabled on this kernel (int 0x80 raises SIGSEGV)"
+	policy p '{"version": 1, "rules": [{"name": "no-page", "syscalls": ["mmap"], "backing": "anon",
+		"length_max": 4096, "action": "deny", "errno": "E2BIG"}]}'
+	run "$MEMVISOR" run --policy "$TMP/p.json" --stats-json "$TMP/s.json" -- "$WL/int80_mmap"
+	assert_failure 7
+	assert_output "int80 mmap2 errno 7 (E2BIG)"
+	[ "$(stat_of 'd["totals"]["calls"]["mmap2"]["deny"]')" -ge 1 ]
+}
+
+@test "x32: an mmap by its x32 number (0x40000009) is decided by the policy" {
+	policy p '{"version": 1, "rules": [{"name": "no-64m", "syscalls": ["mmap"], "length_min": "64M",
+		"action": "deny", "errno": "E2BIG"}]}'
+	# Natively: ENOSYS when the kernel has no x32 support, a mapping when it has.
+	run "$WL/bypass" x32-mmap
+	assert_line --regexp '^x32-mmap (ok|errno 38 ENOSYS)'
+	supervised p x32-mmap
+	assert_failure 7
+	assert_output "x32-mmap errno 7 E2BIG"
+	[ "$(stat_of 'd["totals"]["abi"]["x32"]')" -ge 1 ]
+	[ "$(stat_of 'd["totals"]["calls"]["mmap"]["deny"]')" -ge 1 ]
+}
+
+@test "x32: mprotect(PROT_EXEC) of anonymous memory by its x32 number is refused under W^X" {
+	policy wx '{"version": 1, "wx": "deny"}'
+	supervised wx x32-mprotect-exec
+	assert_failure 13
+	assert_output "x32-mprotect-exec errno 13 EACCES"
+	[ "$(stat_of 'd["totals"]["abi"]["x32"]')" -ge 1 ]
+	[ "$(stat_of 'd["totals"]["calls"]["mprotect"]["deny"]')" -ge 1 ]
+}
+
+@test "pkey_mprotect(PROT_EXEC) is refused where mprotect(PROT_EXEC) is" {
+	run "$WL/bypass" pkey-mprotect-exec
+	assert_success
+	policy wx '{"version": 1, "wx": "deny", "wx_mdwe": false}'
+	supervised wx pkey-mprotect-exec
+	assert_failure 13
+	assert_output "pkey-mprotect-exec errno 13 EACCES"
+	[ "$(stat_of 'd["totals"]["calls"]["pkey_mprotect"]["deny"]')" -ge 1 ]
+}
+
+@test "remap_file_pages is refused by a default-deny policy that does not allow it" {
+	run "$WL/bypass" remap-file-pages
+	assert_success
+	policy p '{"version": 1, "default": {"action": "deny", "errno": "EPERM"}, "rules": [{"name": "mappings",
+		"syscalls": ["mmap", "munmap", "mremap", "mprotect", "brk", "madvise"], "action": "allow"}]}'
+	supervised p remap-file-pages
+	assert_failure 1
+	assert_output "remap-file-pages errno 1 EPERM"
+	[ "$(stat_of 'd["totals"]["calls"]["remap_file_pages"]["deny"]')" -ge 1 ]
+}
+
+@test "mremap of executable anonymous memory (MAYMOVE, and MAYMOVE|FIXED) is refused under W^X" {
+	run "$WL/bypass" mremap-exec <<<"go"
+	assert_success
+	assert_line --regexp '^mremap-fixed ok '
+	# The executable memory is made under "log" (a JIT would be exempt);
+	# then W^X is set to deny at run time and the program tries to move it.
+	policy log '{"version": 1, "wx": "log"}'
+	policy deny '{"version": 1, "wx": "deny"}'
+	mkfifo "$TMP/in"
+	"$MEMVISOR" run --policy "$TMP/log.json" --socket "$SOCK" --stats-json "$TMP/s.json" -- \
+		"$WL/bypass" mremap-exec <"$TMP/in" >"$TMP/out" 2>&1 &
+	mv=$!
+	remember_pid $mv
+	exec 7>"$TMP/in"
+	wait_for 10 grep -q '^ready' "$TMP/out"
+	"$MEMVISOR" ctl --socket "$SOCK" policy set "$TMP/deny.json"
+	echo go >&7
+	exec 7>&-
+	wait $mv && rc=0 || rc=$?
+	cat "$TMP/out"
+	[ "$rc" -eq 13 ]
+	grep -qx "mremap-maymove errno 13 EACCES" "$TMP/out"
+	grep -qx "mremap-fixed errno 13 EACCES" "$TMP/out"
+	[ "$(stat_of 'd["totals"]["calls"]["mremap"]["deny"]')" -ge 2 ]
+}
+
+@test "io_uring: its rings are mapped with mmap, which the policy sees" {
+	run "$WL/bypass" io-uring
+	[ "$status" -ne 1 ] || skip "io_uring is disabled here: $output"
+	assert_success
+	# No io_uring opcode makes a mapping: a ring is usable only once mmap'ed.
+	policy p '{"version": 1, "rules": [{"name": "no-shared-file", "syscalls": ["mmap"], "backing": "file",
+		"flags_has": ["SHARED"], "action": "deny", "errno": "EPERM"}]}'
+	supervised p io-uring
+	assert_failure 1
+	assert_line --regexp '^io-uring-setup ok'
+	assert_line "io-uring-ring-mmap errno 1 EPERM"
+	[ "$(stat_of 'd["totals"]["calls"]["mmap"]["deny"]')" -ge 1 ]
+}
+
+@test "io_uring: IORING_OP_MADVISE is not seen by the filter (open, documented)" {
+	run "$WL/bypass" io-uring-madvise
+	[ "$status" -ne 1 ] || skip "io_uring is disabled here: $output"
+	assert_output "io-uring-madvise ok 0x1"
+	policy p '{"version": 1, "rules": [{"name": "no-madvise", "syscalls": ["madvise"], "action": "deny"}]}'
+	supervised p io-uring-madvise
+	if [ "$output" = "io-uring-madvise ok 0x1" ]; then
+		skip "open: io_uring runs madvise in the kernel, outside seccomp; set io_uring_disabled=2 or deny io_uring_setup (docs/reliability.md)"
+	fi
+	assert_failure
+}
+
+@test "process_vm_writev into the program's own code fails (the kernel honours page protections)" {
+	run "$WL/bypass" vm-writev-code
+	assert_failure 14
+	policy wx '{"version": 1, "wx": "deny"}'
+	supervised wx vm-writev-code
+	assert_failure 14
+	assert_output "vm-writev-code errno 14 EFAULT"
+}
