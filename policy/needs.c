@@ -413,6 +413,16 @@ int needs_covered(const struct needs *launch, const struct needs *want, char *bu
 	return 0;
 }
 
+bool needs_refuse_io_uring(const struct needs *n)
+{
+	for (int abi = 0; abi < MV_ABI_COUNT; abi++) {
+		const struct needs_sc *s = &n->sc[abi][MV_SC_madvise];
+		if (s->all || s->n)
+			return true;
+	}
+	return false;
+}
+
 void needs_describe(const struct needs *n, FILE *f)
 {
 	for (int abi = 0; abi < MV_ABI_COUNT; abi++) {
@@ -442,4 +452,7 @@ void needs_describe(const struct needs *n, FILE *f)
 		if (koff)
 			fprintf(f, "  in the kernel:   %s\n", kernel);
 	}
+	if (needs_refuse_io_uring(n))
+		fprintf(f, "io_uring_setup, io_uring_enter, io_uring_register: refused with EPERM "
+			   "(IORING_OP_MADVISE would pass madvise by the filter)\n");
 }
