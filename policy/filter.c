@@ -120,7 +120,8 @@ static int add_rules(scmp_filter_ctx ctx, const struct needs *n, enum mv_abi abi
  * covered by refusing io_uring_enter too. */
 static int refuse_io_uring(scmp_filter_ctx ctx, const struct needs *n)
 {
-	static const char *const calls[] = {"io_uring_setup", "io_uring_enter", "io_uring_register"};
+	static const char *const calls[] = {"io_uring_setup", "io_uring_enter",
+					    "io_uring_register"};
 	if (!needs_refuse_io_uring(n))
 		return 0;
 	for (size_t i = 0; i < ARRAY_SIZE(calls); i++) {
