@@ -132,6 +132,21 @@ supervised() { # POLICY ATTEMPT
 	assert_output "io-uring-madvise ok 0x1"
 }
 
+@test "map_shadow_stack, which maps without mmap, falls under the default deny and the limits" {
+	# Natively: ENOSYS or EOPNOTSUPP without user shadow stacks, else a
+	# mapping; supervised, the filter decides before the kernel does.
+	policy p '{"version": 1, "default": {"action": "deny", "errno": "EPERM"}, "rules": [{"name": "mappings",
+		"syscalls": ["mmap", "munmap", "mremap", "mprotect", "brk", "madvise"], "action": "allow"}]}'
+	supervised p map-shadow-stack
+	assert_failure 1
+	assert_output "map-shadow-stack errno 1 EPERM"
+	[ "$(stat_of 'd["totals"]["calls"]["map_shadow_stack"]["deny"]')" -eq 1 ]
+	policy m '{"version": 1, "limits": {"max_mapping": "16M"}}'
+	supervised m map-shadow-stack
+	assert_failure 12
+	assert_output "map-shadow-stack errno 12 ENOMEM"
+}
+
 @test "process_vm_writev into the program's own code fails (the kernel honours page protections)" {
 	run "$WL/bypass" vm-writev-code
 	assert_failure 14
