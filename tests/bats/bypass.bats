@@ -10,6 +10,11 @@ bats_require_minimum_version 1.5.0
 
 policy() { printf '%s\n' "$2" >"$TMP/$1.json"; }
 stat_of() { json_get "$TMP/s.json" "$1"; }
+# Deny every memory call but those an ordinary program makes.
+default_deny() { # NAME
+	policy "$1" '{"version": 1, "default": {"action": "deny", "errno": "EPERM"}, "rules": [{"name": "mappings",
+		"syscalls": ["mmap", "munmap", "mremap", "mprotect", "brk", "madvise"], "action": "allow"}]}'
+}
 supervised() { # POLICY ATTEMPT
 	run "$MEMVISOR" run --policy "$TMP/$1.json" --stats-json "$TMP/s.json" -- "$WL/bypass" "$2"
 }
@@ -68,8 +73,7 @@ supervised() { # POLICY ATTEMPT
 @test "remap_file_pages is refused by a default-deny policy that does not allow it" {
 	run "$WL/bypass" remap-file-pages
 	assert_success
-	policy p '{"version": 1, "default": {"action": "deny", "errno": "EPERM"}, "rules": [{"name": "mappings",
-		"syscalls": ["mmap", "munmap", "mremap", "mprotect", "brk", "madvise"], "action": "allow"}]}'
+	default_deny p
 	supervised p remap-file-pages
 	assert_failure 1
 	assert_output "remap-file-pages errno 1 EPERM"
@@ -135,8 +139,7 @@ supervised() { # POLICY ATTEMPT
 @test "map_shadow_stack, which maps without mmap, falls under the default deny and the limits" {
 	# Natively: ENOSYS or EOPNOTSUPP without user shadow stacks, else a
 	# mapping; supervised, the filter decides before the kernel does.
-	policy p '{"version": 1, "default": {"action": "deny", "errno": "EPERM"}, "rules": [{"name": "mappings",
-		"syscalls": ["mmap", "munmap", "mremap", "mprotect", "brk", "madvise"], "action": "allow"}]}'
+	default_deny p
 	supervised p map-shadow-stack
 	assert_failure 1
 	assert_output "map-shadow-stack errno 1 EPERM"
