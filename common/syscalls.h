@@ -37,6 +37,7 @@ enum mv_sc_class { MV_SC_MEMORY, MV_SC_LIFECYCLE, MV_SC_GUARD };
 	X(shmdt, MV_SC_MEMORY, "shmaddr")                                                          \
 	X(ipc, MV_SC_MEMORY, "call,first,second,third,ptr,fifth")                                  \
 	X(memfd_create, MV_SC_MEMORY, "name,flags")                                                \
+	X(map_shadow_stack, MV_SC_MEMORY, "addr,size,flags")                                       \
 	X(clone, MV_SC_LIFECYCLE, "flags,stack,parent_tid,child_tid,tls")                          \
 	X(clone3, MV_SC_LIFECYCLE, "uargs,size")                                                   \
 	X(fork, MV_SC_LIFECYCLE, "")                                                               \

@@ -25,6 +25,8 @@ static const struct raw_layout layouts[MV_SC_COUNT] = {
     [MV_SC_remap_file_pages] = {.len = 2},
     [MV_SC_shmat] = {.flags = 3, .family = NAMES_SHM},
     [MV_SC_memfd_create] = {.flags = 2, .family = NAMES_MFD},
+    /* A new mapping of size bytes made without mmap (Linux 6.6). */
+    [MV_SC_map_shadow_stack] = {.len = 2},
     [MV_SC_clone] = {.flags = 1, .family = NAMES_CLONE},
 };
 

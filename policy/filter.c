@@ -113,20 +113,42 @@ static int add_rules(scmp_filter_ctx ctx, const struct needs *n, enum mv_abi abi
 	return 0;
 }
 
+/* io_uring runs IORING_OP_MADVISE inside the kernel (io_uring/advise.c),
+ * where no seccomp filter sees it: where madvise is notified, the whole
+ * interface fails with EPERM, as with kernel.io_uring_disabled=2 (and
+ * Docker's default seccomp profile). A ring received from elsewhere is
+ * covered by refusing io_uring_enter too. */
+static int refuse_io_uring(scmp_filter_ctx ctx, const struct needs *n)
+{
+	static const char *const calls[] = {"io_uring_setup", "io_uring_enter",
+					    "io_uring_register"};
+	if (!needs_refuse_io_uring(n))
+		return 0;
+	for (size_t i = 0; i < ARRAY_SIZE(calls); i++) {
+		int nr = seccomp_syscall_resolve_name(calls[i]);
+		if (nr == __NR_SCMP_ERROR)
+			continue;
+		int rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
 int filter_build(const struct needs *n, struct sock_fprog *out)
 {
 	_cleanup_(ctx_release) scmp_filter_ctx main = abi_ctx(MV_ABI_X86_64);
 	if (!main)
 		return -ENOMEM;
 	int rc = add_rules(main, n, MV_ABI_X86_64);
-	if (rc < 0)
+	if (rc < 0 || (rc = refuse_io_uring(main, n)) < 0)
 		return rc;
 	for (int abi = MV_ABI_I386; abi < MV_ABI_COUNT; abi++) {
 		scmp_filter_ctx ctx = abi_ctx((enum mv_abi)abi);
 		if (!ctx)
 			return -ENOMEM;
 		if ((rc = add_rules(ctx, n, (enum mv_abi)abi)) < 0 ||
-		    (rc = seccomp_merge(main, ctx)) < 0) {
+		    (rc = refuse_io_uring(ctx, n)) < 0 || (rc = seccomp_merge(main, ctx)) < 0) {
 			seccomp_release(ctx);
 			return rc;
 		}

@@ -46,6 +46,8 @@ static enum gkind growth_kind(const struct mv_call *c)
 	case MV_SC_mmap:
 	case MV_SC_mmap2:
 		return callargs_readable(c) ? G_MMAP : G_NONE;
+	case MV_SC_map_shadow_stack:
+		return G_MMAP;
 	case MV_SC_mremap:
 		return G_MREMAP;
 	case MV_SC_brk:
@@ -82,7 +84,7 @@ static int growth(const struct mv_call *c, const struct pol_caller *who, enum gk
 	*out = 0;
 	switch (k) {
 	case G_MMAP: {
-		uint64_t len, flags;
+		uint64_t len = 0, flags = 0; /* map_shadow_stack has no flags */
 		callargs_len(c, &len);
 		callargs_flags(c, &flags);
 		if (!len)
@@ -280,6 +282,7 @@ uint32_t limits_region_delta(const struct mv_call *c)
 	case MV_SC_brk:
 		return callargs_arg(c, 0) ? 1 : 0;
 	case MV_SC_munmap:
+	case MV_SC_map_shadow_stack:
 		return 1;
 	case MV_SC_mremap:
 		/* Source split, target split, the new region; DONTUNMAP keeps

@@ -186,6 +186,7 @@ static void growth_calls(struct needs *n, enum mv_abi abi, const char *why)
 	add_all(n, abi, MV_SC_mmap2, why);
 	add_all(n, abi, MV_SC_mremap, why);
 	add_all(n, abi, MV_SC_shmat, why);
+	add_all(n, abi, MV_SC_map_shadow_stack, why);
 	add1(n, abi, MV_SC_brk, why, 0, NEEDS_NE, 0, 0);
 	add1(n, abi, MV_SC_ipc, why, 0, NEEDS_MASKED_EQ, 0xffff, IPC_SHMAT);
 }
@@ -227,6 +228,7 @@ static void compile_limits(const struct pol_limits *L, struct needs *n)
 				add1(n, abi, MV_SC_mmap, why, 1, NEEDS_GT, 0, L->max_mapping);
 			add1(n, abi, MV_SC_mmap2, why, 1, NEEDS_GT, 0, L->max_mapping);
 			add1(n, abi, MV_SC_mremap, why, 2, NEEDS_GT, 0, L->max_mapping);
+			add1(n, abi, MV_SC_map_shadow_stack, why, 1, NEEDS_GT, 0, L->max_mapping);
 			add_all(n, abi, MV_SC_shmat, why);
 			add1(n, abi, MV_SC_ipc, why, 0, NEEDS_MASKED_EQ, 0xffff, IPC_SHMAT);
 		}
@@ -413,6 +415,16 @@ int needs_covered(const struct needs *launch, const struct needs *want, char *bu
 	return 0;
 }
 
+bool needs_refuse_io_uring(const struct needs *n)
+{
+	for (int abi = 0; abi < MV_ABI_COUNT; abi++) {
+		const struct needs_sc *s = &n->sc[abi][MV_SC_madvise];
+		if (s->all || s->n)
+			return true;
+	}
+	return false;
+}
+
 void needs_describe(const struct needs *n, FILE *f)
 {
 	for (int abi = 0; abi < MV_ABI_COUNT; abi++) {
@@ -442,4 +454,7 @@ void needs_describe(const struct needs *n, FILE *f)
 		if (koff)
 			fprintf(f, "  in the kernel:   %s\n", kernel);
 	}
+	if (needs_refuse_io_uring(n))
+		fprintf(f, "io_uring_setup, io_uring_enter, io_uring_register: refused with EPERM "
+			   "(IORING_OP_MADVISE would pass madvise by the filter)\n");
 }

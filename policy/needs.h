@@ -64,6 +64,12 @@ int needs_covered(const struct needs *launch, const struct needs *want, char *bu
 struct mv_call;
 bool needs_match(const struct needs *n, const struct mv_call *c);
 
+/* Must io_uring be refused? IORING_OP_MADVISE runs madvise in the kernel,
+ * out of the filter's sight, so wherever madvise is notified (the policy
+ * has a say about it, or --notify-all lets any policy be set later) the
+ * io_uring calls fail with EPERM. */
+bool needs_refuse_io_uring(const struct needs *n);
+
 /* Print, per ABI, which calls are notified and when. */
 void needs_describe(const struct needs *n, FILE *f);
 

@@ -247,9 +247,14 @@ static void rule_syscalls(struct pctx *x, json_t *v, const char *ptr, struct pol
 			continue;
 		}
 		r->syscalls |= 1ULL << sc;
-		/* A rule on mmap covers mmap2, i386's mmap with a page offset. */
+		/* A rule on mmap covers mmap2, i386's mmap with a page offset;
+		 * one on mprotect covers pkey_mprotect, which is mprotect with
+		 * a protection key (same prot and length), else a way around
+		 * the rule. */
 		if (sc == MV_SC_mmap)
 			r->syscalls |= 1ULL << MV_SC_mmap2;
+		if (sc == MV_SC_mprotect)
+			r->syscalls |= 1ULL << MV_SC_pkey_mprotect;
 	}
 }
 

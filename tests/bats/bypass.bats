@@ -10,6 +10,11 @@ bats_require_minimum_version 1.5.0
 
 policy() { printf '%s\n' "$2" >"$TMP/$1.json"; }
 stat_of() { json_get "$TMP/s.json" "$1"; }
+# Deny every memory call but those an ordinary program makes.
+default_deny() { # NAME
+	policy "$1" '{"version": 1, "default": {"action": "deny", "errno": "EPERM"}, "rules": [{"name": "mappings",
+		"syscalls": ["mmap", "munmap", "mremap", "mprotect", "brk", "madvise"], "action": "allow"}]}'
+}
 supervised() { # POLICY ATTEMPT
 	run "$MEMVISOR" run --policy "$TMP/$1.json" --stats-json "$TMP/s.json" -- "$WL/bypass" "$2"
 }
@@ -57,11 +62,18 @@ supervised() { # POLICY ATTEMPT
 	[ "$(stat_of 'd["totals"]["calls"]["pkey_mprotect"]["deny"]')" -ge 1 ]
 }
 
+@test "pkey_mprotect is covered by a rule naming mprotect" {
+	policy p '{"version": 1, "rules": [{"name": "no-exec", "syscalls": ["mprotect"], "prot_has": ["EXEC"], "action": "deny"}]}'
+	supervised p pkey-mprotect-exec
+	assert_failure 1
+	assert_output "pkey-mprotect-exec errno 1 EPERM"
+	[ "$(stat_of 'd["totals"]["calls"]["pkey_mprotect"]["deny"]')" -eq 1 ]
+}
+
 @test "remap_file_pages is refused by a default-deny policy that does not allow it" {
 	run "$WL/bypass" remap-file-pages
 	assert_success
-	policy p '{"version": 1, "default": {"action": "deny", "errno": "EPERM"}, "rules": [{"name": "mappings",
-		"syscalls": ["mmap", "munmap", "mremap", "mprotect", "brk", "madvise"], "action": "allow"}]}'
+	default_deny p
 	supervised p remap-file-pages
 	assert_failure 1
 	assert_output "remap-file-pages errno 1 EPERM"
@@ -108,16 +120,34 @@ supervised() { # POLICY ATTEMPT
 	[ "$(stat_of 'd["totals"]["calls"]["mmap"]["deny"]')" -ge 1 ]
 }
 
-@test "io_uring: IORING_OP_MADVISE is not seen by the filter (open, documented)" {
+@test "io_uring: IORING_OP_MADVISE cannot pass a policy on madvise (io_uring is refused there)" {
 	run "$WL/bypass" io-uring-madvise
 	[ "$status" -ne 1 ] || skip "io_uring is disabled here: $output"
+	# Natively the ring's madvise drops the page.
 	assert_output "io-uring-madvise ok 0x1"
 	policy p '{"version": 1, "rules": [{"name": "no-madvise", "syscalls": ["madvise"], "action": "deny"}]}'
 	supervised p io-uring-madvise
-	if [ "$output" = "io-uring-madvise ok 0x1" ]; then
-		skip "open: io_uring runs madvise in the kernel, outside seccomp; set io_uring_disabled=2 or deny io_uring_setup (docs/reliability.md)"
-	fi
-	assert_failure
+	assert_failure 1
+	assert_output "io-uring-setup errno 1 EPERM"
+	"$MEMVISOR" policy check --explain "$TMP/p.json" | grep -q "io_uring_setup.*refused with EPERM"
+	# Where the policy has nothing to say about madvise, io_uring works.
+	run "$MEMVISOR" run -- "$WL/bypass" io-uring-madvise
+	assert_success
+	assert_output "io-uring-madvise ok 0x1"
+}
+
+@test "map_shadow_stack, which maps without mmap, falls under the default deny and the limits" {
+	# Natively: ENOSYS or EOPNOTSUPP without user shadow stacks, else a
+	# mapping; supervised, the filter decides before the kernel does.
+	default_deny p
+	supervised p map-shadow-stack
+	assert_failure 1
+	assert_output "map-shadow-stack errno 1 EPERM"
+	[ "$(stat_of 'd["totals"]["calls"]["map_shadow_stack"]["deny"]')" -eq 1 ]
+	policy m '{"version": 1, "limits": {"max_mapping": "16M"}}'
+	supervised m map-shadow-stack
+	assert_failure 12
+	assert_output "map-shadow-stack errno 12 ENOMEM"
 }
 
 @test "process_vm_writev into the program's own code fails (the kernel honours page protections)" {

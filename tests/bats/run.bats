@@ -245,17 +245,19 @@ x = bytearray(64 << 20); x[::4096] = b"x" * len(x[::4096]); print(sum(x[::4096])
 	run "$MEMVISOR" run -- sh -c 'sleep 1 & echo started'
 	assert_success
 	[ $((SECONDS - start)) -ge 1 ]
-	run timeout 10 "$MEMVISOR" run --kill-descendants --kill-grace 0.2 -- sh -c 'sleep 300 & echo started'
+	# By pid: a "sleep 300" of another test run on the machine is not ours.
+	run timeout 10 "$MEMVISOR" run --kill-descendants --kill-grace 0.2 -- sh -c 'sleep 300 & echo started $!'
 	assert_success
-	assert_output started
-	! pgrep -f 'sleep 300'
+	assert_output --regexp '^started [0-9]+$'
+	! kill -0 "${output#started }" 2>/dev/null
 }
 
 @test "--kill-descendants escalates to SIGKILL after the grace period" {
 	run timeout 10 "$MEMVISOR" run --kill-descendants --kill-grace 0.3 -- \
-		sh -c '(trap "" TERM; exec sleep 301) & sleep 0.2; echo started'
+		sh -c '(trap "" TERM; exec sleep 301) & sleep 0.2; echo started $!'
 	assert_success
-	! pgrep -f 'sleep 301'
+	assert_output --regexp '^started [0-9]+$'
+	! kill -0 "${output#started }" 2>/dev/null
 }
 
 @test "SIGTERM and SIGUSR1 sent to memvisor reach the command" {

@@ -229,6 +229,23 @@ static void test_names(void)
 	ok(names_flag(NAMES_PROT, "MAYBE", &b) < 0, "unknown flag");
 }
 
+/* pkey_mprotect is mprotect with a key: a rule on mprotect that did not
+ * cover it would be a way around the rule. */
+static void test_mprotect_covers_pkey(void)
+{
+	const char *text = "{\"version\": 1, \"rules\": [{\"syscalls\": [\"mprotect\"], "
+			   "\"prot_has\": [\"EXEC\"], \"action\": \"deny\"}]}";
+	struct policy *p = NULL;
+	struct pol_diag d;
+	const char *err = first_error(text, &p, &d);
+	ok(p && !*err, "a rule on mprotect parses");
+	if (p)
+		ok(p->rules[0].syscalls == ((1ULL << MV_SC_mprotect) | (1ULL << MV_SC_pkey_mprotect)),
+		   "a rule on mprotect covers pkey_mprotect");
+	pol_diag_free(&d);
+	policy_free(p);
+}
+
 int main(void)
 {
 	syscalls_init();
@@ -238,5 +255,6 @@ int main(void)
 	test_defaults();
 	test_jpos();
 	test_names();
+	test_mprotect_covers_pkey();
 	return tap_done();
 }

@@ -17,6 +17,9 @@
  *                        IORING_OP_MADVISE ("... ok 0x1" when the page
  *                        was dropped)
  *   vm-writev-code       process_vm_writev into its own code
+ *   map-shadow-stack     map_shadow_stack(64 MiB): a new mapping made
+ *                        without mmap (EOPNOTSUPP on CPUs without user
+ *                        shadow stacks, after the filter has decided)
  *
  * Each attempt prints "NAME ok RESULT" or "NAME errno N ENAME"; the exit
  * status is the errno of the last attempt (0 when it succeeded), 100 for a
@@ -177,6 +180,11 @@ static int io_uring_madvise(void)
 	return report("io-uring-madvise", page[0] == 0);
 }
 
+static int map_shadow_stack(void)
+{
+	return report("map-shadow-stack", syscall(453 /* map_shadow_stack */, 0L, 64UL << 20, 0L));
+}
+
 static int vm_writev_code(void)
 {
 	unsigned char byte = 0xc3;
@@ -200,6 +208,7 @@ int main(int argc, char **argv)
 	    {"io-uring", io_uring},
 	    {"io-uring-madvise", io_uring_madvise},
 	    {"vm-writev-code", vm_writev_code},
+	    {"map-shadow-stack", map_shadow_stack},
 	};
 	if (argc != 2) {
 		fprintf(stderr, "usage: bypass ATTEMPT (see the source)\n");
