@@ -235,6 +235,24 @@ static void compile_limits(const struct pol_limits *L, struct needs *n)
 	}
 }
 
+/* Does the policy itself (not --notify-all) have madvise notified? */
+static bool policy_decides_madvise(const struct policy *pol, bool notify_all, const struct needs *n)
+{
+	if (notify_all) {
+		struct needs own;
+		needs_compile(pol, false, &own);
+		bool r = own.refuse_io_uring;
+		needs_free(&own);
+		return r;
+	}
+	for (int abi = 0; abi < MV_ABI_COUNT; abi++) {
+		const struct needs_sc *s = &n->sc[abi][MV_SC_madvise];
+		if (s->all || s->n)
+			return true;
+	}
+	return false;
+}
+
 void needs_compile(const struct policy *pol, bool notify_all, struct needs *n)
 {
 	memset(n, 0, sizeof(*n));
@@ -262,6 +280,7 @@ void needs_compile(const struct policy *pol, bool notify_all, struct needs *n)
 	if (pol->wx != POL_WX_OFF)
 		compile_wx(n);
 	compile_limits(&pol->lim, n);
+	n->refuse_io_uring = policy_decides_madvise(pol, notify_all, n);
 }
 
 void needs_free(struct needs *n)
@@ -386,6 +405,12 @@ static void describe_term(const struct needs_term *t, enum mv_sc sc, char *buf, 
 
 int needs_covered(const struct needs *launch, const struct needs *want, char *buf, size_t len)
 {
+	if (want->refuse_io_uring && !launch->refuse_io_uring) {
+		snprintf(buf, len,
+			 "the policy decides madvise, which io_uring can do out of the filter's "
+			 "sight (IORING_OP_MADVISE), and the launch filter allows io_uring");
+		return -1;
+	}
 	for (int abi = 0; abi < MV_ABI_COUNT; abi++) {
 		for (int sc = 0; sc < MV_SC_COUNT; sc++) {
 			const struct needs_sc *L = &launch->sc[abi][sc], *W = &want->sc[abi][sc];
@@ -417,12 +442,7 @@ int needs_covered(const struct needs *launch, const struct needs *want, char *bu
 
 bool needs_refuse_io_uring(const struct needs *n)
 {
-	for (int abi = 0; abi < MV_ABI_COUNT; abi++) {
-		const struct needs_sc *s = &n->sc[abi][MV_SC_madvise];
-		if (s->all || s->n)
-			return true;
-	}
-	return false;
+	return n->refuse_io_uring;
 }
 
 void needs_describe(const struct needs *n, FILE *f)

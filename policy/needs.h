@@ -48,6 +48,7 @@ struct needs_sc {
 
 struct needs {
 	bool notify_all;
+	bool refuse_io_uring; /* see needs_refuse_io_uring */
 	struct needs_sc sc[MV_ABI_COUNT][MV_SC_COUNT];
 };
 
@@ -65,9 +66,10 @@ struct mv_call;
 bool needs_match(const struct needs *n, const struct mv_call *c);
 
 /* Must io_uring be refused? IORING_OP_MADVISE runs madvise in the kernel,
- * out of the filter's sight, so wherever madvise is notified (the policy
- * has a say about it, or --notify-all lets any policy be set later) the
- * io_uring calls fail with EPERM. */
+ * out of the filter's sight, so where the policy has a say about madvise
+ * the io_uring calls fail with EPERM. Not for --notify-all alone: a
+ * statistics run keeps io_uring, and a policy set later that would need
+ * it refused is refused itself (needs_covered). */
 bool needs_refuse_io_uring(const struct needs *n);
 
 /* Print, per ABI, which calls are notified and when. */

@@ -134,6 +134,24 @@ supervised() { # POLICY ATTEMPT
 	run "$MEMVISOR" run -- "$WL/bypass" io-uring-madvise
 	assert_success
 	assert_output "io-uring-madvise ok 0x1"
+	# Nor under --notify-all alone: statistics do not change the program.
+	run "$MEMVISOR" run --notify-all -- "$WL/bypass" io-uring-madvise
+	assert_success
+	assert_output "io-uring-madvise ok 0x1"
+}
+
+@test "io_uring: a policy on madvise set at run time, over a filter that allows io_uring, is refused" {
+	mkfifo "$TMP/go"
+	"$MEMVISOR" run --notify-all --socket "$SOCK" -- sh -c "read x <'$TMP/go'" &
+	mv=$!
+	remember_pid $mv
+	wait_for 5 test -S "$SOCK"
+	policy p '{"version": 1, "rules": [{"name": "no-madvise", "syscalls": ["madvise"], "action": "deny"}]}'
+	run "$MEMVISOR" ctl --socket "$SOCK" policy set "$TMP/p.json"
+	assert_failure 1
+	assert_output --partial "IORING_OP_MADVISE"
+	echo go >"$TMP/go"
+	wait $mv
 }
 
 @test "map_shadow_stack, which maps without mmap, falls under the default deny and the limits" {
