@@ -63,13 +63,13 @@ struct procmap_query {
 	uint64_t vma_name_addr;
 	uint64_t build_id_addr;
 };
-#define PROCMAP_QUERY _IOWR('f', 17, struct procmap_query)
-#define PROCMAP_QUERY_VMA_READABLE 0x01
-#define PROCMAP_QUERY_VMA_WRITABLE 0x02
-#define PROCMAP_QUERY_VMA_EXECUTABLE 0x04
-#define PROCMAP_QUERY_VMA_SHARED 0x08
+#define PROCMAP_QUERY			   _IOWR('f', 17, struct procmap_query)
+#define PROCMAP_QUERY_VMA_READABLE	   0x01
+#define PROCMAP_QUERY_VMA_WRITABLE	   0x02
+#define PROCMAP_QUERY_VMA_EXECUTABLE	   0x04
+#define PROCMAP_QUERY_VMA_SHARED	   0x08
 #define PROCMAP_QUERY_COVERING_OR_NEXT_VMA 0x10
-#define PROCMAP_QUERY_FILE_BACKED_VMA 0x20
+#define PROCMAP_QUERY_FILE_BACKED_VMA	   0x20
 #endif
 
 /* Linux 6.7: PAGEMAP_SCAN on a /proc/PID/pagemap fd. */
@@ -93,14 +93,14 @@ struct pm_scan_arg {
 	uint64_t category_anyof_mask;
 	uint64_t return_mask;
 };
-#define PAGEMAP_SCAN _IOWR('f', 16, struct pm_scan_arg)
-#define PAGE_IS_WPALLOWED (1 << 0)
-#define PAGE_IS_WRITTEN (1 << 1)
-#define PAGE_IS_FILE (1 << 2)
-#define PAGE_IS_PRESENT (1 << 3)
-#define PAGE_IS_SWAPPED (1 << 4)
-#define PAGE_IS_PFNZERO (1 << 5)
-#define PAGE_IS_HUGE (1 << 6)
+#define PAGEMAP_SCAN	   _IOWR('f', 16, struct pm_scan_arg)
+#define PAGE_IS_WPALLOWED  (1 << 0)
+#define PAGE_IS_WRITTEN	   (1 << 1)
+#define PAGE_IS_FILE	   (1 << 2)
+#define PAGE_IS_PRESENT	   (1 << 3)
+#define PAGE_IS_SWAPPED	   (1 << 4)
+#define PAGE_IS_PFNZERO	   (1 << 5)
+#define PAGE_IS_HUGE	   (1 << 6)
 #define PAGE_IS_SOFT_DIRTY (1 << 7)
 #endif
 
@@ -117,11 +117,11 @@ struct pidfd_info {
 	uint32_t coredump_mask;
 	uint32_t spare1;
 };
-#define PIDFD_GET_INFO _IOWR(0xFF, 11, struct pidfd_info)
-#define PIDFD_INFO_PID (1UL << 0)
-#define PIDFD_INFO_CREDS (1UL << 1)
+#define PIDFD_GET_INFO	    _IOWR(0xFF, 11, struct pidfd_info)
+#define PIDFD_INFO_PID	    (1UL << 0)
+#define PIDFD_INFO_CREDS    (1UL << 1)
 #define PIDFD_INFO_CGROUPID (1UL << 2)
-#define PIDFD_INFO_EXIT (1UL << 3)
+#define PIDFD_INFO_EXIT	    (1UL << 3)
 #endif
 
 /* Linux 6.1: synchronous collapse into transparent huge pages. */

@@ -7,8 +7,8 @@
 #include <stdint.h>
 
 #define HIST_SUB_BITS 4
-#define HIST_MAX_MSB 40
-#define HIST_BUCKETS (((HIST_MAX_MSB - HIST_SUB_BITS + 1) << HIST_SUB_BITS) + (1 << HIST_SUB_BITS))
+#define HIST_MAX_MSB  40
+#define HIST_BUCKETS  (((HIST_MAX_MSB - HIST_SUB_BITS + 1) << HIST_SUB_BITS) + (1 << HIST_SUB_BITS))
 
 struct hist {
 	uint64_t count;

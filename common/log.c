@@ -53,9 +53,10 @@ void log_msg(enum mv_log_level level, const char *fmt, ...)
 		struct tm tm;
 		clock_gettime(CLOCK_REALTIME, &ts);
 		gmtime_r(&ts.tv_sec, &tm);
-		n = snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ [%d] %s: ",
-			     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-			     tm.tm_sec, ts.tv_nsec / 1000, (int)getpid(), level_names[level]);
+		n = snprintf(line, sizeof(line),
+			     "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ [%d] %s: ", tm.tm_year + 1900,
+			     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+			     ts.tv_nsec / 1000, (int)getpid(), level_names[level]);
 	} else {
 		n = snprintf(line, sizeof(line), "memvisor: %s: ", level_names[level]);
 	}

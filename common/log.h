@@ -17,8 +17,8 @@ int log_enabled(enum mv_log_level level);
 void log_msg(enum mv_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define log_error(...) log_msg(MV_LOG_ERROR, __VA_ARGS__)
-#define log_warn(...) log_msg(MV_LOG_WARN, __VA_ARGS__)
-#define log_info(...) log_msg(MV_LOG_INFO, __VA_ARGS__)
+#define log_warn(...)  log_msg(MV_LOG_WARN, __VA_ARGS__)
+#define log_info(...)  log_msg(MV_LOG_INFO, __VA_ARGS__)
 #define log_debug(...)                                                                             \
 	do {                                                                                       \
 		if (log_enabled(MV_LOG_DEBUG))                                                     \

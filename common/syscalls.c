@@ -12,7 +12,7 @@ static const struct {
 	const char *args;
 } table[MV_SC_COUNT] = {
 #define X(n, c, a) [MV_SC_##n] = {#n, c, a},
-	MV_SYSCALL_TABLE(X)
+    MV_SYSCALL_TABLE(X)
 #undef X
 };
 

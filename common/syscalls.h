@@ -18,10 +18,10 @@
 enum mv_sc_class { MV_SC_MEMORY, MV_SC_LIFECYCLE, MV_SC_GUARD };
 
 #define MV_SYSCALL_TABLE(X)                                                                        \
-	X(mmap, MV_SC_MEMORY, "addr,length,prot,flags,fd,offset")                                 \
-	X(mmap2, MV_SC_MEMORY, "addr,length,prot,flags,fd,pgoffset")                              \
+	X(mmap, MV_SC_MEMORY, "addr,length,prot,flags,fd,offset")                                  \
+	X(mmap2, MV_SC_MEMORY, "addr,length,prot,flags,fd,pgoffset")                               \
 	X(munmap, MV_SC_MEMORY, "addr,length")                                                     \
-	X(mremap, MV_SC_MEMORY, "old_address,old_size,new_size,flags,new_address")                \
+	X(mremap, MV_SC_MEMORY, "old_address,old_size,new_size,flags,new_address")                 \
 	X(mprotect, MV_SC_MEMORY, "addr,length,prot")                                              \
 	X(pkey_mprotect, MV_SC_MEMORY, "addr,length,prot,pkey")                                    \
 	X(brk, MV_SC_MEMORY, "addr")                                                               \
@@ -53,7 +53,7 @@ enum mv_sc {
 #define X(name, cls, args) MV_SC_##name,
 	MV_SYSCALL_TABLE(X)
 #undef X
-		MV_SC_COUNT,
+	    MV_SC_COUNT,
 	MV_SC_UNKNOWN = 0xff,
 };
 

@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-#define MV_MIN(a, b) ((a) < (b) ? (a) : (b))
-#define MV_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define MV_MIN(a, b)  ((a) < (b) ? (a) : (b))
+#define MV_MAX(a, b)  ((a) > (b) ? (a) : (b))
 
 #define _cleanup_(f) __attribute__((cleanup(f)))
 
@@ -30,7 +30,7 @@ static inline void mv_closep(int *fd)
 	}
 }
 
-#define _cleanup_free_ _cleanup_(mv_freep)
+#define _cleanup_free_	_cleanup_(mv_freep)
 #define _cleanup_close_ _cleanup_(mv_closep)
 
 /* Hand a cleanup-managed value to the caller: returns it and disarms the cleanup. */

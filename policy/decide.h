@@ -103,7 +103,7 @@ struct pol_decision {
 	/* Room for a copy of the rule name, for callers that use the decision
 	 * after the policy may have been replaced and freed. */
 	char rule_copy[72];
-	char why[112];	  /* a human reason for denials and logs, or "" */
+	char why[112]; /* a human reason for denials and logs, or "" */
 	/* For the caller's accounting, when the call is let through: */
 	uint64_t grow;	       /* bytes it may add to the process */
 	uint64_t grow_tree;    /* bytes it may add to the tree (a fork: the child) */

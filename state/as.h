@@ -36,9 +36,9 @@ enum as_kind {
 
 const char *as_kind_name(enum as_kind k);
 
-#define AS_PROT_READ 0x1
+#define AS_PROT_READ  0x1
 #define AS_PROT_WRITE 0x2
-#define AS_PROT_EXEC 0x4
+#define AS_PROT_EXEC  0x4
 
 /* Who made a region, or last changed it: a notified call, or the exec
  * that built the initial image. sc == MV_SC_UNKNOWN: not known (made
@@ -58,7 +58,7 @@ struct as_region {
 	uint8_t prot; /* AS_PROT_* */
 	bool shared;
 	enum as_kind kind;
-	char *path; /* file path or [special] name; NULL for plain anonymous */
+	char *path;	    /* file path or [special] name; NULL for plain anonymous */
 	uint64_t committed; /* resident bytes */
 	struct as_origin created, changed;
 };
@@ -67,8 +67,8 @@ struct as_model {
 	struct as_region *r;
 	size_t n, cap;
 	uint64_t reconciled_ns; /* wall clock of the kernel snapshot */
-	uint64_t mapped;        /* sum of sizes */
-	uint64_t committed;     /* sum of committed */
+	uint64_t mapped;	/* sum of sizes */
+	uint64_t committed;	/* sum of committed */
 };
 
 /* One logged call, as much as matching needs. */

@@ -8,7 +8,7 @@
 #include <string.h>
 
 static const char *const kind_names[AS_KIND_COUNT] = {
-	"anon", "file", "shmem", "heap", "stack", "vdso", "vvar", "vsyscall", "other",
+    "anon", "file", "shmem", "heap", "stack", "vdso", "vvar", "vsyscall", "other",
 };
 
 const char *as_kind_name(enum as_kind k)

@@ -12,16 +12,17 @@
 
 #include <string.h>
 
-#define PAGE 4096ull
-#define MAP_SHARED_ 0x01
-#define MAP_FIXED_ 0x10
-#define MAP_ANONYMOUS_ 0x20
+#define PAGE		     4096ull
+#define MAP_SHARED_	     0x01
+#define MAP_FIXED_	     0x10
+#define MAP_ANONYMOUS_	     0x20
 #define MAP_FIXED_NOREPLACE_ 0x100000
-#define MREMAP_FIXED_ 0x2
+#define MREMAP_FIXED_	     0x2
 
 static uint64_t page_up(uint64_t v)
 {
-	return v > UINT64_MAX - (PAGE - 1) ? UINT64_MAX & ~(PAGE - 1) : (v + PAGE - 1) & ~(PAGE - 1);
+	return v > UINT64_MAX - (PAGE - 1) ? UINT64_MAX & ~(PAGE - 1)
+					   : (v + PAGE - 1) & ~(PAGE - 1);
 }
 
 static bool logs_layout(enum mv_sc sc)
@@ -130,8 +131,9 @@ static bool could_make(const struct as_call *c, const struct as_region *r, bool 
 		if ((c->args[2] & 7) != r->prot || shared != r->shared)
 			return false;
 		/* Shared anonymous memory shows as "/dev/zero (deleted)". */
-		bool region_anon = r->kind == AS_ANON ||
-				   (r->kind == AS_SHMEM && r->path && strcmp(r->path, "/dev/zero (deleted)") == 0);
+		bool region_anon =
+		    r->kind == AS_ANON ||
+		    (r->kind == AS_SHMEM && r->path && strcmp(r->path, "/dev/zero (deleted)") == 0);
 		if (anon != region_anon)
 			return false;
 		uint64_t len = page_up(c->args[1]);
@@ -277,7 +279,8 @@ void as_provenance(struct as_model *fresh, const struct as_model *old, const str
 			r->changed = o->changed;
 		} else if (exec_ns && made_by_exec(r, exe)) {
 			r->created = (struct as_origin){MV_SC_execve, exec_ns};
-		} else if ((m = match_fixed(log, r)) >= 0 || (m = match_size(log, used, r, r->end - r->start, true)) >= 0) {
+		} else if ((m = match_fixed(log, r)) >= 0 ||
+			   (m = match_size(log, used, r, r->end - r->start, true)) >= 0) {
 			used[m] = true;
 			set_origin(r, nth_newest(log, (size_t)m));
 		} else {
@@ -299,7 +302,8 @@ void as_provenance(struct as_model *fresh, const struct as_model *old, const str
 		struct as_region *r = &fresh->r[i];
 		if (r->created.sc != MV_SC_UNKNOWN || match_change(log, r) < 0)
 			continue;
-		if (i > 0 && same_mapping(&fresh->r[i - 1], r) && fresh->r[i - 1].created.sc != MV_SC_UNKNOWN)
+		if (i > 0 && same_mapping(&fresh->r[i - 1], r) &&
+		    fresh->r[i - 1].created.sc != MV_SC_UNKNOWN)
 			r->created = fresh->r[i - 1].created;
 		else if (i + 1 < fresh->n && same_mapping(r, &fresh->r[i + 1]))
 			r->created = fresh->r[i + 1].created;

@@ -32,17 +32,17 @@ struct proc {
 	enum proc_state state;
 	bool identity_stale; /* exe/cmdline not yet read from /proc */
 	bool exe_verified;   /* exe is what /proc/PID/exe says */
-	unsigned execs; /* successful execs seen */
+	unsigned execs;	     /* successful execs seen */
 
 	/* An execve/execveat was let through and its outcome is unknown until
 	 * the process is next looked at (see supervisor/lifecycle.c). */
 	bool exec_pending;
 	int exec_probe_fd; /* /proc/PID/mem opened at the execve: pins the old mm */
-	char *exec_path;    /* the path and argv the execve asked for, */
-	char *exec_argv;    /* NUL-separated, until /proc can be read */
+	char *exec_path;   /* the path and argv the execve asked for, */
+	char *exec_argv;   /* NUL-separated, until /proc can be read */
 	size_t exec_argv_len;
 	uint64_t exec_probe_addr; /* an address mapped in the old mm */
-	pid_t exec_mm_peer; /* vfork parent sharing the mm at the execve, or 0 */
+	pid_t exec_mm_peer;	  /* vfork parent sharing the mm at the execve, or 0 */
 
 	uint64_t brk_cur; /* last program break asked for, 0 = unknown */
 	uint64_t notified_calls;
@@ -53,7 +53,6 @@ struct proc {
 	struct as_model model;
 	struct as_log *aslog;
 	uint64_t exec_ns; /* wall time of an exec not yet reconciled, or 0 */
-
 };
 
 struct proctab {
@@ -61,10 +60,10 @@ struct proctab {
 	struct imap threads; /* tid -> struct proc, non-leader threads */
 	struct proc **exited;
 	size_t n_exited, cap_exited;
-	size_t max_exited;               /* beyond this, exited processes are folded ... */
-	struct proc_stats folded;        /* ... into these counters */
+	size_t max_exited;	  /* beyond this, exited processes are folded ... */
+	struct proc_stats folded; /* ... into these counters */
 	uint64_t n_folded;
-	uint64_t n_seen;                 /* processes ever seen */
+	uint64_t n_seen; /* processes ever seen */
 };
 
 void proctab_init(struct proctab *t, size_t max_exited);

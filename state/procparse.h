@@ -10,9 +10,9 @@ struct proc_status {
 	pid_t tgid;
 	pid_t ppid;
 	int threads;
-	uint64_t vm_size;  /* bytes */
-	uint64_t vm_rss;   /* bytes */
-	int seccomp;       /* Seccomp: mode */
+	uint64_t vm_size; /* bytes */
+	uint64_t vm_rss;  /* bytes */
+	int seccomp;	  /* Seccomp: mode */
 	char name[64];
 };
 
@@ -24,12 +24,12 @@ struct proc_stat {
 	char state;
 	pid_t ppid;
 	int num_threads;
-	uint64_t start_ticks; /* field 22 */
-	uint64_t vsize;       /* field 23, bytes */
-	uint64_t rss_pages;   /* field 24 */
+	uint64_t start_ticks;			    /* field 22 */
+	uint64_t vsize;				    /* field 23, bytes */
+	uint64_t rss_pages;			    /* field 24 */
 	uint64_t start_code, end_code, start_stack; /* 26, 27, 28 */
-	uint64_t start_brk;                         /* 47 */
-	uint64_t arg_start, env_end;                /* 48, 51 */
+	uint64_t start_brk;			    /* 47 */
+	uint64_t arg_start, env_end;		    /* 48, 51 */
 };
 
 /* /proc/PID/stat: the comm field may hold spaces and parentheses, so the

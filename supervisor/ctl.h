@@ -15,16 +15,16 @@
 struct ctl_client;
 
 /* Error codes (the "code" slug of an error reply). */
-#define CTL_E_BAD_JSON "bad_json"
-#define CTL_E_BAD_REQUEST "bad_request"
+#define CTL_E_BAD_JSON	      "bad_json"
+#define CTL_E_BAD_REQUEST     "bad_request"
 #define CTL_E_UNKNOWN_COMMAND "unknown_command"
 #define CTL_E_NO_SUCH_PROCESS "no_such_process"
-#define CTL_E_BUSY "busy"
-#define CTL_E_INTERNAL "internal"
-#define CTL_E_TOO_LARGE "too_large"
-#define CTL_E_PERMISSION "permission_denied"
-#define CTL_E_NOT_SUPPORTED "not_supported"
-#define CTL_E_INVALID "invalid"
+#define CTL_E_BUSY	      "busy"
+#define CTL_E_INTERNAL	      "internal"
+#define CTL_E_TOO_LARGE	      "too_large"
+#define CTL_E_PERMISSION      "permission_denied"
+#define CTL_E_NOT_SUPPORTED   "not_supported"
+#define CTL_E_INVALID	      "invalid"
 
 struct ctl_err {
 	const char *code;
@@ -48,7 +48,7 @@ const struct ctl_cmd *ctl_cmd_table(size_t *n);
 
 /* Set err and return -1, printf-style. */
 int ctl_fail(struct ctl_err *err, const char *code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 /* Argument helpers: 0, or -1 with a bad_request naming "args.KEY". When
  * the key is absent, *_opt variants leave *out alone and return 0. */

@@ -126,7 +126,9 @@ static int find_socket(const struct client_opts *o, char **out)
 	if (n == 0) {
 		char dirs[3][4096];
 		size_t nd = socket_dirs(dirs);
-		fprintf(stderr, "memvisor ctl: no running memvisor found (looked in %s%s%s); use --socket PATH\n",
+		fprintf(stderr,
+			"memvisor ctl: no running memvisor found (looked in %s%s%s); use --socket "
+			"PATH\n",
 			dirs[0], nd > 1 ? " and " : "", nd > 1 ? dirs[1] : "");
 		free_list(v);
 		return EXIT_CONNECT;
@@ -169,7 +171,8 @@ static json_t *read_msg(struct conn *c, bool wait_forever)
 			if (r < 0 && errno == EINTR)
 				continue;
 			if (r <= 0) {
-				fprintf(stderr, "memvisor ctl: no reply within %d ms\n", c->timeout_ms);
+				fprintf(stderr, "memvisor ctl: no reply within %d ms\n",
+					c->timeout_ms);
 				return NULL;
 			}
 		}
@@ -194,7 +197,8 @@ static json_t *read_msg(struct conn *c, bool wait_forever)
 
 static int send_req(struct conn *c, const char *cmd, json_t *args)
 {
-	json_t *req = json_pack("{s:i, s:s, s:o}", "id", 1, "cmd", cmd, "args", args ? args : json_object());
+	json_t *req =
+	    json_pack("{s:i, s:s, s:o}", "id", 1, "cmd", cmd, "args", args ? args : json_object());
 	char *s = json_dumps(req, JSON_COMPACT);
 	json_decref(req);
 	size_t len = strlen(s);
@@ -232,7 +236,8 @@ static int call(struct conn *c, const char *cmd, json_t *args, json_t **result)
 			return EXIT_OK;
 		}
 		json_t *err = json_object_get(msg, "error");
-		fprintf(stderr, "memvisor ctl: %s: %s\n", json_string_value(json_object_get(err, "code")),
+		fprintf(stderr, "memvisor ctl: %s: %s\n",
+			json_string_value(json_object_get(err, "code")),
 			json_string_value(json_object_get(err, "message")));
 		json_decref(msg);
 		return EXIT_REPLY;
@@ -382,19 +387,23 @@ static int checkpoint_args(int argc, char **argv, json_t **args)
 		} else if (strcmp(a, "--stop-timeout") == 0 && i + 1 < argc) {
 			int ms;
 			if (cli_parse_seconds_ms(argv[++i], &ms) < 0 || ms < 1) {
-				fprintf(stderr, "memvisor ctl: --stop-timeout: '%s' is not a number of seconds\n",
+				fprintf(stderr,
+					"memvisor ctl: --stop-timeout: '%s' is not a number of "
+					"seconds\n",
 					argv[i]);
 				goto fail;
 			}
 			json_object_set_new(*args, "stop_timeout_ms", json_integer(ms));
 		} else if (strcmp(a, "--buffer") == 0 && i + 1 < argc) {
 			if (mv_parse_size(argv[++i], &size) < 0) {
-				fprintf(stderr, "memvisor ctl: --buffer: '%s' is not a size\n", argv[i]);
+				fprintf(stderr, "memvisor ctl: --buffer: '%s' is not a size\n",
+					argv[i]);
 				goto fail;
 			}
 			json_object_set_new(*args, "buffer", json_integer((json_int_t)size));
 		} else if (a[0] == '-' || dir) {
-			fprintf(stderr, "memvisor ctl: usage: checkpoint DIR [--pid PID]... [--force] [--wait]\n");
+			fprintf(stderr, "memvisor ctl: usage: checkpoint DIR [--pid PID]... "
+					"[--force] [--wait]\n");
 			goto fail;
 		} else {
 			dir = a;
@@ -440,7 +449,8 @@ static int reload_args(int argc, char **argv, json_t **args)
 		} else if (strcmp(argv[i], "--rate") == 0 && i + 1 < argc) {
 			double rate = strtod(argv[++i], &end);
 			if (!*argv[i] || *end || rate < 0) {
-				fprintf(stderr, "memvisor ctl: --rate: '%s' is not a number of MB/s\n",
+				fprintf(stderr,
+					"memvisor ctl: --rate: '%s' is not a number of MB/s\n",
 					argv[i]);
 				goto fail;
 			}
@@ -485,7 +495,7 @@ static void render_hello(json_t *r)
 	       json_is_true(json_object_get(f, "pagemap_scan")) ? "yes" : "no",
 	       json_is_true(json_object_get(f, "pidfd_getfd")) ? "yes" : "no",
 	       json_is_true(json_object_get(f, "mdwe")) ? "yes" : "no",
-	       json_is_true(json_object_get(uf, "dev"))       ? "dev"
+	       json_is_true(json_object_get(uf, "dev"))	      ? "dev"
 	       : json_is_true(json_object_get(uf, "syscall")) ? "syscall"
 							      : "no");
 	printf("commands:");
@@ -507,8 +517,10 @@ static void render_status(json_t *r)
 	if (json_is_integer(json_object_get(r, "exit_status")))
 		printf(", exit status %lld", jint(r, "exit_status"));
 	printf(")\nuptime:        %.1f s\n", json_real_value(json_object_get(r, "uptime")));
-	printf("processes:     %lld running, %lld seen\n", jint(r, "processes"), jint(r, "processes_seen"));
-	printf("memory:        %s mapped, %s committed\n", hsize(json_object_get(t, "mapped"), a, sizeof(a)),
+	printf("processes:     %lld running, %lld seen\n", jint(r, "processes"),
+	       jint(r, "processes_seen"));
+	printf("memory:        %s mapped, %s committed\n",
+	       hsize(json_object_get(t, "mapped"), a, sizeof(a)),
 	       hsize(json_object_get(t, "committed"), b, sizeof(b)));
 	printf("notifications: %lld (%lld denied, %lld killed)\n", jint(t, "notifications"),
 	       jint(t, "denials"), jint(t, "kills"));
@@ -529,7 +541,8 @@ static void render_ps(json_t *r)
 	{
 		char a[32], b[32];
 		printf("%7lld %7lld %4lld %-12s %10s %10s %8lld  ", jint(p, "pid"), jint(p, "ppid"),
-		       jint(p, "threads"), jstr(p, "state"), hsize(json_object_get(p, "mapped"), a, sizeof(a)),
+		       jint(p, "threads"), jstr(p, "state"),
+		       hsize(json_object_get(p, "mapped"), a, sizeof(a)),
 		       hsize(json_object_get(p, "committed"), b, sizeof(b)), jint(p, "calls"));
 		print_cmdline(json_object_get(p, "cmdline"), 60);
 		printf("\n");
@@ -547,22 +560,25 @@ static void render_regions(json_t *r)
 	{
 		json_t *cb = json_object_get(g, "created_by");
 		printf("%-14s %-14s %10s %-4s %-6s %-8s %10s %-10s %s\n", jstr(g, "start") + 2,
-		       jstr(g, "end") + 2, hsize(json_object_get(g, "size"), a, sizeof(a)), jstr(g, "prot"),
-		       json_is_true(json_object_get(g, "shared")) ? "shared" : "priv", jstr(g, "kind"),
-		       hsize(json_object_get(g, "committed"), b, sizeof(b)),
+		       jstr(g, "end") + 2, hsize(json_object_get(g, "size"), a, sizeof(a)),
+		       jstr(g, "prot"),
+		       json_is_true(json_object_get(g, "shared")) ? "shared" : "priv",
+		       jstr(g, "kind"), hsize(json_object_get(g, "committed"), b, sizeof(b)),
 		       json_is_object(cb) ? jstr(cb, "syscall") : "-",
 		       json_is_string(json_object_get(g, "path")) ? jstr(g, "path") : "");
 	}
 	fmt_ns((uint64_t)jint(r, "reconcile_ns"), c, sizeof(c));
-	printf("%lld regions, %s mapped, %s committed (pid %lld, read with %s in %s)\n", jint(r, "count"),
-	       hsize(json_object_get(r, "mapped"), a, sizeof(a)),
-	       hsize(json_object_get(r, "committed"), b, sizeof(b)), jint(r, "pid"), jstr(r, "source"), c);
+	printf("%lld regions, %s mapped, %s committed (pid %lld, read with %s in %s)\n",
+	       jint(r, "count"), hsize(json_object_get(r, "mapped"), a, sizeof(a)),
+	       hsize(json_object_get(r, "committed"), b, sizeof(b)), jint(r, "pid"),
+	       jstr(r, "source"), c);
 }
 
 static void render_stat_block(json_t *s)
 {
 	static const char *const verdicts[] = {"allow", "log", "deny", "kill"};
-	printf("  %-18s %9s %9s %9s %9s %12s\n", "SYSCALL", "ALLOW", "LOG", "DENY", "KILL", "BYTES");
+	printf("  %-18s %9s %9s %9s %9s %12s\n", "SYSCALL", "ALLOW", "LOG", "DENY", "KILL",
+	       "BYTES");
 	const char *name;
 	json_t *by;
 	json_t *bytes = json_object_get(s, "bytes");
@@ -582,8 +598,8 @@ static void render_stat_block(json_t *s)
 	fmt_ns((uint64_t)jint(h, "p99"), p99, sizeof(p99));
 	fmt_ns((uint64_t)jint(h, "p999"), p999, sizeof(p999));
 	fmt_ns((uint64_t)jint(h, "max"), mx, sizeof(mx));
-	printf("  %lld calls; service time p50 %s, p99 %s, p99.9 %s, max %s\n", jint(s, "total"), p50,
-	       p99, p999, mx);
+	printf("  %lld calls; service time p50 %s, p99 %s, p99.9 %s, max %s\n", jint(s, "total"),
+	       p50, p99, p999, mx);
 }
 
 static void render_stats(json_t *r)
@@ -602,8 +618,9 @@ static void render_job_line(json_t *j)
 {
 	char a[32], b[32];
 	double rate = json_real_value(json_object_get(j, "rate"));
-	printf("  job %lld %-10s %-8s %-12s %s / %s (%.1f MB/s, %.1f s)\n", jint(j, "id"), jstr(j, "kind"),
-	       jstr(j, "state"), jstr(j, "phase"), hsize(json_object_get(j, "done"), a, sizeof(a)),
+	printf("  job %lld %-10s %-8s %-12s %s / %s (%.1f MB/s, %.1f s)\n", jint(j, "id"),
+	       jstr(j, "kind"), jstr(j, "state"), jstr(j, "phase"),
+	       hsize(json_object_get(j, "done"), a, sizeof(a)),
 	       hsize(json_object_get(j, "total"), b, sizeof(b)), rate / 1e6,
 	       json_real_value(json_object_get(j, "elapsed")));
 	json_t *e = json_object_get(j, "error");
@@ -650,7 +667,8 @@ static void render_checkpoint_result(json_t *res)
 	json_array_foreach(json_object_get(res, "processes"), i, p)
 	{
 		if (strcmp(jstr(p, "state"), "gone") == 0)
-			printf("  process %lld: gone (exited during the checkpoint)\n", jint(p, "pid"));
+			printf("  process %lld: gone (exited during the checkpoint)\n",
+			       jint(p, "pid"));
 		else
 			printf("  process %lld: %lld threads, %s, paused %.1f ms\n", jint(p, "pid"),
 			       jint(p, "threads"), hsize(json_object_get(p, "bytes"), a, sizeof(a)),
@@ -732,34 +750,35 @@ static int policy_args(int argc, char **argv, json_t **args)
 }
 
 static const struct ctl_op ops[] = {
-	{"hello", "hello", 0, 0, no_args, render_hello, "versions, pid, kernel features"},
-	{"status", "status", 0, 0, no_args, render_status, "uptime, processes, totals, jobs"},
-	{"ps", "ps", 0, 0, no_args, render_ps, "every supervised process"},
-	{"regions", "regions PID [--source=auto|procmap_query|maps]", 1, 2, pid_args, render_regions,
-	 "a process's address space, as the kernel has it now"},
-	{"stats", "stats [PID]", 0, 1, opt_pid_args, render_stats,
-	 "calls by syscall and verdict, bytes, service time"},
-	{"events", "events", 0, 0, no_args, NULL, "follow the event stream (Ctrl-C to stop)"},
-	{"policy", "policy [set FILE]", 0, 2, policy_args, render_raw,
-	 "show the active policy, or replace it"},
-	{"job", "job ID [--wait]", 1, 2, job_args, render_job,
-	 "a job's progress or result; --wait follows it to the end"},
-	{"checkpoint", "checkpoint DIR [--pid PID]... [--force] [--evict] [--wait]", 1, 64,
-	 checkpoint_args, render_started,
-	 "write the memory of the processes to an image in DIR (--evict: and drop it)"},
-	{"reload", "reload DIR [--rate MB/s] [--wait]", 1, 4, reload_args, render_reload_started,
-	 "load evicted memory back in the background"},
-	{"jobs", "jobs", 0, 0, no_args, render_jobs, "every job of this run"},
-	{"call", "call COMMAND [JSON-ARGS]", 1, 2, call_args, render_raw,
-	 "send any request; prints the raw result"},
+    {"hello", "hello", 0, 0, no_args, render_hello, "versions, pid, kernel features"},
+    {"status", "status", 0, 0, no_args, render_status, "uptime, processes, totals, jobs"},
+    {"ps", "ps", 0, 0, no_args, render_ps, "every supervised process"},
+    {"regions", "regions PID [--source=auto|procmap_query|maps]", 1, 2, pid_args, render_regions,
+     "a process's address space, as the kernel has it now"},
+    {"stats", "stats [PID]", 0, 1, opt_pid_args, render_stats,
+     "calls by syscall and verdict, bytes, service time"},
+    {"events", "events", 0, 0, no_args, NULL, "follow the event stream (Ctrl-C to stop)"},
+    {"policy", "policy [set FILE]", 0, 2, policy_args, render_raw,
+     "show the active policy, or replace it"},
+    {"job", "job ID [--wait]", 1, 2, job_args, render_job,
+     "a job's progress or result; --wait follows it to the end"},
+    {"checkpoint", "checkpoint DIR [--pid PID]... [--force] [--evict] [--wait]", 1, 64,
+     checkpoint_args, render_started,
+     "write the memory of the processes to an image in DIR (--evict: and drop it)"},
+    {"reload", "reload DIR [--rate MB/s] [--wait]", 1, 4, reload_args, render_reload_started,
+     "load evicted memory back in the background"},
+    {"jobs", "jobs", 0, 0, no_args, render_jobs, "every job of this run"},
+    {"call", "call COMMAND [JSON-ARGS]", 1, 2, call_args, render_raw,
+     "send any request; prints the raw result"},
 };
 
 static const struct cli_opt client_opts_table[] = {
-	{"socket", required_argument, 's', "PATH", "the supervisor's socket (default: the only one running)"},
-	{"json", no_argument, 'j', NULL, "print the raw JSON result (one line per event for events)"},
-	{"list", no_argument, 'l', NULL, "list the running memvisors of this user"},
-	{"timeout", required_argument, 't', "SECONDS", "how long to wait for a reply (default 30)"},
-	{"help", no_argument, 'h', NULL, "show this help"},
+    {"socket", required_argument, 's', "PATH",
+     "the supervisor's socket (default: the only one running)"},
+    {"json", no_argument, 'j', NULL, "print the raw JSON result (one line per event for events)"},
+    {"list", no_argument, 'l', NULL, "list the running memvisors of this user"},
+    {"timeout", required_argument, 't', "SECONDS", "how long to wait for a reply (default 30)"},
+    {"help", no_argument, 'h', NULL, "show this help"},
 };
 
 static void usage(FILE *f)
@@ -783,7 +802,8 @@ static void render_event(json_t *e)
 	time_t secs = (time_t)t;
 	struct tm tm;
 	localtime_r(&secs, &tm);
-	printf("%02d:%02d:%02d.%03d ", tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(fmod(t, 1.0) * 1000));
+	printf("%02d:%02d:%02d.%03d ", tm.tm_hour, tm.tm_min, tm.tm_sec,
+	       (int)(fmod(t, 1.0) * 1000));
 	const char *kind = jstr(e, "event");
 	if (strcmp(kind, "call") == 0) {
 		printf("%-6lld %-14s %-6s", jint(e, "pid"), jstr(e, "syscall"), jstr(e, "verdict"));
@@ -847,8 +867,8 @@ static void progress_line(json_t *j, bool tty)
 	hsize(json_object_get(j, "total"), b, sizeof(b));
 	double rate = json_real_value(json_object_get(j, "rate")) / 1e6;
 	if (!tty) {
-		fprintf(stderr, "job %lld %s %s: %.0f%% %s / %s, %.0f MB/s, %.1f s\n", jint(j, "id"),
-			jstr(j, "kind"), jstr(j, "phase"), frac * 100, a, b, rate,
+		fprintf(stderr, "job %lld %s %s: %.0f%% %s / %s, %.0f MB/s, %.1f s\n",
+			jint(j, "id"), jstr(j, "kind"), jstr(j, "phase"), frac * 100, a, b, rate,
 			json_real_value(json_object_get(j, "elapsed")));
 		return;
 	}
@@ -887,8 +907,8 @@ static int follow_job(struct conn *c, long long id, bool raw)
 			}
 			json_t *e = json_object_get(j, "error");
 			if (e)
-				fprintf(stderr, "memvisor ctl: job %lld failed: %s: %s\n", id, jstr(e, "code"),
-					jstr(e, "message"));
+				fprintf(stderr, "memvisor ctl: job %lld failed: %s: %s\n", id,
+					jstr(e, "code"), jstr(e, "message"));
 			rc = strcmp(state, "done") == 0 ? EXIT_OK : EXIT_REPLY;
 			json_decref(j);
 			return rc;
@@ -959,7 +979,10 @@ static int parse_client_opts(int argc, char **argv, struct client_opts *o)
 			break;
 		case 't':
 			if (cli_parse_seconds_ms(optarg, &o->timeout_ms) < 0) {
-				fprintf(stderr, "memvisor ctl: --timeout: '%s' is not a number of seconds\n", optarg);
+				fprintf(
+				    stderr,
+				    "memvisor ctl: --timeout: '%s' is not a number of seconds\n",
+				    optarg);
 				return -1;
 			}
 			break;
@@ -967,10 +990,12 @@ static int parse_client_opts(int argc, char **argv, struct client_opts *o)
 			usage(stdout);
 			exit(0);
 		case ':':
-			fprintf(stderr, "memvisor ctl: option '%s' needs an argument\n", argv[optind - 1]);
+			fprintf(stderr, "memvisor ctl: option '%s' needs an argument\n",
+				argv[optind - 1]);
 			return -1;
 		default:
-			fprintf(stderr, "memvisor ctl: unknown option '%s' (see memvisor ctl --help)\n",
+			fprintf(stderr,
+				"memvisor ctl: unknown option '%s' (see memvisor ctl --help)\n",
 				argv[optind - 1]);
 			return -1;
 		}
@@ -991,7 +1016,8 @@ int ctl_client_main(int argc, char **argv)
 	}
 	const struct ctl_op *op = find_op(argv[optind]);
 	if (!op) {
-		fprintf(stderr, "memvisor ctl: unknown command '%s' (see memvisor ctl --help)\n", argv[optind]);
+		fprintf(stderr, "memvisor ctl: unknown command '%s' (see memvisor ctl --help)\n",
+			argv[optind]);
 		return EXIT_USAGE;
 	}
 	int nargs = argc - optind - 1;

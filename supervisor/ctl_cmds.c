@@ -48,7 +48,8 @@ int ctl_arg_int_opt(json_t *args, const char *key, long long *out, struct ctl_er
 int ctl_arg_int(json_t *args, const char *key, long long *out, struct ctl_err *err)
 {
 	if (!json_object_get(args, key))
-		return ctl_fail(err, CTL_E_BAD_REQUEST, "args.%s: missing (expected an integer)", key);
+		return ctl_fail(err, CTL_E_BAD_REQUEST, "args.%s: missing (expected an integer)",
+				key);
 	return ctl_arg_int_opt(args, key, out, err);
 }
 
@@ -66,7 +67,8 @@ int ctl_arg_string_opt(json_t *args, const char *key, const char **out, struct c
 int ctl_arg_string(json_t *args, const char *key, const char **out, struct ctl_err *err)
 {
 	if (!json_object_get(args, key))
-		return ctl_fail(err, CTL_E_BAD_REQUEST, "args.%s: missing (expected a string)", key);
+		return ctl_fail(err, CTL_E_BAD_REQUEST, "args.%s: missing (expected a string)",
+				key);
 	return ctl_arg_string_opt(args, key, out, err);
 }
 
@@ -87,7 +89,8 @@ int ctl_arg_pid(struct mv *mv, json_t *args, const char *key, pid_t *out, struct
 	if (ctl_arg_int(args, key, &v, err) < 0)
 		return -1;
 	if (v <= 0 || v > INT32_MAX)
-		return ctl_fail(err, CTL_E_BAD_REQUEST, "args.%s: %lld is not a process id", key, v);
+		return ctl_fail(err, CTL_E_BAD_REQUEST, "args.%s: %lld is not a process id", key,
+				v);
 	pthread_mutex_lock(&mv->lock);
 	bool known = proctab_get(&mv->procs, (pid_t)v) != NULL;
 	pthread_mutex_unlock(&mv->lock);
@@ -99,7 +102,8 @@ int ctl_arg_pid(struct mv *mv, json_t *args, const char *key, pid_t *out, struct
 		pthread_mutex_unlock(&mv->lock);
 	}
 	if (!known)
-		return ctl_fail(err, CTL_E_NO_SUCH_PROCESS, "process %lld is not supervised by this memvisor", v);
+		return ctl_fail(err, CTL_E_NO_SUCH_PROCESS,
+				"process %lld is not supervised by this memvisor", v);
 	*out = (pid_t)v;
 	return 0;
 }
@@ -112,17 +116,17 @@ static json_t *uffd_features_json(uint64_t f)
 		uint64_t bit;
 		const char *name;
 	} names[] = {
-		{UFFD_FEATURE_EVENT_FORK, "event_fork"},
-		{UFFD_FEATURE_EVENT_REMAP, "event_remap"},
-		{UFFD_FEATURE_EVENT_REMOVE, "event_remove"},
-		{UFFD_FEATURE_EVENT_UNMAP, "event_unmap"},
-		{UFFD_FEATURE_MISSING_SHMEM, "missing_shmem"},
-		{UFFD_FEATURE_MISSING_HUGETLBFS, "missing_hugetlbfs"},
-		{UFFD_FEATURE_SIGBUS, "sigbus"},
-		{UFFD_FEATURE_THREAD_ID, "thread_id"},
-		{UFFD_FEATURE_MINOR_SHMEM, "minor_shmem"},
-		{UFFD_FEATURE_EXACT_ADDRESS, "exact_address"},
-		{UFFD_FEATURE_PAGEFAULT_FLAG_WP, "wp"},
+	    {UFFD_FEATURE_EVENT_FORK, "event_fork"},
+	    {UFFD_FEATURE_EVENT_REMAP, "event_remap"},
+	    {UFFD_FEATURE_EVENT_REMOVE, "event_remove"},
+	    {UFFD_FEATURE_EVENT_UNMAP, "event_unmap"},
+	    {UFFD_FEATURE_MISSING_SHMEM, "missing_shmem"},
+	    {UFFD_FEATURE_MISSING_HUGETLBFS, "missing_hugetlbfs"},
+	    {UFFD_FEATURE_SIGBUS, "sigbus"},
+	    {UFFD_FEATURE_THREAD_ID, "thread_id"},
+	    {UFFD_FEATURE_MINOR_SHMEM, "minor_shmem"},
+	    {UFFD_FEATURE_EXACT_ADDRESS, "exact_address"},
+	    {UFFD_FEATURE_PAGEFAULT_FLAG_WP, "wp"},
 	};
 	json_t *a = json_array();
 	for (size_t i = 0; i < ARRAY_SIZE(names); i++)
@@ -157,11 +161,12 @@ static int cmd_hello(struct mv *mv, struct ctl_client *c, json_t *args, json_t *
 	size_t n;
 	const struct ctl_cmd *t = ctl_cmd_table(&n);
 	for (size_t i = 0; i < n; i++)
-		json_array_append_new(cmds, json_pack("{s:s, s:s}", "name", t[i].name, "summary", t[i].summary));
-	*result = json_pack("{s:s, s:i, s:i, s:o, s:s, s:o, s:o}", "memvisor", MV_VERSION, "protocol",
-			    PROTOCOL_VERSION, "pid", mv->self, "command", command_json(mv), "socket",
-			    mv->socket_path ? mv->socket_path : "", "features",
-			    features_json(&mv->feat), "commands", cmds);
+		json_array_append_new(
+		    cmds, json_pack("{s:s, s:s}", "name", t[i].name, "summary", t[i].summary));
+	*result = json_pack("{s:s, s:i, s:i, s:o, s:s, s:o, s:o}", "memvisor", MV_VERSION,
+			    "protocol", PROTOCOL_VERSION, "pid", mv->self, "command",
+			    command_json(mv), "socket", mv->socket_path ? mv->socket_path : "",
+			    "features", features_json(&mv->feat), "commands", cmds);
 	return 0;
 }
 
@@ -203,19 +208,20 @@ static int cmd_status(struct mv *mv, struct ctl_client *c, json_t *args, json_t 
 	pthread_mutex_lock(&mv->lock);
 	struct proc_stats *all = xcalloc(1, sizeof(*all));
 	proctab_totals(&mv->procs, all);
-	uint64_t denials = stats_verdict_calls(all, MV_V_DENY), kills = stats_verdict_calls(all, MV_V_KILL);
+	uint64_t denials = stats_verdict_calls(all, MV_V_DENY),
+		 kills = stats_verdict_calls(all, MV_V_KILL);
 	free(all);
-	json_t *totals = json_pack("{s:I, s:I, s:I, s:I, s:I}", "mapped", (json_int_t)mapped,
-				   "committed", (json_int_t)committed, "notifications",
-				   (json_int_t)mv->notifications, "denials", (json_int_t)denials,
-				   "kills", (json_int_t)kills);
-	*result = json_pack("{s:f, s:o, s:i, s:s, s:o, s:i, s:I, s:o, s:o}", "uptime",
-			    (double)(mv_now_ns() - mv->start_ns) / 1e9, "command", command_json(mv),
-			    "command_pid", mv->cmd_pid, "command_state",
-			    mv->cmd_exited ? "exited" : "running", "exit_status",
-			    mv->cmd_exited ? json_integer(mv_exit_code(mv->cmd_status)) : json_null(),
-			    "processes", (int)n, "processes_seen", (json_int_t)mv->procs.n_seen,
-			    "totals", totals, "jobs", jobs_json_locked(mv, true));
+	json_t *totals =
+	    json_pack("{s:I, s:I, s:I, s:I, s:I}", "mapped", (json_int_t)mapped, "committed",
+		      (json_int_t)committed, "notifications", (json_int_t)mv->notifications,
+		      "denials", (json_int_t)denials, "kills", (json_int_t)kills);
+	*result = json_pack(
+	    "{s:f, s:o, s:i, s:s, s:o, s:i, s:I, s:o, s:o}", "uptime",
+	    (double)(mv_now_ns() - mv->start_ns) / 1e9, "command", command_json(mv), "command_pid",
+	    mv->cmd_pid, "command_state", mv->cmd_exited ? "exited" : "running", "exit_status",
+	    mv->cmd_exited ? json_integer(mv_exit_code(mv->cmd_status)) : json_null(), "processes",
+	    (int)n, "processes_seen", (json_int_t)mv->procs.n_seen, "totals", totals, "jobs",
+	    jobs_json_locked(mv, true));
 	pthread_mutex_unlock(&mv->lock);
 	json_object_set_new(*result, "evicted", evict_status_json());
 	return 0;
@@ -263,14 +269,14 @@ static int cmd_ps(struct mv *mv, struct ctl_client *c, json_t *args, json_t **re
 		struct proc *p = proctab_get(&mv->procs, pids[i]);
 		if (p)
 			json_array_append_new(
-				list, json_pack("{s:i, s:i, s:i, s:s, s:o, s:o, s:I, s:I, s:I, s:i, s:f}",
-						"pid", p->pid, "ppid", st.ppid, "threads", st.num_threads,
-						"state", state_word(st.state), "exe",
-						p->exe ? json_string(p->exe) : json_null(), "cmdline",
-						render_cmdline(p), "mapped", (json_int_t)mapped,
-						"committed", (json_int_t)committed, "calls",
-						(json_int_t)p->notified_calls, "execs", (int)p->execs,
-						"started", (double)p->seen_ns / 1e9));
+			    list,
+			    json_pack("{s:i, s:i, s:i, s:s, s:o, s:o, s:I, s:I, s:I, s:i, s:f}",
+				      "pid", p->pid, "ppid", st.ppid, "threads", st.num_threads,
+				      "state", state_word(st.state), "exe",
+				      p->exe ? json_string(p->exe) : json_null(), "cmdline",
+				      render_cmdline(p), "mapped", (json_int_t)mapped, "committed",
+				      (json_int_t)committed, "calls", (json_int_t)p->notified_calls,
+				      "execs", (int)p->execs, "started", (double)p->seen_ns / 1e9));
 		pthread_mutex_unlock(&mv->lock);
 	}
 	*result = json_pack("{s:o}", "processes", list);
@@ -335,7 +341,8 @@ static int arg_addr_opt(json_t *args, const char *key, uint64_t *out, struct ctl
 			return 0;
 		}
 	}
-	return ctl_fail(err, CTL_E_BAD_REQUEST, "args.%s: expected an address (integer or \"0x...\")", key);
+	return ctl_fail(err, CTL_E_BAD_REQUEST,
+			"args.%s: expected an address (integer or \"0x...\")", key);
 }
 
 static int parse_source(json_t *args, enum procmap_source *src, struct ctl_err *err)
@@ -364,19 +371,22 @@ static int cmd_regions(struct mv *mv, struct ctl_client *c, json_t *args, json_t
 	long long limit = -1;
 	bool summary = false;
 	if (ctl_arg_pid(mv, args, "pid", &pid, err) < 0 || parse_source(args, &src, err) < 0 ||
-	    arg_addr_opt(args, "from", &from, err) < 0 || ctl_arg_int_opt(args, "limit", &limit, err) < 0 ||
+	    arg_addr_opt(args, "from", &from, err) < 0 ||
+	    ctl_arg_int_opt(args, "limit", &limit, err) < 0 ||
 	    ctl_arg_bool_opt(args, "summary", &summary, err) < 0)
 		return -1;
 	if (json_object_get(args, "limit") && limit < 0)
 		return ctl_fail(err, CTL_E_BAD_REQUEST, "args.limit: must not be negative");
 	if (src == PROCMAP_SRC_QUERY && !mv->feat.procmap_query)
-		return ctl_fail(err, CTL_E_NOT_SUPPORTED, "this kernel has no PROCMAP_QUERY (Linux 6.11)");
+		return ctl_fail(err, CTL_E_NOT_SUPPORTED,
+				"this kernel has no PROCMAP_QUERY (Linux 6.11)");
 	struct model_cost cost = {0};
 	int rc = model_reconcile(mv, pid, src, &cost);
 	if (rc == -ESRCH)
 		return ctl_fail(err, CTL_E_NO_SUCH_PROCESS, "process %d has exited", pid);
 	if (rc < 0)
-		return ctl_fail(err, CTL_E_INTERNAL, "reading the layout of %d: %s", pid, strerror(-rc));
+		return ctl_fail(err, CTL_E_INTERNAL, "reading the layout of %d: %s", pid,
+				strerror(-rc));
 	pthread_mutex_lock(&mv->lock);
 	struct proc *p = proctab_get(&mv->procs, pid);
 	if (!p) {
@@ -422,8 +432,8 @@ static int cmd_regions(struct mv *mv, struct ctl_client *c, json_t *args, json_t
 static json_t *proc_stats_json(const struct proc *p)
 {
 	return json_pack("{s:i, s:o, s:b, s:o}", "pid", p->pid, "exe",
-			 p->exe ? json_string(p->exe) : json_null(), "exited", p->state == PROC_EXITED,
-			 "stats", render_stats(&p->stats));
+			 p->exe ? json_string(p->exe) : json_null(), "exited",
+			 p->state == PROC_EXITED, "stats", render_stats(&p->stats));
 }
 
 static int cmd_stats(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
@@ -494,19 +504,21 @@ static int cmd_jobs(struct mv *mv, struct ctl_client *c, json_t *args, json_t **
 /* ---- the table ------------------------------------------------------ */
 
 static const struct ctl_cmd table[] = {
-	{"hello", cmd_hello, "versions, supervisor pid, kernel features, commands"},
-	{"status", cmd_status, "uptime, command, processes, totals, running jobs"},
-	{"ps", cmd_ps, "every supervised process"},
-	{"regions", cmd_regions, "a process's address space now: {\"pid\":N}"},
-	{"stats", cmd_stats, "calls by syscall and verdict, bytes, service time: [{\"pid\":N}]"},
-	{"events", cmd_events, "subscribe to the event stream"},
-	{"policy", ctl_policy_show, "the active policy and how it is enforced"},
-	{"policy_set", ctl_policy_set, "validate a policy file and make it active: {\"path\":FILE}"},
-	{"job", cmd_job, "a job's progress or result: {\"id\":N}"},
-	{"jobs", cmd_jobs, "every job of this run"},
-	{"checkpoint", ctl_cmd_checkpoint,
-	 "write the processes' memory to an image: {\"dir\":PATH, [\"pids\":[N...]], [\"force\":true], [\"evict\":true]}"},
-	{"reload", ctl_cmd_reload, "load an evicted image back in the background: {\"dir\":PATH, [\"rate\":MB/s]}"},
+    {"hello", cmd_hello, "versions, supervisor pid, kernel features, commands"},
+    {"status", cmd_status, "uptime, command, processes, totals, running jobs"},
+    {"ps", cmd_ps, "every supervised process"},
+    {"regions", cmd_regions, "a process's address space now: {\"pid\":N}"},
+    {"stats", cmd_stats, "calls by syscall and verdict, bytes, service time: [{\"pid\":N}]"},
+    {"events", cmd_events, "subscribe to the event stream"},
+    {"policy", ctl_policy_show, "the active policy and how it is enforced"},
+    {"policy_set", ctl_policy_set, "validate a policy file and make it active: {\"path\":FILE}"},
+    {"job", cmd_job, "a job's progress or result: {\"id\":N}"},
+    {"jobs", cmd_jobs, "every job of this run"},
+    {"checkpoint", ctl_cmd_checkpoint,
+     "write the processes' memory to an image: {\"dir\":PATH, [\"pids\":[N...]], [\"force\":true], "
+     "[\"evict\":true]}"},
+    {"reload", ctl_cmd_reload,
+     "load an evicted image back in the background: {\"dir\":PATH, [\"rate\":MB/s]}"},
 };
 
 const struct ctl_cmd *ctl_cmd_find(const char *name)

@@ -34,7 +34,8 @@ int ctl_policy_set(struct mv *mv, struct ctl_client *c, json_t *args, json_t **r
 {
 	json_t *p = args ? json_object_get(args, "path") : NULL;
 	if (!json_is_string(p) || !*json_string_value(p))
-		return ctl_fail(err, CTL_E_BAD_REQUEST, "args.path: expected the policy file's path");
+		return ctl_fail(err, CTL_E_BAD_REQUEST,
+				"args.path: expected the policy file's path");
 	/* The supervisor reads the file itself: a relative path is relative
 	 * to memvisor's working directory, so clients send absolute ones. */
 	const char *path = json_string_value(p);

@@ -18,9 +18,9 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
-#define CTL_MAX_LINE (1u << 20)      /* a request line, newline excluded */
-#define CTL_MAX_CLIENTS 64
-#define CTL_EVENTS_CAP (1u << 20)    /* buffered output beyond which events drop */
+#define CTL_MAX_LINE	 (1u << 20) /* a request line, newline excluded */
+#define CTL_MAX_CLIENTS	 64
+#define CTL_EVENTS_CAP	 (1u << 20)   /* buffered output beyond which events drop */
 #define CTL_OUT_HARD_CAP (256u << 20) /* a client that never reads is cut off */
 
 struct ctl_client {
@@ -34,11 +34,11 @@ struct ctl_client {
 	size_t out_off, out_len, out_cap;
 	bool subscribed;
 	uint64_t dropped; /* events lost since the last "dropped" notice */
-	bool closing;     /* close once the output is flushed */
-	bool lingering;   /* refused: our side shut, discarding input until EOF */
+	bool closing;	  /* close once the output is flushed */
+	bool lingering;	  /* refused: our side shut, discarding input until EOF */
 	ev_timer linger;
-	bool dead;        /* closed; freed after this loop iteration */
-	bool detached;    /* no socket: ctl_reply_line's client, never subscribes */
+	bool dead;	  /* closed; freed after this loop iteration */
+	bool detached;	  /* no socket: ctl_reply_line's client, never subscribes */
 	char *raw_result; /* a handler's result as JSON text (ctl_client_raw_result) */
 	uid_t uid;
 	struct ctl_client *next, *prev;
@@ -88,9 +88,10 @@ static int flush(struct ctl_client *c)
 {
 	struct ev_loop *loop = c->mv->loop;
 	while (out_pending(c)) {
-		ssize_t w = fault_hit("ctl_write") ? (errno = EPIPE, -1)
-						    : send(c->fd, c->out + c->out_off, out_pending(c),
-							   MSG_NOSIGNAL | MSG_DONTWAIT);
+		ssize_t w = fault_hit("ctl_write")
+				? (errno = EPIPE, -1)
+				: send(c->fd, c->out + c->out_off, out_pending(c),
+				       MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (w < 0) {
 			if (errno == EINTR)
 				continue;
@@ -241,7 +242,8 @@ static char *request_reply(struct ctl_client *c, const char *line, size_t len)
 		reply = error_line(id, CTL_E_BAD_REQUEST, "args: expected an object");
 	else if (!(cc = ctl_cmd_find(json_string_value(cmd)))) {
 		char msg[300];
-		snprintf(msg, sizeof(msg), "unknown command '%.200s' (the hello command lists them)",
+		snprintf(msg, sizeof(msg),
+			 "unknown command '%.200s' (the hello command lists them)",
 			 json_string_value(cmd));
 		reply = error_line(id, CTL_E_UNKNOWN_COMMAND, msg);
 	} else {
@@ -292,7 +294,8 @@ static int process_input(struct ctl_client *c)
 		if (c->discarding) {
 			c->discarding = false;
 		} else if (len > CTL_MAX_LINE) {
-			if (reply_error(c, NULL, CTL_E_TOO_LARGE, "request line longer than 1 MiB") < 0)
+			if (reply_error(c, NULL, CTL_E_TOO_LARGE,
+					"request line longer than 1 MiB") < 0)
 				return -1;
 		} else if (len > 0 && !(len == 1 && c->in[start] == '\r')) {
 			if (handle_request(c, c->in + start, len) < 0)
@@ -307,7 +310,8 @@ static int process_input(struct ctl_client *c)
 		c->in_len = 0;
 		if (!c->discarding) {
 			c->discarding = true;
-			if (reply_error(c, NULL, CTL_E_TOO_LARGE, "request line longer than 1 MiB") < 0)
+			if (reply_error(c, NULL, CTL_E_TOO_LARGE,
+					"request line longer than 1 MiB") < 0)
 				return -1;
 		}
 	}
@@ -332,7 +336,8 @@ static void on_client_read(struct ev_loop *loop, ev_io *w, int revents)
 			c->in = xrealloc(c->in, c->in_cap);
 		}
 		ssize_t n = fault_hit("ctl_read") ? (errno = ECONNRESET, -1)
-						  : recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
+						  : recv(c->fd, c->in + c->in_len,
+							 c->in_cap - c->in_len, MSG_DONTWAIT);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN)
@@ -436,7 +441,7 @@ static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
 	struct mv *mv = w->data;
 	struct ctl_server *s = mv->ctl;
 	int fd = fault_hit("ctl_accept") ? (errno = EMFILE, -1)
-					  : accept4(s->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+					 : accept4(s->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 	if (fd < 0) {
 		if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
 			log_warn("control socket accept: %s", strerror(errno));
@@ -453,8 +458,8 @@ static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
 	c->uid = cred.uid;
 	if (cred.uid != geteuid() && cred.uid != 0) {
 		char why[128];
-		snprintf(why, sizeof(why), "uid %u may not use this socket (owner: uid %u)", cred.uid,
-			 geteuid());
+		snprintf(why, sizeof(why), "uid %u may not use this socket (owner: uid %u)",
+			 cred.uid, geteuid());
 		log_info("refused control client pid %d uid %u", cred.pid, cred.uid);
 		refuse(c, CTL_E_PERMISSION, why);
 		return;
@@ -545,11 +550,13 @@ static int server_start(struct mv *mv)
 		rc = clear_stale(s->path);
 	if (rc < 0) {
 		if (rc == -EADDRINUSE)
-			fprintf(stderr, "memvisor: socket %s is in use by a running memvisor\n", s->path);
+			fprintf(stderr, "memvisor: socket %s is in use by a running memvisor\n",
+				s->path);
 		else if (rc == -EEXIST)
 			fprintf(stderr, "memvisor: %s exists and is not a socket\n", s->path);
 		else
-			fprintf(stderr, "memvisor: cannot create socket %s: %s\n", s->path, strerror(-rc));
+			fprintf(stderr, "memvisor: cannot create socket %s: %s\n", s->path,
+				strerror(-rc));
 		return rc;
 	}
 	s->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);

@@ -46,7 +46,8 @@ void events_free(struct mv *mv)
 
 bool events_active(struct mv *mv)
 {
-	return mv->events && atomic_load_explicit(&mv->events->subscribers, memory_order_relaxed) > 0;
+	return mv->events &&
+	       atomic_load_explicit(&mv->events->subscribers, memory_order_relaxed) > 0;
 }
 
 static void push(struct mv *mv, json_t *obj)

@@ -22,11 +22,11 @@ static bool probe_procmap_query(void)
 		return false;
 	char name[256];
 	struct procmap_query q = {
-		.size = sizeof(q),
-		.query_flags = PROCMAP_QUERY_COVERING_OR_NEXT_VMA,
-		.query_addr = 0,
-		.vma_name_addr = (uint64_t)(uintptr_t)name,
-		.vma_name_size = sizeof(name),
+	    .size = sizeof(q),
+	    .query_flags = PROCMAP_QUERY_COVERING_OR_NEXT_VMA,
+	    .query_addr = 0,
+	    .vma_name_addr = (uint64_t)(uintptr_t)name,
+	    .vma_name_size = sizeof(name),
 	};
 	return ioctl(fd, PROCMAP_QUERY, &q) == 0;
 }
@@ -40,13 +40,13 @@ static bool probe_pagemap_scan(void)
 	page[0] = 1;
 	struct page_region r[1];
 	struct pm_scan_arg a = {
-		.size = sizeof(a),
-		.start = (uint64_t)(uintptr_t)page,
-		.end = (uint64_t)(uintptr_t)page + sizeof(page),
-		.vec = (uint64_t)(uintptr_t)r,
-		.vec_len = 1,
-		.category_anyof_mask = PAGE_IS_PRESENT,
-		.return_mask = PAGE_IS_PRESENT,
+	    .size = sizeof(a),
+	    .start = (uint64_t)(uintptr_t)page,
+	    .end = (uint64_t)(uintptr_t)page + sizeof(page),
+	    .vec = (uint64_t)(uintptr_t)r,
+	    .vec_len = 1,
+	    .category_anyof_mask = PAGE_IS_PRESENT,
+	    .return_mask = PAGE_IS_PRESENT,
 	};
 	return ioctl(fd, PAGEMAP_SCAN, &a) >= 0;
 }

@@ -24,7 +24,8 @@ static void record_locked(struct proc *p, const struct mv_call *c, int verdict)
 	p->stats.bytes[c->sc] += call_bytes_asked(c, &p->brk_cur);
 	p->notified_calls++;
 	/* The i386 mmap takes its arguments in memory: nothing to match on. */
-	if (verdict == MV_V_DENY || verdict == MV_V_KILL || (c->sc == MV_SC_mmap && c->abi == MV_ABI_I386))
+	if (verdict == MV_V_DENY || verdict == MV_V_KILL ||
+	    (c->sc == MV_SC_mmap && c->abi == MV_ABI_I386))
 		return;
 	if (!p->aslog)
 		p->aslog = xcalloc(1, sizeof(*p->aslog));

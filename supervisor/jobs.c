@@ -37,8 +37,9 @@ json_t *job_json_locked(const struct job *j)
 	if (j->state == JOB_DONE && j->result)
 		json_object_set(o, "result", j->result);
 	if (j->state == JOB_FAILED)
-		json_object_set_new(o, "error",
-				    json_pack("{s:s, s:s}", "code", j->error_code, "message", j->error));
+		json_object_set_new(
+		    o, "error",
+		    json_pack("{s:s, s:s}", "code", j->error_code, "message", j->error));
 	return o;
 }
 

@@ -22,7 +22,7 @@ struct job {
 	uint64_t done, total; /* bytes */
 	uint64_t started_ns, finished_ns, started_wall_ns;
 	uint64_t last_event_ns;
-	json_t *result;      /* set by the worker before it returns 0 */
+	json_t *result;	     /* set by the worker before it returns 0 */
 	json_t *progress;    /* optional extra progress fields (worker-owned, under lock) */
 	char error_code[32]; /* set with job_fail */
 	char error[512];
@@ -44,7 +44,7 @@ void job_progress(struct job *j, const char *phase, uint64_t done, uint64_t tota
 
 /* Worker: record why the job failed; run() then returns a negative value. */
 void job_fail(struct job *j, const char *code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 /* Main thread, with mv->lock held. */
 struct job *jobs_find_locked(struct mv *mv, int id);

@@ -21,7 +21,8 @@
  * preempt the notify thread on its CPU in the middle of an answer). */
 static void watch_exit_locked(struct mv *mv, struct proc *p)
 {
-	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)(uint32_t)p->pid << 32 | (uint32_t)p->pidfd};
+	struct epoll_event ev = {.events = EPOLLIN,
+				 .data.u64 = (uint64_t)(uint32_t)p->pid << 32 | (uint32_t)p->pidfd};
 	if (p->pidfd >= 0 && epoll_ctl(mv->exits_epfd, EPOLL_CTL_ADD, p->pidfd, &ev) < 0)
 		log_warn("cannot watch the exit of %d: %s", p->pid, strerror(errno));
 }
@@ -80,7 +81,8 @@ struct proc *lifecycle_find_locked(struct mv *mv, pid_t tid)
 	if (p)
 		proctab_del_thread(&mv->procs, tid);
 	/* pidfd_open succeeds for a thread-group leader only: a new process. */
-	int pidfd = fault_hit("pidfd_open") ? (errno = EMFILE, -1) : (int)syscall(SYS_pidfd_open, tid, 0);
+	int pidfd =
+	    fault_hit("pidfd_open") ? (errno = EMFILE, -1) : (int)syscall(SYS_pidfd_open, tid, 0);
 	if (pidfd >= 0)
 		return discover_locked(mv, tid, pidfd);
 	/* A thread that is not a leader: EINVAL, or ENOENT since Linux 6.9
@@ -265,8 +267,9 @@ void lifecycle_exit_locked(struct mv *mv, struct proc *p)
 {
 	if (p->exec_probe_fd >= 0)
 		close(p->exec_probe_fd);
-	if (p->wait_status < 0 && p->pidfd >= 0 && pidfd_exit_status(p->pidfd, &p->wait_status) < 0 &&
-	    p->state == PROC_RUNNING && pthread_equal(pthread_self(), mv->main_thread)) {
+	if (p->wait_status < 0 && p->pidfd >= 0 &&
+	    pidfd_exit_status(p->pidfd, &p->wait_status) < 0 && p->state == PROC_RUNNING &&
+	    pthread_equal(pthread_self(), mv->main_thread)) {
 		ask_later_locked(mv, p->pid, p->pidfd);
 		p->pidfd = -1;
 	}

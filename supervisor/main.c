@@ -16,10 +16,10 @@ struct subcommand {
 };
 
 static const struct subcommand subcommands[] = {
-	{"run", run_main, "run a command under supervision"},
-	{"ctl", ctl_client_main, "query and control a running memvisor"},
-	{"image", image_main, "summarise or verify a checkpoint image"},
-	{"policy", policy_main, "check a policy file"},
+    {"run", run_main, "run a command under supervision"},
+    {"ctl", ctl_client_main, "query and control a running memvisor"},
+    {"image", image_main, "summarise or verify a checkpoint image"},
+    {"policy", policy_main, "check a policy file"},
 };
 
 static void usage(FILE *f)

@@ -55,7 +55,7 @@ struct mv {
 	bool notify_running;
 	uint64_t notifications; /* under lock */
 	uint64_t unknown_calls; /* notifications for calls not in our table */
-	pid_t last_cloner;      /* the process that last called clone/fork/vfork */
+	pid_t last_cloner;	/* the process that last called clone/fork/vfork */
 
 	/* Main loop. */
 	struct ev_loop *loop;
@@ -66,7 +66,7 @@ struct mv {
 	pid_t reaper_pid;
 	ev_io launch_io;
 	int launch_sock;
-	ev_async wake; /* notify thread -> main: new processes to watch */
+	ev_async wake;	/* notify thread -> main: new processes to watch */
 	int exits_epfd; /* epoll set of every process's pidfd */
 	ev_io exits_io;
 	void *late; /* exit statuses to ask for again (lifecycle.c) */
@@ -87,7 +87,7 @@ struct mv {
 	/* The command. */
 	pid_t cmd_pid;
 	bool cmd_exited;
-	int cmd_status; /* wait status */
+	int cmd_status;		      /* wait status */
 	int launch_stage, launch_err; /* a launcher failure, 0 if none */
 	bool tree_empty;
 	int exit_code;

@@ -35,8 +35,9 @@ int notify_setup(struct mv *mv)
 	mv->feat.sync_wake_up = ioctl(mv->listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS,
 				      (unsigned long)SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP) == 0;
 	if (!mv->feat.sync_wake_up)
-		log_info("SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP unavailable (%s): wake-ups may cross CPUs",
-			 strerror(errno));
+		log_info(
+		    "SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP unavailable (%s): wake-ups may cross CPUs",
+		    strerror(errno));
 	return 0;
 }
 
@@ -79,7 +80,8 @@ static void handle_one(struct mv *mv)
 		 * blocked in its next memory call. Only a listener that is
 		 * no longer valid ends it. */
 		if (errno == EBADF || errno == EFAULT) {
-			log_error("seccomp notification receive: %s: supervision stops", strerror(errno));
+			log_error("seccomp notification receive: %s: supervision stops",
+				  strerror(errno));
 			atomic_store(&stopping, true);
 		} else if (errno != ENOENT && errno != EINTR) {
 			log_warn("seccomp notification receive: %s", strerror(errno));

@@ -6,10 +6,10 @@
 #include <string.h>
 #include <sys/ioctl.h>
 
-#define PAGE 4096ull
+#define PAGE	   4096ull
 #define PM_PRESENT (1ull << 63)
 #define PM_SWAPPED (1ull << 62)
-#define PM_FILE (1ull << 61)
+#define PM_FILE	   (1ull << 61)
 
 int pagemap_open(pid_t pid, bool try_scan, struct pagemap *pm)
 {
@@ -49,15 +49,15 @@ static int runs_scan(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t 
 		/* A page must have every category of category_mask after the
 		 * inversion: inverting the excluded ones asks for their absence. */
 		struct pm_scan_arg a = {
-			.size = sizeof(a),
-			.start = at,
-			.end = end,
-			.vec = (uint64_t)(uintptr_t)vec,
-			.vec_len = ARRAY_SIZE(vec),
-			.category_inverted = none,
-			.category_mask = none,
-			.category_anyof_mask = anyof,
-			.return_mask = anyof,
+		    .size = sizeof(a),
+		    .start = at,
+		    .end = end,
+		    .vec = (uint64_t)(uintptr_t)vec,
+		    .vec_len = ARRAY_SIZE(vec),
+		    .category_inverted = none,
+		    .category_mask = none,
+		    .category_anyof_mask = anyof,
+		    .return_mask = anyof,
 		};
 		int got = ioctl(pm->fd, PAGEMAP_SCAN, &a);
 		if (got < 0)
@@ -112,5 +112,6 @@ int pagemap_runs(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t anyo
 			return rc;
 		pm->scan = false;
 	}
-	return runs_read(pm, start, end, anyof & ~PAGE_IS_PFNZERO, none & ~PAGE_IS_PFNZERO, runs, n, cap);
+	return runs_read(pm, start, end, anyof & ~PAGE_IS_PFNZERO, none & ~PAGE_IS_PFNZERO, runs, n,
+			 cap);
 }

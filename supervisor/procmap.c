@@ -12,7 +12,7 @@
 /* The vsyscall page is not a VMA of the mm: /proc/PID/maps prints it from
  * the gate area, PROCMAP_QUERY does not return it. */
 #define VSYSCALL_START 0xffffffffff600000ull
-#define TASK_LIMIT (1ull << 56)
+#define TASK_LIMIT     (1ull << 56)
 
 static int open_pid_file(pid_t pid, const char *name)
 {
@@ -75,11 +75,11 @@ static int query_maps(pid_t pid, struct as_model *out)
 	char name[4096 + 64];
 	for (uint64_t addr = 0;;) {
 		struct procmap_query q = {
-			.size = sizeof(q),
-			.query_flags = PROCMAP_QUERY_COVERING_OR_NEXT_VMA,
-			.query_addr = addr,
-			.vma_name_addr = (uint64_t)(uintptr_t)name,
-			.vma_name_size = sizeof(name),
+		    .size = sizeof(q),
+		    .query_flags = PROCMAP_QUERY_COVERING_OR_NEXT_VMA,
+		    .query_addr = addr,
+		    .vma_name_addr = (uint64_t)(uintptr_t)name,
+		    .vma_name_size = sizeof(name),
 		};
 		if (ioctl(fd, PROCMAP_QUERY, &q) < 0) {
 			if (errno == ENOENT)
@@ -91,10 +91,10 @@ static int query_maps(pid_t pid, struct as_model *out)
 	}
 	if (has_vsyscall()) {
 		struct procmap_query q = {
-			.vma_start = VSYSCALL_START,
-			.vma_end = VSYSCALL_START + 4096,
-			.vma_flags = PROCMAP_QUERY_VMA_EXECUTABLE,
-			.vma_name_size = sizeof("[vsyscall]"),
+		    .vma_start = VSYSCALL_START,
+		    .vma_end = VSYSCALL_START + 4096,
+		    .vma_flags = PROCMAP_QUERY_VMA_EXECUTABLE,
+		    .vma_name_size = sizeof("[vsyscall]"),
 		};
 		push_query(out, &q, "[vsyscall]");
 	}
@@ -117,7 +117,8 @@ static int resident_scan(pid_t pid, bool scan, struct as_model *m)
 		if (m->r[i].end <= TASK_LIMIT)
 			end = m->r[i].end;
 	/* Present pages, not the shared zero page: what smaps calls Rss. */
-	rc = pagemap_runs(&pm, m->r[0].start, end, PAGE_IS_PRESENT, PAGE_IS_PFNZERO, &runs, &n, &cap);
+	rc = pagemap_runs(&pm, m->r[0].start, end, PAGE_IS_PRESENT, PAGE_IS_PFNZERO, &runs, &n,
+			  &cap);
 	pagemap_close(&pm);
 	if (rc == 0)
 		as_apply_resident(m, runs, n);
@@ -139,7 +140,8 @@ static int resident_smaps(pid_t pid, struct as_model *m)
 	for (char *line = text; *line;) {
 		char *eol = strchrnul(line, '\n');
 		unsigned long long s, e, kb;
-		if (sscanf(line, "%llx-%llx ", &s, &e) == 2 && line[strspn(line, "0123456789abcdef")] == '-')
+		if (sscanf(line, "%llx-%llx ", &s, &e) == 2 &&
+		    line[strspn(line, "0123456789abcdef")] == '-')
 			cur = as_find(m, s);
 		else if (cur >= 0 && sscanf(line, "Rss: %llu kB", &kb) == 1)
 			m->r[cur].committed = kb * 1024;

@@ -146,7 +146,8 @@ void reaper_main(struct launch_spec *spec, int from_sup, int to_sup)
 	int cmd_done = 0;
 	int64_t kill_at = -1; /* monotonic ns when SIGKILL follows SIGTERM */
 	for (;;) {
-		struct pollfd pfd[2] = {{.fd = from_sup, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
+		struct pollfd pfd[2] = {{.fd = from_sup, .events = POLLIN},
+					{.fd = sfd, .events = POLLIN}};
 		int timeout = -1;
 		if (kill_at >= 0) {
 			int64_t left = kill_at - (int64_t)mv_now_ns();

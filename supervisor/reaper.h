@@ -15,10 +15,10 @@
 #include <sys/types.h>
 
 enum reaper_msg_type {
-	REAPER_STARTED,     /* pid: the command's pid */
+	REAPER_STARTED,	    /* pid: the command's pid */
 	REAPER_FORK_FAILED, /* status: errno */
-	REAPER_EXITED,      /* pid, status: a child of the reaper was reaped */
-	REAPER_EMPTY,       /* the command and every descendant are gone */
+	REAPER_EXITED,	    /* pid, status: a child of the reaper was reaped */
+	REAPER_EMPTY,	    /* the command and every descendant are gone */
 };
 
 struct reaper_msg {

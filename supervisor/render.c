@@ -24,10 +24,10 @@ const char *render_prot(uint64_t prot, char buf[4])
 
 static bool is_pointer_arg(const char *name, size_t len)
 {
-	static const char *const ptrs[] = {"addr", "old_address", "new_address", "shmaddr",
-					   "stack", "parent_tid", "child_tid", "tls",
-					   "uargs", "filename", "pathname", "argv",
-					   "envp", "name", "iovec", "ptr"};
+	static const char *const ptrs[] = {"addr",  "old_address", "new_address", "shmaddr",
+					   "stack", "parent_tid",  "child_tid",	  "tls",
+					   "uargs", "filename",	   "pathname",	  "argv",
+					   "envp",  "name",	   "iovec",	  "ptr"};
 	for (size_t i = 0; i < ARRAY_SIZE(ptrs); i++)
 		if (strlen(ptrs[i]) == len && memcmp(ptrs[i], name, len) == 0)
 			return true;
@@ -84,7 +84,8 @@ json_t *render_hist(const struct hist *h)
 {
 	json_t *o = json_object();
 	json_object_set_new(o, "count", json_integer((json_int_t)h->count));
-	json_object_set_new(o, "mean", json_integer(h->count ? (json_int_t)(h->sum / h->count) : 0));
+	json_object_set_new(o, "mean",
+			    json_integer(h->count ? (json_int_t)(h->sum / h->count) : 0));
 	json_object_set_new(o, "p50", json_integer((json_int_t)hist_quantile(h, 0.50)));
 	json_object_set_new(o, "p99", json_integer((json_int_t)hist_quantile(h, 0.99)));
 	json_object_set_new(o, "p999", json_integer((json_int_t)hist_quantile(h, 0.999)));
@@ -120,8 +121,9 @@ json_t *render_stats(const struct proc_stats *s)
 					    json_integer((json_int_t)s->abi_calls[a]));
 	json_t *verdicts = json_object();
 	for (int v = 0; v < MV_V_COUNT; v++)
-		json_object_set_new(verdicts, verdict_name((enum mv_verdict)v),
-				    json_integer((json_int_t)stats_verdict_calls(s, (enum mv_verdict)v)));
+		json_object_set_new(
+		    verdicts, verdict_name((enum mv_verdict)v),
+		    json_integer((json_int_t)stats_verdict_calls(s, (enum mv_verdict)v)));
 	json_object_set_new(o, "total", json_integer((json_int_t)stats_total_calls(s)));
 	json_object_set_new(o, "verdicts", verdicts);
 	json_object_set_new(o, "calls", calls);

@@ -38,19 +38,18 @@ static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUS
 enum { OPT_KILL_GRACE = 256, OPT_NOTIFY_ALL };
 
 static const struct cli_opt run_opts[] = {
-	{"socket", required_argument, 's', "PATH",
-	 "control socket (default $XDG_RUNTIME_DIR/memvisor/PID.sock)"},
-	{"policy", required_argument, 'p', "FILE", "policy file (docs/policy.md)"},
-	{"log", required_argument, 'l', "FILE", "log to FILE instead of stderr"},
-	{"log-level", required_argument, 'L', "LEVEL", "error, warn (default), info or debug"},
-	{"stats-json", required_argument, 'j', "FILE", "write per-process counters to FILE at exit"},
-	{"kill-descendants", no_argument, 'k', NULL,
-	 "when the command exits, end what it left behind"},
-	{"kill-grace", required_argument, OPT_KILL_GRACE, "SECONDS",
-	 "SIGTERM to SIGKILL delay for --kill-descendants (default 2)"},
-	{"notify-all", no_argument, OPT_NOTIFY_ALL, NULL,
-	 "notify every memory call (complete statistics; no kernel fast path)"},
-	{"help", no_argument, 'h', NULL, "show this help"},
+    {"socket", required_argument, 's', "PATH",
+     "control socket (default $XDG_RUNTIME_DIR/memvisor/PID.sock)"},
+    {"policy", required_argument, 'p', "FILE", "policy file (docs/policy.md)"},
+    {"log", required_argument, 'l', "FILE", "log to FILE instead of stderr"},
+    {"log-level", required_argument, 'L', "LEVEL", "error, warn (default), info or debug"},
+    {"stats-json", required_argument, 'j', "FILE", "write per-process counters to FILE at exit"},
+    {"kill-descendants", no_argument, 'k', NULL, "when the command exits, end what it left behind"},
+    {"kill-grace", required_argument, OPT_KILL_GRACE, "SECONDS",
+     "SIGTERM to SIGKILL delay for --kill-descendants (default 2)"},
+    {"notify-all", no_argument, OPT_NOTIFY_ALL, NULL,
+     "notify every memory call (complete statistics; no kernel fast path)"},
+    {"help", no_argument, 'h', NULL, "show this help"},
 };
 
 void run_usage(FILE *f)
@@ -85,7 +84,10 @@ static int parse_run_opts(int argc, char **argv, struct mv_opts *o)
 			break;
 		case 'L':
 			if (log_parse_level(optarg, &o->log_level) < 0) {
-				fprintf(stderr, "memvisor: --log-level: '%s' is not one of error, warn, info, debug\n", optarg);
+				fprintf(stderr,
+					"memvisor: --log-level: '%s' is not one of error, warn, "
+					"info, debug\n",
+					optarg);
 				return -EINVAL;
 			}
 			break;
@@ -97,7 +99,9 @@ static int parse_run_opts(int argc, char **argv, struct mv_opts *o)
 			break;
 		case OPT_KILL_GRACE:
 			if (cli_parse_seconds_ms(optarg, &o->kill_grace_ms) < 0) {
-				fprintf(stderr, "memvisor: --kill-grace: '%s' is not a number of seconds\n", optarg);
+				fprintf(stderr,
+					"memvisor: --kill-grace: '%s' is not a number of seconds\n",
+					optarg);
 				return -EINVAL;
 			}
 			break;
@@ -108,7 +112,8 @@ static int parse_run_opts(int argc, char **argv, struct mv_opts *o)
 			run_usage(stdout);
 			exit(0);
 		case ':':
-			fprintf(stderr, "memvisor: option '%s' needs an argument\n", argv[optind - 1]);
+			fprintf(stderr, "memvisor: option '%s' needs an argument\n",
+				argv[optind - 1]);
 			return -EINVAL;
 		default:
 			fprintf(stderr, "memvisor: unknown option '%s' (see memvisor run --help)\n",
@@ -230,10 +235,10 @@ static int receive_listener(struct mv *mv)
 		struct cmsghdr align;
 	} u;
 	struct msghdr msg = {
-		.msg_iov = &iov,
-		.msg_iovlen = 1,
-		.msg_control = u.buf,
-		.msg_controllen = sizeof(u.buf),
+	    .msg_iov = &iov,
+	    .msg_iovlen = 1,
+	    .msg_control = u.buf,
+	    .msg_controllen = sizeof(u.buf),
 	};
 	ssize_t n;
 	do
@@ -252,7 +257,8 @@ static int receive_listener(struct mv *mv)
 	if (!c || c->cmsg_type != SCM_RIGHTS)
 		return -EPROTO;
 	memcpy(&mv->listener, CMSG_DATA(c), sizeof(int));
-	mv->feat.wait_killable_recv = (m.filter_flags & SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV) != 0;
+	mv->feat.wait_killable_recv =
+	    (m.filter_flags & SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV) != 0;
 	return 0;
 }
 
@@ -278,7 +284,8 @@ static int start_command(struct mv *mv)
 	}
 	struct launch_spec *spec = xcalloc(1, sizeof(*spec));
 	spec->prog = prog;
-	spec->filter_flags = SECCOMP_FILTER_FLAG_NEW_LISTENER | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV;
+	spec->filter_flags =
+	    SECCOMP_FILTER_FLAG_NEW_LISTENER | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV;
 	spec->fallback_flags = SECCOMP_FILTER_FLAG_NEW_LISTENER;
 	spec->argv = mv->opts.argv;
 	spec->argc = mv->opts.argc;
@@ -596,7 +603,8 @@ int run_main(int argc, char **argv)
 		return run_abandon(mv);
 	}
 	if ((rc = syscalls_init()) < 0) {
-		fprintf(stderr, "memvisor: cannot resolve system call numbers: %s\n", strerror(-rc));
+		fprintf(stderr, "memvisor: cannot resolve system call numbers: %s\n",
+			strerror(-rc));
 		return run_abandon(mv);
 	}
 	mv->self = getpid();

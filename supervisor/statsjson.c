@@ -16,9 +16,11 @@ static json_t *proc_json(const struct proc *p)
 	json_object_set_new(o, "cmdline", render_cmdline(p));
 	json_object_set_new(o, "execs", json_integer(p->execs));
 	json_object_set_new(o, "start", json_real((double)p->seen_ns / 1e9));
-	json_object_set_new(o, "end", p->exit_ns ? json_real((double)p->exit_ns / 1e9) : json_null());
+	json_object_set_new(o, "end",
+			    p->exit_ns ? json_real((double)p->exit_ns / 1e9) : json_null());
 	json_object_set_new(o, "exit_status",
-			    p->wait_status >= 0 ? json_integer(mv_exit_code(p->wait_status)) : json_null());
+			    p->wait_status >= 0 ? json_integer(mv_exit_code(p->wait_status))
+						: json_null());
 	json_object_set_new(o, "stats", render_stats(&p->stats));
 	return o;
 }
@@ -33,8 +35,10 @@ static json_t *build(struct mv *mv, int exit_code)
 		json_array_append_new(cmd, json_string(mv->opts.argv[i]));
 	json_object_set_new(root, "command", cmd);
 	json_object_set_new(root, "exit_status", json_integer(exit_code));
-	json_object_set_new(root, "socket", mv->socket_path ? json_string(mv->socket_path) : json_null());
-	json_object_set_new(root, "duration", json_real((double)(mv_now_ns() - mv->start_ns) / 1e9));
+	json_object_set_new(root, "socket",
+			    mv->socket_path ? json_string(mv->socket_path) : json_null());
+	json_object_set_new(root, "duration",
+			    json_real((double)(mv_now_ns() - mv->start_ns) / 1e9));
 
 	struct proc_stats *total = xcalloc(1, sizeof(*total));
 	json_t *procs = json_array();
@@ -59,13 +63,15 @@ int statsjson_write(struct mv *mv, const char *path, int exit_code)
 	size_t plen = strlen(path);
 	_cleanup_free_ char *tmp = xmalloc(plen + 32);
 	snprintf(tmp, plen + 32, "%s.tmp.%d", path, (int)getpid());
-	int fd = fault_hit("statsjson_write") ? (errno = ENOSPC, -1)
-					      : open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int fd = fault_hit("statsjson_write")
+		     ? (errno = ENOSPC, -1)
+		     : open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	int rc = 0;
 	if (fd < 0) {
 		rc = -errno;
 	} else {
-		if (json_dumpfd(root, fd, JSON_INDENT(2) | JSON_SORT_KEYS) < 0 || write(fd, "\n", 1) != 1)
+		if (json_dumpfd(root, fd, JSON_INDENT(2) | JSON_SORT_KEYS) < 0 ||
+		    write(fd, "\n", 1) != 1)
 			rc = errno ? -errno : -EIO;
 		if (close(fd) < 0 && !rc)
 			rc = -errno;
@@ -76,6 +82,7 @@ int statsjson_write(struct mv *mv, const char *path, int exit_code)
 	}
 	json_decref(root);
 	if (rc)
-		fprintf(stderr, "memvisor: cannot write --stats-json %s: %s\n", path, strerror(-rc));
+		fprintf(stderr, "memvisor: cannot write --stats-json %s: %s\n", path,
+			strerror(-rc));
 	return rc;
 }

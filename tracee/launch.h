@@ -39,23 +39,23 @@ struct launch_msg {
 
 struct launch_spec {
 	struct sock_fprog prog;
-	unsigned long filter_flags;    /* SECCOMP_FILTER_FLAG_* to try first */
-	unsigned long fallback_flags;  /* tried when the kernel refuses filter_flags */
-	int sock;                      /* SOCK_SEQPACKET to the supervisor, close-on-exec */
-	pid_t parent;                  /* the pid the launcher's parent must have */
-	char *const *candidates;       /* paths to try in order (PATH search done) */
+	unsigned long filter_flags;   /* SECCOMP_FILTER_FLAG_* to try first */
+	unsigned long fallback_flags; /* tried when the kernel refuses filter_flags */
+	int sock;		      /* SOCK_SEQPACKET to the supervisor, close-on-exec */
+	pid_t parent;		      /* the pid the launcher's parent must have */
+	char *const *candidates;      /* paths to try in order (PATH search done) */
 	char *const *argv;
 	char *const *envp;
 	int argc;
-	sigset_t mask;                 /* the signal mask memvisor was started with */
-	unsigned char ignored[_NSIG];  /* 1: the signal was ignored when memvisor started */
-	unsigned long mdwe;            /* PR_SET_MDWE flags, 0 for none */
+	sigset_t mask;		      /* the signal mask memvisor was started with */
+	unsigned char ignored[_NSIG]; /* 1: the signal was ignored when memvisor started */
+	unsigned long mdwe;	      /* PR_SET_MDWE flags, 0 for none */
 	/* The policy's kernel-side pieces (supervisor/enforce.c), applied
 	 * after NO_NEW_PRIVS and before the filter: */
-	bool set_rlimit_as;            /* setrlimit(RLIMIT_AS, &rlimit_as) */
+	bool set_rlimit_as; /* setrlimit(RLIMIT_AS, &rlimit_as) */
 	struct rlimit rlimit_as;
-	bool clear_read_implies_exec;  /* drop an inherited READ_IMPLIES_EXEC */
-	bool landlock;                 /* landlock_restrict_self(landlock_fd) */
+	bool clear_read_implies_exec; /* drop an inherited READ_IMPLIES_EXEC */
+	bool landlock;		      /* landlock_restrict_self(landlock_fd) */
 	int landlock_fd;
 };
 
