@@ -18,7 +18,8 @@ static const char *const registry[] = {
     "ctl_accept",	"ctl_alloc",	       "ctl_read",	  "ctl_write",
     "img_read",		"notify_recv",	       "notify_send",	  "pidfd_info",
     "pidfd_open",	"proc_read",	       "procmap_read",	  "ptrace_getregs",
-    "ptrace_interrupt", "statsjson_write",
+    "ptrace_interrupt", "reload_copy_gone",    "remote_syscall",  "statsjson_write",
+    "uffd_api",		"uffd_copy",	       "uffd_register",
 };
 
 static struct point {

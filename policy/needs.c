@@ -405,12 +405,6 @@ static void describe_term(const struct needs_term *t, enum mv_sc sc, char *buf, 
 
 int needs_covered(const struct needs *launch, const struct needs *want, char *buf, size_t len)
 {
-	if (want->refuse_io_uring && !launch->refuse_io_uring) {
-		snprintf(buf, len,
-			 "the policy decides madvise, which io_uring can do out of the filter's "
-			 "sight (IORING_OP_MADVISE), and the launch filter allows io_uring");
-		return -1;
-	}
 	for (int abi = 0; abi < MV_ABI_COUNT; abi++) {
 		for (int sc = 0; sc < MV_SC_COUNT; sc++) {
 			const struct needs_sc *L = &launch->sc[abi][sc], *W = &want->sc[abi][sc];
@@ -436,6 +430,12 @@ int needs_covered(const struct needs *launch, const struct needs *want, char *bu
 				return -1;
 			}
 		}
+	}
+	if (want->refuse_io_uring && !launch->refuse_io_uring) {
+		snprintf(buf, len,
+			 "the policy decides madvise, which io_uring can do out of the filter's "
+			 "sight (IORING_OP_MADVISE), and the launch filter allows io_uring");
+		return -1;
 	}
 	return 0;
 }

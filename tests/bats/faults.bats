@@ -84,7 +84,8 @@ stop_victim() {
 # Point name prefix -> scenario. supervise: memvisor runs the workload with
 # the fault and is queried and checkpointed; image: `memvisor image verify`
 # runs with the fault; exit: like supervise, and memvisor must exit 125 at
-# the end (the point is on its way out).
+# the end (the point is on its way out); evict: reload_wl is evicted and
+# reloaded with the fault (run_evict_point).
 SCENARIOS=(
 	"notify_ supervise"
 	"pidfd_ supervise"
@@ -95,6 +96,9 @@ SCENARIOS=(
 	"ptrace_ supervise"
 	"img_ image"
 	"statsjson_ exit"
+	"remote_ evict"
+	"uffd_ evict"
+	"reload_ evict"
 )
 
 scenario_of() { # POINT
@@ -242,6 +246,43 @@ run_point() { # POINT:N SCENARIO
 	fi
 }
 
+# The evict scenario: reload_wl runs with the fault, is evicted and
+# reloaded. Either step may fail cleanly; the program's memory must stay
+# right (its own check, and 4 threads touching every page), memvisor must
+# run on, and once a reload finished memvisor holds no more fds than
+# before the evict and has the same children.
+run_evict_point() { # POINT:N
+	local point=${1%%:*} reloaded=0 fds kids
+	rm -rf "$TMP"/eimg "$TMP/in"
+	mkfifo "$TMP/in"
+	MEMVISOR_FAULT=$1 "$MEMVISOR" run --socket "$SOCK" -- "$WL/reload_wl" --file "$TMP/F" --mib 8 \
+		<"$TMP/in" >"$TMP/out" 2>"$TMP/err" 7>&- &
+	MVPID=$!
+	remember_pid $MVPID
+	exec 7>"$TMP/in"
+	wait_for 60 grep -q '^ready' "$TMP/out" || { echo "reload_wl did not start"; return 1; }
+	sleep 0.3
+	fds=$(fd_count)
+	kids=$(children)
+	if timeout 60 "$MEMVISOR" ctl --socket "$SOCK" checkpoint "$TMP/eimg" --evict --wait >"$TMP/ev.out" 2>&1; then
+		timeout 60 "$MEMVISOR" ctl --socket "$SOCK" reload "$TMP/eimg" --wait >"$TMP/rl.out" 2>&1 && reloaded=1
+	fi
+	say_check || { echo "the program's memory changed"; cat "$TMP/ev.out" "$TMP/rl.out" 2>/dev/null; return 1; }
+	local n
+	n=$(wc -l <"$TMP/out")
+	echo "threads 4" >&7
+	wait_for 30 sh -c "tail -n +$((n + 1)) '$TMP/out' | grep -q '^threads ok'" || { echo "threads did not finish"; return 1; }
+	kill -0 "$MVPID" || { echo "memvisor died"; return 1; }
+	if [ $reloaded = 1 ]; then
+		sleep 0.3
+		[ "$(fd_count)" -le "$fds" ] || { echo "fds: $(fd_count) after the reload, $fds before the evict"; return 1; }
+	fi
+	[ "$(children)" = "$kids" ] || { echo "children: $kids before, $(children) after"; return 1; }
+	exec 7>&-
+	wait "$MVPID" || { echo "memvisor exited $?"; cat "$TMP/err"; return 1; }
+	grep -q "fault injected at $point" "$TMP/err" || echo "note: $1 was not reached"
+}
+
 @test "every fault point: memvisor survives, the program is unaffected or cleanly told, nothing leaks" {
 	local point n failed=
 	REF_FDS=
@@ -250,7 +291,11 @@ run_point() { # POINT:N SCENARIO
 	for point in $("$MEMVISOR" --list-faults); do
 		scenario=$(scenario_of "$point") || { echo "no scenario for $point"; return 1; }
 		for n in ${FAULT_NTH:-1}; do
-			run_point "$point:$n" "$scenario" || { failed="$failed $point:$n"; echo "FAILED: $point:$n ($scenario)"; }
+			if [ "$scenario" = evict ]; then
+				run_evict_point "$point:$n" || { failed="$failed $point:$n"; echo "FAILED: $point:$n (evict)"; }
+			else
+				run_point "$point:$n" "$scenario" || { failed="$failed $point:$n"; echo "FAILED: $point:$n ($scenario)"; }
+			fi
 			exec 7>&- 2>/dev/null || true
 		done
 	done
