@@ -24,20 +24,11 @@ imgcmp() { python3 "$BATS_TEST_DIRNAME/imgcmp.py" "$@"; }
 # Start a workload under memvisor, its stdin a FIFO held on fd 7, its
 # stdout in $TMP/out; PID is the pid it prints with "ready".
 start() {
-	rm -f "$TMP/in"
-	mkfifo "$TMP/in"
-	"$MEMVISOR" run --socket "$SOCK" "${MV_ARGS[@]}" -- "$@" <"$TMP/in" >"$TMP/out" 2>"$TMP/err" &
-	MVPID=$!
-	remember_pid $MVPID
-	exec 7>"$TMP/in"
-	wait_for 60 grep -q '^ready' "$TMP/out"
+	start_fed "$@"
 	PID=$(awk '/^ready/{print $2}' "$TMP/out")
 }
 
-stop() {
-	exec 7>&-
-	wait $MVPID
-}
+stop() { stop_fed; }
 
 # Send a line to the workload; wait for a new output line matching RE.
 say() { # LINE RE

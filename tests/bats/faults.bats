@@ -253,22 +253,25 @@ run_point() { # POINT:N SCENARIO
 # before the evict and has the same children.
 run_evict_point() { # POINT:N
 	local point=${1%%:*} reloaded=0 fds kids
-	rm -rf "$TMP"/eimg "$TMP/in"
-	mkfifo "$TMP/in"
-	MEMVISOR_FAULT=$1 "$MEMVISOR" run --socket "$SOCK" -- "$WL/reload_wl" --file "$TMP/F" --mib 8 \
-		<"$TMP/in" >"$TMP/out" 2>"$TMP/err" 7>&- &
-	MVPID=$!
-	remember_pid $MVPID
-	exec 7>"$TMP/in"
-	wait_for 60 grep -q '^ready' "$TMP/out" || { echo "reload_wl did not start"; return 1; }
+	rm -rf "$TMP"/eimg
+	MV_ARGS=()
+	MEMVISOR_FAULT=$1 start_fed "$WL/reload_wl" --file "$TMP/F" --mib 8 || { echo "reload_wl did not start"; return 1; }
 	sleep 0.3
 	fds=$(fd_count)
 	kids=$(children)
 	if timeout 60 "$MEMVISOR" ctl --socket "$SOCK" checkpoint "$TMP/eimg" --evict --wait >"$TMP/ev.out" 2>&1; then
 		timeout 60 "$MEMVISOR" ctl --socket "$SOCK" reload "$TMP/eimg" --wait >"$TMP/rl.out" 2>&1 && reloaded=1
 	fi
-	say_check || { echo "the program's memory changed"; cat "$TMP/ev.out" "$TMP/rl.out" 2>/dev/null; return 1; }
 	local n
+	n=$(wc -l <"$TMP/out")
+	echo check >&7
+	wait_for 60 sh -c "tail -n +$((n + 1)) '$TMP/out' | grep -q '^ok\|^bad'" ||
+		{ echo "$1: no answer to check in 60 s"; cat "$TMP/ev.out" "$TMP/rl.out" "$TMP/err" 2>/dev/null; return 1; }
+	tail -n +$((n + 1)) "$TMP/out" | grep -q '^ok' || {
+		echo "$1: the program's memory changed: $(tail -n +$((n + 1)) "$TMP/out" | head -3)"
+		cat "$TMP/ev.out" "$TMP/rl.out" "$TMP/err" 2>/dev/null
+		return 1
+	}
 	n=$(wc -l <"$TMP/out")
 	echo "threads 4" >&7
 	wait_for 30 sh -c "tail -n +$((n + 1)) '$TMP/out' | grep -q '^threads ok'" || { echo "threads did not finish"; return 1; }

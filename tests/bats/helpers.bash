@@ -78,3 +78,22 @@ same_as_native() {
 		return 1
 	fi
 }
+
+# Start "$@" under memvisor (--socket $SOCK, then the MV_ARGS array), its
+# stdin a FIFO held open on fd 7, its stdout in $TMP/out and stderr in
+# $TMP/err, and wait for its "ready" line. MVPID is memvisor's pid.
+start_fed() {
+	rm -f "$TMP/in"
+	mkfifo "$TMP/in"
+	"$MEMVISOR" run --socket "$SOCK" "${MV_ARGS[@]}" -- "$@" <"$TMP/in" >"$TMP/out" 2>"$TMP/err" 7>&- &
+	MVPID=$!
+	remember_pid $MVPID
+	exec 7>"$TMP/in"
+	wait_for 60 grep -q '^ready' "$TMP/out"
+}
+
+# Close the workload's stdin and wait for memvisor's exit status.
+stop_fed() {
+	exec 7>&-
+	wait $MVPID
+}

@@ -28,23 +28,13 @@ skip_unless_uffd() {
 
 # Start reload_wl under memvisor, stdin a FIFO on fd 7, stdout in $TMP/out.
 start() {
-	rm -f "$TMP/in"
-	mkfifo "$TMP/in"
 	local wrap=()
 	[ -z "$WRAP" ] || wrap=(sh -c '"$0" "$@"; sleep 60')
-	"$MEMVISOR" run --socket "$SOCK" "${MV_ARGS[@]}" -- "${wrap[@]}" "$WL/reload_wl" --file "$TMP/F" "$@" \
-		<"$TMP/in" >"$TMP/out" 2>"$TMP/err" 7>&- &
-	MVPID=$!
-	remember_pid $MVPID
-	exec 7>"$TMP/in"
-	wait_for 60 grep -q '^ready' "$TMP/out"
+	start_fed "${wrap[@]}" "$WL/reload_wl" --file "$TMP/F" "$@"
 	PID=$(awk '/^pid/{print $2}' "$TMP/err")
 }
 
-stop() {
-	exec 7>&-
-	wait $MVPID
-}
+stop() { stop_fed; }
 
 # Send a line; wait for the next output line; it must match RE.
 say() { # LINE RE
