@@ -144,12 +144,16 @@ start_pattern() { # FAULT
 	wait_for 10 test -S "$SOCK"
 }
 
-say_check() { # the workload verifies its memory: "ok"
+# The workload verifies its memory and answers "ok" (or "bad ...") within
+# SECONDS (20); on anything else, say what it answered.
+say_check() { # [SECONDS]
 	local n
 	n=$(wc -l <"$TMP/out")
 	echo check >&7
-	wait_for 20 sh -c "tail -n +$((n + 1)) '$TMP/out' | grep -q '^ok\|^bad'"
-	tail -n +$((n + 1)) "$TMP/out" | grep -q '^ok'
+	wait_for "${1:-20}" sh -c "tail -n +$((n + 1)) '$TMP/out' | grep -q '^ok\|^bad'" ||
+		{ echo "no answer to check in ${1:-20} s"; return 1; }
+	tail -n +$((n + 1)) "$TMP/out" | grep -q '^ok' ||
+		{ echo "answer to check: $(tail -n +$((n + 1)) "$TMP/out" | head -3)"; return 1; }
 }
 
 fd_count() { ls /proc/"$MVPID"/fd | wc -l; }
@@ -262,16 +266,12 @@ run_evict_point() { # POINT:N
 	if timeout 60 "$MEMVISOR" ctl --socket "$SOCK" checkpoint "$TMP/eimg" --evict --wait >"$TMP/ev.out" 2>&1; then
 		timeout 60 "$MEMVISOR" ctl --socket "$SOCK" reload "$TMP/eimg" --wait >"$TMP/rl.out" 2>&1 && reloaded=1
 	fi
-	local n
-	n=$(wc -l <"$TMP/out")
-	echo check >&7
-	wait_for 60 sh -c "tail -n +$((n + 1)) '$TMP/out' | grep -q '^ok\|^bad'" ||
-		{ echo "$1: no answer to check in 60 s"; cat "$TMP/ev.out" "$TMP/rl.out" "$TMP/err" 2>/dev/null; return 1; }
-	tail -n +$((n + 1)) "$TMP/out" | grep -q '^ok' || {
-		echo "$1: the program's memory changed: $(tail -n +$((n + 1)) "$TMP/out" | head -3)"
+	say_check 60 || {
+		echo "$1: the program's memory changed"
 		cat "$TMP/ev.out" "$TMP/rl.out" "$TMP/err" 2>/dev/null
 		return 1
 	}
+	local n
 	n=$(wc -l <"$TMP/out")
 	echo "threads 4" >&7
 	wait_for 30 sh -c "tail -n +$((n + 1)) '$TMP/out' | grep -q '^threads ok'" || { echo "threads did not finish"; return 1; }
