@@ -6,7 +6,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -17,18 +16,6 @@
 #ifndef RENAME_EXCHANGE
 #define RENAME_EXCHANGE (1 << 1)
 #endif
-
-static int efail(char *err, size_t errlen, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int efail(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return rc;
-}
 
 bool imgdir_is_image(int dirfd)
 {
@@ -69,20 +56,22 @@ static int check_existing(struct imgdir *d, bool force, char *err, size_t errlen
 	if (fstatat(d->parentfd, d->base, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 		if (errno == ENOENT)
 			return 0;
-		return efail(err, errlen, -errno, "%s: %s", d->dir, strerror(errno));
+		return mv_fail_msg(err, errlen, -errno, "%s: %s", d->dir, strerror(errno));
 	}
 	if (!force)
-		return efail(err, errlen, -EEXIST, "%s exists (use --force to replace it)", d->dir);
+		return mv_fail_msg(err, errlen, -EEXIST, "%s exists (use --force to replace it)",
+				   d->dir);
 	if (!S_ISDIR(st.st_mode))
-		return efail(err, errlen, -ENOTEMPTY,
-			     "%s exists and is not a directory; not replacing it", d->dir);
+		return mv_fail_msg(err, errlen, -ENOTEMPTY,
+				   "%s exists and is not a directory; not replacing it", d->dir);
 	_cleanup_close_ int fd =
 	    openat(d->parentfd, d->base, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
-		return efail(err, errlen, -errno, "%s: %s", d->dir, strerror(errno));
+		return mv_fail_msg(err, errlen, -errno, "%s: %s", d->dir, strerror(errno));
 	if (!dir_empty(fd) && !imgdir_is_image(fd))
-		return efail(err, errlen, -ENOTEMPTY,
-			     "%s exists and is not a memvisor image; not replacing it", d->dir);
+		return mv_fail_msg(err, errlen, -ENOTEMPTY,
+				   "%s exists and is not a memvisor image; not replacing it",
+				   d->dir);
 	d->replace = true;
 	return 0;
 }
@@ -96,9 +85,9 @@ static int make_tmp(struct imgdir *d, char *err, size_t errlen)
 		if (mkdirat(d->parentfd, name, 0700) < 0) {
 			if (errno == EEXIST)
 				continue;
-			return efail(err, errlen, -errno,
-				     "cannot create a directory next to %s: %s", d->dir,
-				     strerror(errno));
+			return mv_fail_msg(err, errlen, -errno,
+					   "cannot create a directory next to %s: %s", d->dir,
+					   strerror(errno));
 		}
 		d->tmpbase = xstrdup(name);
 		/* The umask may have taken bits we need; nothing more than
@@ -108,11 +97,12 @@ static int make_tmp(struct imgdir *d, char *err, size_t errlen)
 		if (d->tmpfd < 0 || fchmod(d->tmpfd, 0700) < 0) {
 			int e = errno;
 			imgdir_abort(d);
-			return efail(err, errlen, -e, "%s: %s", name, strerror(e));
+			return mv_fail_msg(err, errlen, -e, "%s: %s", name, strerror(e));
 		}
 		return 0;
 	}
-	return efail(err, errlen, -EEXIST, "cannot find a free temporary name next to %s", d->dir);
+	return mv_fail_msg(err, errlen, -EEXIST, "cannot find a free temporary name next to %s",
+			   d->dir);
 }
 
 int imgdir_prepare(const char *dir, bool force, struct imgdir *d, char *err, size_t errlen)
@@ -123,18 +113,18 @@ int imgdir_prepare(const char *dir, bool force, struct imgdir *d, char *err, siz
 	while (len > 1 && dir[len - 1] == '/')
 		len--;
 	if (dir[0] != '/')
-		return efail(err, errlen, -EINVAL, "%s: the directory must be an absolute path",
-			     dir);
+		return mv_fail_msg(err, errlen, -EINVAL,
+				   "%s: the directory must be an absolute path", dir);
 	d->dir = strndup(dir, len);
 	const char *slash = strrchr(d->dir, '/');
 	d->base = xstrdup(slash + 1);
 	if (!*d->base || strcmp(d->base, ".") == 0 || strcmp(d->base, "..") == 0)
-		return efail(err, errlen, -EINVAL, "%s: not a name for a new directory", dir);
+		return mv_fail_msg(err, errlen, -EINVAL, "%s: not a name for a new directory", dir);
 	_cleanup_free_ char *parent =
 	    slash == d->dir ? xstrdup("/") : strndup(d->dir, (size_t)(slash - d->dir));
 	d->parentfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (d->parentfd < 0)
-		return efail(err, errlen, -errno, "%s: %s", parent, strerror(errno));
+		return mv_fail_msg(err, errlen, -errno, "%s: %s", parent, strerror(errno));
 	int rc = check_existing(d, force, err, errlen);
 	if (rc < 0)
 		return rc;
@@ -205,12 +195,13 @@ static int rename_into_place(struct imgdir *d)
 int imgdir_commit(struct imgdir *d, char *err, size_t errlen)
 {
 	if (fsync(d->tmpfd) < 0)
-		return efail(err, errlen, -errno, "syncing %s: %s", d->tmpbase, strerror(errno));
+		return mv_fail_msg(err, errlen, -errno, "syncing %s: %s", d->tmpbase,
+				   strerror(errno));
 	int rc = rename_into_place(d);
 	if (rc < 0)
-		return efail(err, errlen, rc, "cannot rename the image into %s: %s", d->dir,
-			     rc == -EEXIST || rc == -ENOTEMPTY ? "it appeared meanwhile"
-							       : strerror(-rc));
+		return mv_fail_msg(err, errlen, rc, "cannot rename the image into %s: %s", d->dir,
+				   rc == -EEXIST || rc == -ENOTEMPTY ? "it appeared meanwhile"
+								     : strerror(-rc));
 	d->committed = true;
 	if (fsync(d->parentfd) < 0)
 		log_warn("syncing the directory of %s: %s", d->dir, strerror(errno));
