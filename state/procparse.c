@@ -1,6 +1,9 @@
 #include "state/procparse.h"
+#include "common/util.h"
+#include "state/as.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,4 +91,53 @@ int parse_stat(const char *text, struct proc_stat *out)
 		out->env_end = f[51];
 	}
 	return 0;
+}
+
+static void range_push(struct as_range **v, size_t *n, uint64_t start, uint64_t end)
+{
+	if (*n && (*v)[*n - 1].end == start) {
+		(*v)[*n - 1].end = end; /* adjacent regions: one range */
+		return;
+	}
+	/* Capacity 4, 8, 16...: full whenever n is 0 or a power of two >= 4. */
+	if (*n == 0 || (*n >= 4 && !(*n & (*n - 1))))
+		*v = xrealloc(*v, (*n ? *n * 2 : 4) * sizeof(**v));
+	(*v)[(*n)++] = (struct as_range){start, end};
+}
+
+/* Does the VmFlags line (after "VmFlags:") hold the two-letter flag f? */
+static bool has_vmflag(const char *line, const char *eol, const char *f)
+{
+	for (const char *p = line; p + 2 <= eol; p++)
+		if (p[0] == f[0] && p[1] == f[1] && (p + 2 == eol || p[2] == ' ') &&
+		    p[-1] == ' ')
+			return true;
+	return false;
+}
+
+int parse_fork_flags(const char *text, struct as_range **dc, size_t *n_dc, struct as_range **wf,
+		     size_t *n_wf)
+{
+	*dc = *wf = NULL;
+	*n_dc = *n_wf = 0;
+	unsigned long long start = 0, end = 0;
+	bool header = false;
+	for (const char *line = text; *line;) {
+		const char *eol = strchrnul(line, '\n');
+		unsigned long long s, e;
+		if (line[strspn(line, "0123456789abcdef")] == '-' &&
+		    sscanf(line, "%llx-%llx ", &s, &e) == 2) {
+			start = s;
+			end = e;
+			header = true;
+		} else if (header && strncmp(line, "VmFlags:", 8) == 0) {
+			if (has_vmflag(line + 7, eol, "dc"))
+				range_push(dc, n_dc, start, end);
+			if (has_vmflag(line + 7, eol, "wf"))
+				range_push(wf, n_wf, start, end);
+			header = false;
+		}
+		line = *eol ? eol + 1 : eol;
+	}
+	return start || !*text ? 0 : -EINVAL;
 }

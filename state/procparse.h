@@ -3,6 +3,7 @@
 #ifndef MV_PROCPARSE_H
 #define MV_PROCPARSE_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -35,5 +36,14 @@ struct proc_stat {
 /* /proc/PID/stat: the comm field may hold spaces and parentheses, so the
  * fields are counted from the last ')'. */
 int parse_stat(const char *text, struct proc_stat *out);
+
+/* The regions of /proc/PID/smaps whose VmFlags say the kernel treats them
+ * specially at fork (kernel/fork.c dup_mmap): "dc" (MADV_DONTFORK: not in
+ * the child at all) and "wf" (MADV_WIPEONFORK: empty in the child). Each
+ * list (malloc'd, [start, end) pairs in address order) gets those regions;
+ * returns 0, or -EINVAL for text that is not smaps. */
+struct as_range;
+int parse_fork_flags(const char *text, struct as_range **dc, size_t *n_dc, struct as_range **wf,
+		     size_t *n_wf);
 
 #endif

@@ -6,6 +6,8 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "supervisor/evict_thp.h"
+#include "supervisor/procfs.h"
+#include "supervisor/reaper.h"
 #include "supervisor/remote.h"
 #include "supervisor/uffd.h"
 
@@ -41,9 +43,27 @@ struct ev_chunk {
 	uint32_t ext, first, n;
 };
 
+/* Locks. s->lay orders the layout against page installs: a worker holds
+ * it for writing from the read(2) of the uffd's messages until the events
+ * among them are applied to the chunk map, and everything that installs
+ * pages (UFFDIO_COPY, ZEROPAGE, POISON) holds it for reading from looking
+ * up the chunk to the end of the ioctl. So events are applied in the
+ * order the kernel delivered them, a copy never uses a chunk an event
+ * read before it has changed, and an event read after a copy started
+ * (the madvise or munmap it releases runs after our read) finds the copy
+ * done. s->mu guards the chunk map's contents and counters for short
+ * steps; never held across storage I/O. */
 struct evspace {
 	pthread_mutex_t mu;
+	pthread_rwlock_t lay;
 	int refs; /* under reg_mu */
+	uint64_t keep_id; /* the reaper holds a duplicate of uffd under this id (0: not held) */
+	uint64_t features; /* granted by UFFDIO_API */
+	pid_t tgid;	   /* the process whose mm this is, when known (a fork child: its
+			    * first fault tells) */
+	struct as_range *wipe; /* MADV_WIPEONFORK regions, as last read: empty in a child */
+	size_t n_wipe;
+	uint64_t poisoned; /* pages made unservable */
 	char id[33];
 	char *dir;
 	pid_t pid, parent;
@@ -51,7 +71,7 @@ struct evspace {
 	int pidfd;	      /* the evicted process (-1 for a fork child): THP collapse */
 	struct evict_thp thp; /* under mu */
 	uint64_t probe;	      /* an address of the mm never registered (the vdso) */
-	bool evicting;	      /* our own MADV_DONTNEED runs: its REMOVE events are ours */
+	bool evicting;	      /* under lay: our own MADV_DONTNEED runs, its REMOVE events are ours */
 	bool dead, stopping, linked;
 	struct ev_ext *ext;
 	size_t n_ext;
@@ -72,6 +92,8 @@ static struct evspace *reg_head;
 
 static void space_free(struct evspace *s)
 {
+	if (s->keep_id)
+		reaper_release_fd(s->keep_id);
 	if (s->uffd >= 0)
 		close(s->uffd); /* userfaultfd_release: every range unregistered */
 	if (s->pagesfd >= 0)
@@ -82,6 +104,8 @@ static void space_free(struct evspace *s)
 		close(s->pidfd);
 	evict_thp_free(&s->thp);
 	pthread_mutex_destroy(&s->mu);
+	pthread_rwlock_destroy(&s->lay);
+	free(s->wipe);
 	free(s->dir);
 	free(s->ext);
 	free(s->ch);
@@ -289,7 +313,8 @@ static void mark_loaded(struct evspace *s, uint32_t ext, uint32_t a, uint32_t b)
 
 /* ---- serving pages --------------------------------------------------- */
 
-/* Read extent e whole into buf and check its checksum. */
+/* Read extent e whole into buf and check its checksum. -EIO for a short
+ * read: the image was truncated under us. */
 static int read_extent(struct evspace *s, const struct ev_ext *e, void *buf)
 {
 	size_t len = (size_t)e->pages * PG, got = 0;
@@ -304,78 +329,187 @@ static int read_extent(struct evspace *s, const struct ev_ext *e, void *buf)
 	return crc32c(buf, len) == e->crc ? 0 : -EBADMSG;
 }
 
-/* Install the pages of [a, b) (extent page indexes within chunk c) not
- * known to be there, from buf (the whole extent). */
-static int copy_runs(struct evspace *s, const struct ev_chunk *c, const struct ev_ext *e,
-		     uint32_t a, uint32_t b, const void *buf)
+/* The chunk at addr now, copied out with its extent (under s->mu). */
+static bool chunk_at(struct evspace *s, uint64_t addr, struct ev_chunk *c, struct ev_ext *e)
 {
-	uint32_t p = a;
+	pthread_mutex_lock(&s->mu);
+	struct ev_chunk *cp = find_chunk(s, addr);
+	if (cp) {
+		*c = *cp;
+		if (e)
+			*e = s->ext[cp->ext];
+	}
+	pthread_mutex_unlock(&s->mu);
+	return cp != NULL;
+}
+
+/* Copy pages [p, q) of chunk c, one at a time: a copy that spans two vmas
+ * fails whole with ENOENT (mm/userfaultfd.c validate_dst_vma), which
+ * happens once the program mprotect()s part of an evicted region. Pages
+ * outside any registered vma are left owed (*enoent counts them). */
+static int copy_pages(struct evspace *s, const struct ev_chunk *c, uint32_t p, uint32_t q,
+		      const void *buf, unsigned *enoent)
+{
+	for (uint32_t k = p; k < q; k++) {
+		uint64_t got;
+		int rc = uffd_copy(s->uffd, c->addr + (uint64_t)(k - c->first) * PG,
+				   (const char *)buf + (uint64_t)k * PG, PG, &got);
+		if (rc == -ENOENT) {
+			(*enoent)++;
+			continue;
+		}
+		if (rc < 0)
+			return rc;
+		pthread_mutex_lock(&s->mu);
+		mark_loaded(s, c->ext, k, k + 1);
+		pthread_mutex_unlock(&s->mu);
+	}
+	return 0;
+}
+
+/* Install the pages of [a, b) (extent page indexes within chunk c) not
+ * known to be there, from buf (the whole extent). Under s->lay (read),
+ * with c looked up under it. *enoent counts the pages no registered vma
+ * holds (they stay owed). */
+static int copy_runs(struct evspace *s, const struct ev_chunk *c, uint32_t a, uint32_t b,
+		     const void *buf, unsigned *enoent)
+{
+	const struct ev_ext *e = &s->ext[c->ext];
+	uint32_t p = MV_MAX(a, c->first);
+	b = MV_MIN(b, c->first + c->n);
 	while (p < b) {
+		pthread_mutex_lock(&s->mu);
 		while (p < b && page_loaded(e, p))
 			p++;
 		uint32_t q = p;
 		while (q < b && !page_loaded(e, q))
 			q++;
+		pthread_mutex_unlock(&s->mu);
 		if (p == q)
 			break;
 		uint64_t dst = c->addr + (uint64_t)(p - c->first) * PG, got;
 		int rc = uffd_copy(s->uffd, dst, (const char *)buf + (uint64_t)p * PG,
 				   (uint64_t)(q - p) * PG, &got);
+		if (rc == -ENOENT) {
+			/* got: the pages before the failing one are in. */
+			uint32_t done = (uint32_t)(got / PG);
+			pthread_mutex_lock(&s->mu);
+			mark_loaded(s, c->ext, p, p + done);
+			pthread_mutex_unlock(&s->mu);
+			rc = copy_pages(s, c, p + done, q, buf, enoent);
+		} else if (rc == 0) {
+			pthread_mutex_lock(&s->mu);
+			mark_loaded(s, c->ext, p, q);
+			pthread_mutex_unlock(&s->mu);
+		}
 		if (rc < 0)
 			return rc;
-		pthread_mutex_lock(&s->mu);
-		mark_loaded(s, c->ext, p, q);
-		pthread_mutex_unlock(&s->mu);
 		p = q;
 	}
 	return 0;
 }
 
-/* The image cannot give this page back: the process cannot go on
- * correctly. Kill it rather than let it see wrong memory. */
-static void corrupt(struct evspace *s, pid_t who, const struct ev_ext *e)
+/* Tell whoever listens (the control socket's event stream). */
+static void (*notify_cb)(const char *type, json_t *obj);
+
+void evict_set_notify(void (*cb)(const char *type, json_t *obj))
 {
-	log_error("evict: the image %s is corrupt (extent at pages offset %#llx): killing "
-		  "process %d, whose memory it holds",
-		  s->dir, (unsigned long long)e->off, who);
-	if (who > 0)
-		kill(who, SIGKILL);
+	notify_cb = cb;
 }
 
+/* The image cannot give this page back (a read error, a truncated image,
+ * a checksum mismatch): the program must not see anything in its place.
+ * Poison the page, as a memory error would (an access raises SIGBUS, a
+ * kernel access fails with EFAULT), or, on kernels without UFFDIO_POISON
+ * (Linux < 6.6), kill the process. Under s->lay (read). */
+static int unservable(struct evspace *s, uint64_t addr, pid_t who, const struct ev_ext *e,
+		      int err)
+{
+	pid_t pid = s->tgid ? s->tgid : who;
+	int rc = -EOPNOTSUPP;
+	if (s->features & UFFD_FEATURE_POISON)
+		rc = uffd_poison(s->uffd, addr);
+	bool first = __atomic_fetch_add(&s->poisoned, 1, __ATOMIC_RELAXED) == 0;
+	if (rc == 0 || rc == -EEXIST) {
+		if (first)
+			log_error("evict: the image %s cannot give back the extent at pages offset "
+				  "%#llx (%s): process %d gets SIGBUS where it touches those pages",
+				  s->dir, (unsigned long long)e->off, strerror(-err), pid);
+	} else if (rc != -EAGAIN) {
+		log_error("evict: the image %s cannot give back the extent at pages offset %#llx "
+			  "(%s): killing process %d, whose memory it holds",
+			  s->dir, (unsigned long long)e->off, strerror(-err), pid);
+		if (who > 0)
+			kill(who, SIGKILL);
+		rc = 0;
+	}
+	if (first && notify_cb) {
+		char a[32];
+		snprintf(a, sizeof(a), "%#llx", (unsigned long long)addr);
+		notify_cb("evict_unservable",
+			  json_pack("{s:i, s:s, s:s, s:I, s:s, s:s}", "pid", pid, "image", s->dir,
+				    "address", a, "extent_offset", (json_int_t)e->off, "error",
+				    strerror(-err), "outcome",
+				    rc == 0 && (s->features & UFFD_FEATURE_POISON) ? "sigbus" : "killed"));
+	}
+	return rc;
+}
+
+/* A fault at addr: look the page up and install it, with the read-ahead
+ * around it. The extent is read without any lock; then the chunk is looked
+ * up again under s->lay, since events may have moved or dropped it
+ * meanwhile. */
 static int serve_fault(struct evspace *s, uint64_t addr, pid_t who, void *buf, uint64_t *woken)
 {
-	pthread_mutex_lock(&s->mu);
-	struct ev_chunk *cp = find_chunk(s, addr), c = {0};
-	struct ev_ext e = {0};
-	if (cp) {
-		c = *cp;
-		e = s->ext[c.ext];
-	}
-	pthread_mutex_unlock(&s->mu);
-	if (!cp) {
-		__atomic_fetch_add(&s->zero_faults, 1, __ATOMIC_RELAXED);
-		int zrc = uffd_zeropage(s->uffd, addr);
+	for (;;) {
+		struct ev_chunk c;
+		struct ev_ext e;
+		pthread_rwlock_rdlock(&s->lay);
+		if (!chunk_at(s, addr, &c, &e)) {
+			/* Never written, or dropped by the program (munmap,
+			 * madvise): zeros, as without evict. */
+			__atomic_fetch_add(&s->zero_faults, 1, __ATOMIC_RELAXED);
+			int zrc = uffd_zeropage(s->uffd, addr);
+			pthread_rwlock_unlock(&s->lay);
+			*woken = mv_now_ns();
+			return zrc;
+		}
+		pthread_rwlock_unlock(&s->lay);
+		int rc = read_extent(s, &e, buf);
+		pthread_rwlock_rdlock(&s->lay);
+		struct ev_chunk now;
+		if (!chunk_at(s, addr, &now, NULL) || now.ext != c.ext) {
+			pthread_rwlock_unlock(&s->lay);
+			continue; /* the layout changed under us: look again */
+		}
+		if (rc < 0) {
+			rc = unservable(s, addr, who, &e, rc);
+			pthread_rwlock_unlock(&s->lay);
+			*woken = mv_now_ns();
+			return rc;
+		}
+		uint32_t idx = now.first + (uint32_t)((addr - now.addr) / PG);
+		uint32_t ra = EVICT_READAHEAD / PG, end = now.first + now.n;
+		uint32_t lo = idx > now.first + ra / 2 ? idx - ra / 2 : now.first;
+		uint32_t hi = MV_MIN(end, lo + ra);
+		unsigned enoent = 0;
+		/* The faulting thread's window first: copying wakes it. */
+		rc = copy_runs(s, &now, lo, hi, buf, &enoent);
+		pthread_rwlock_unlock(&s->lay);
+		uffd_wake(s->uffd, addr, PG);
 		*woken = mv_now_ns();
-		return zrc;
+		if (rc < 0)
+			return rc;
+		/* The read-ahead: the rest of the extent's chunk at addr. */
+		pthread_rwlock_rdlock(&s->lay);
+		if (chunk_at(s, addr, &now, NULL) && now.ext == c.ext) {
+			rc = copy_runs(s, &now, now.first, lo, buf, &enoent);
+			if (rc == 0)
+				rc = copy_runs(s, &now, hi, now.first + now.n, buf, &enoent);
+		}
+		pthread_rwlock_unlock(&s->lay);
+		return rc == -EAGAIN ? 0 : rc; /* the read-ahead is best effort */
 	}
-	int rc = read_extent(s, &e, buf);
-	if (rc == -EBADMSG)
-		corrupt(s, who, &e);
-	if (rc < 0)
-		return rc;
-	uint32_t idx = c.first + (uint32_t)((addr - c.addr) / PG);
-	uint32_t ra = EVICT_READAHEAD / PG, end = c.first + c.n;
-	uint32_t lo = idx > c.first + ra / 2 ? idx - ra / 2 : c.first;
-	uint32_t hi = MV_MIN(end, lo + ra);
-	/* The faulting thread's window first: copying wakes it. */
-	rc = copy_runs(s, &c, &e, lo, hi, buf);
-	uffd_wake(s->uffd, addr, PG);
-	*woken = mv_now_ns();
-	if (rc == 0)
-		rc = copy_runs(s, &c, &e, c.first, lo, buf);
-	if (rc == 0)
-		rc = copy_runs(s, &c, &e, hi, end, buf);
-	return rc;
 }
 
 /* ---- events ------------------------------------------------------------ */
@@ -383,20 +517,59 @@ static int serve_fault(struct evspace *s, uint64_t addr, pid_t who, void *buf, u
 static struct evspace *space_new(void);
 static int start_workers(struct evspace *s);
 
+/* Remove [start, end) ranges of v from the chunk map (fork exclusions). */
+static void drop_ranges(struct evspace *s, const struct as_range *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		drop_range(s, v[i].start, v[i].end);
+}
+
+/* Hold a duplicate of the space's uffd in the reaper (reaper_hold_fd). */
+static int keep_uffd(struct evspace *s)
+{
+	static uint64_t next_id;
+	uint64_t id = __atomic_add_fetch(&next_id, 1, __ATOMIC_RELAXED);
+	int rc = reaper_hold_fd(s->uffd, id);
+	if (rc == 0)
+		s->keep_id = id;
+	return rc;
+}
+
 /* fork: the child's mm has the parent's registered ranges, with a uffd of
  * its own, and misses the pages the parent missed when it forked. It owes
  * every page the parent's image map still covers (pages the parent had
- * loaded are present in the child too: copying them fails with EEXIST). */
+ * loaded are present in the child too: copying them fails with EEXIST),
+ * except where fork gives the child something else (kernel/fork.c
+ * dup_mmap): MADV_DONTFORK regions are not in the child at all, and
+ * MADV_WIPEONFORK regions are empty there (zeros). Those are read from the
+ * parent's smaps while the parent waits in fork for this event to be
+ * read; a parent whose pid is not known yet (a fork child that has not
+ * faulted) uses the WIPEONFORK regions it inherited. Called under s->lay
+ * (write), in the order of the events. */
 static void on_fork(struct evspace *s, int ufd)
 {
 	struct evspace *c = space_new();
 	c->uffd = ufd;
+	c->features = s->features;
 	c->pagesfd = fcntl(s->pagesfd, F_DUPFD_CLOEXEC, 0);
 	c->parent = s->pid ? s->pid : s->parent;
 	c->probe = s->probe;
 	snprintf(c->id, sizeof(c->id), "%s", s->id);
 	c->dir = xstrdup(s->dir);
+	struct as_range *dc = NULL, *wf = NULL;
+	size_t n_dc = 0, n_wf = 0;
+	if (!s->tgid || procfs_fork_flags(s->tgid, &dc, &n_dc, &wf, &n_wf) < 0) {
+		n_wf = s->n_wipe;
+		wf = n_wf ? xmalloc(n_wf * sizeof(*wf)) : NULL;
+		if (n_wf)
+			memcpy(wf, s->wipe, n_wf * sizeof(*wf));
+	}
 	pthread_mutex_lock(&s->mu);
+	free(s->wipe);
+	s->n_wipe = n_wf;
+	s->wipe = n_wf ? xmalloc(n_wf * sizeof(*wf)) : NULL;
+	if (n_wf)
+		memcpy(s->wipe, wf, n_wf * sizeof(*wf));
 	c->n_ext = s->n_ext;
 	c->ext = xcalloc(MV_MAX(c->n_ext, 1), sizeof(*c->ext));
 	for (size_t i = 0; i < c->n_ext; i++)
@@ -404,17 +577,28 @@ static void on_fork(struct evspace *s, int ufd)
 	c->n_ch = c->cap_ch = s->n_ch;
 	c->ch = xcalloc(MV_MAX(c->n_ch, 1), sizeof(*c->ch));
 	memcpy(c->ch, s->ch, s->n_ch * sizeof(*s->ch));
+	pthread_mutex_unlock(&s->mu);
+	drop_ranges(c, dc, n_dc);
+	drop_ranges(c, wf, n_wf);
 	for (size_t i = 0; i < c->n_ch; i++)
 		c->owed += (uint64_t)c->ch[i].n * PG;
-	pthread_mutex_unlock(&s->mu);
+	c->wipe = wf;
+	c->n_wipe = n_wf;
+	free(dc);
+	int krc = keep_uffd(c);
+	if (krc < 0 && krc != -ENOTCONN)
+		log_warn("evict: the reaper cannot hold the userfaultfd of process %d's fork "
+			 "child: %s",
+			 c->parent, strerror(-krc));
 	link_space(c);
 	if (c->pagesfd < 0 || start_workers(c) < 0)
 		log_error("evict: cannot serve the fork child of process %d: its evicted memory "
-			  "will read as zeros",
+			  "cannot be read",
 			  c->parent);
 	evict_put(c); /* the registry and the workers hold it */
 }
 
+/* Under s->lay (write). */
 static void on_event(struct evspace *s, const struct uffd_msg *m)
 {
 	switch (m->event) {
@@ -430,11 +614,15 @@ static void on_event(struct evspace *s, const struct uffd_msg *m)
 		return;
 	case UFFD_EVENT_REMOVE:
 	case UFFD_EVENT_UNMAP:
+		/* While evicting, every thread of the program is stopped: a
+		 * REMOVE is our own MADV_DONTNEED. evicting is cleared under
+		 * s->lay (write) once the last of them is applied, so this
+		 * test is exact. */
+		if (m->event == UFFD_EVENT_REMOVE && s->evicting)
+			return;
 		pthread_mutex_lock(&s->mu);
-		if (!(m->event == UFFD_EVENT_REMOVE && s->evicting)) {
-			drop_range(s, m->arg.remove.start, m->arg.remove.end);
-			evict_thp_forget(&s->thp, m->arg.remove.start, m->arg.remove.end);
-		}
+		drop_range(s, m->arg.remove.start, m->arg.remove.end);
+		evict_thp_forget(&s->thp, m->arg.remove.start, m->arg.remove.end);
 		pthread_mutex_unlock(&s->mu);
 		return;
 	default:
@@ -457,6 +645,15 @@ struct worker {
 	size_t nq;
 };
 
+/* A fork child's pid, from the first fault that names a thread. */
+static void learn_tgid(struct evspace *s, pid_t who)
+{
+	struct proc_status st;
+	if (s->tgid || who <= 0 || procfs_status(who, &st) < 0)
+		return;
+	s->tgid = st.tgid;
+}
+
 static void take_messages(struct worker *w, struct uffd_msg *m, ssize_t n)
 {
 	struct evspace *s = w->s;
@@ -467,13 +664,15 @@ static void take_messages(struct worker *w, struct uffd_msg *m, ssize_t n)
 		}
 		pid_t who =
 		    m[i].arg.pagefault.feat.ptid ? (pid_t)m[i].arg.pagefault.feat.ptid : s->pid;
+		learn_tgid(s, who);
 		if (w->nq < ARRAY_SIZE(w->q))
 			w->q[w->nq++] = (struct fault){m[i].arg.pagefault.address & ~(PG - 1),
 						       mv_now_ns(), who};
 	}
 }
 
-/* Read what the uffd has (non-blocking); 0 when it had nothing. */
+/* Read what the uffd has (non-blocking) and apply its events, under
+ * s->lay (write) from the read on; 0 when it had nothing. */
 static ssize_t read_messages(struct worker *w)
 {
 	struct uffd_msg m[MSG_BATCH];
@@ -481,12 +680,12 @@ static ssize_t read_messages(struct worker *w)
 	size_t want = MV_MIN((size_t)MSG_BATCH, room);
 	if (!want)
 		return 0;
+	pthread_rwlock_wrlock(&w->s->lay);
 	ssize_t n = read(w->s->uffd, m, want * sizeof(m[0]));
-	if (n <= 0)
-		return 0;
-	n /= (ssize_t)sizeof(m[0]);
-	take_messages(w, m, n);
-	return n;
+	if (n > 0)
+		take_messages(w, m, n / (ssize_t)sizeof(m[0]));
+	pthread_rwlock_unlock(&w->s->lay);
+	return n > 0 ? n / (ssize_t)sizeof(m[0]) : 0;
 }
 
 static void mark_dead(struct evspace *s, const char *why)
@@ -518,7 +717,9 @@ static void serve_queue(struct worker *w)
 			w->nq = 0;
 			return;
 		}
-		if (rc < 0 && rc != -ENOENT)
+		if (rc == -ENOENT)
+			uffd_wake(s->uffd, f.addr, PG); /* unmapped meanwhile: let it fault again */
+		else if (rc < 0)
 			log_warn("evict: serving a fault at %#llx in process %d: %s",
 				 (unsigned long long)f.addr, evict_space_pid(s), strerror(-rc));
 		uint64_t dt = (woken ? woken : mv_now_ns()) - f.t0;
@@ -595,6 +796,13 @@ static struct evspace *space_new(void)
 {
 	struct evspace *s = xcalloc(1, sizeof(*s));
 	pthread_mutex_init(&s->mu, NULL);
+	/* Writers first: a worker waiting to read the uffd must not starve
+	 * behind a stream of copies (its event holds a program thread). */
+	pthread_rwlockattr_t ra;
+	pthread_rwlockattr_init(&ra);
+	pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&s->lay, &ra);
+	pthread_rwlockattr_destroy(&ra);
 	s->refs = 1;
 	s->uffd = s->pagesfd = s->pidfd = -1;
 	s->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -666,15 +874,20 @@ static int setup_space(struct evspace *s, struct ptrace_proc *pp, struct remote 
 	int rc = make_uffd(r, pp->pidfd, &s->uffd, err, errlen);
 	if (rc < 0)
 		return rc;
-	uint64_t missing;
-	rc = uffd_api(s->uffd, UFFD_EVICT_FEATURES | UFFD_FEATURE_THREAD_ID, &missing);
-	if (rc == -EOPNOTSUPP && !(missing & UFFD_EVICT_FEATURES))
-		rc = uffd_api(s->uffd, UFFD_EVICT_FEATURES, &missing);
+	rc = uffd_api_best(s->uffd, UFFD_EVICT_FEATURES,
+			   UFFD_FEATURE_THREAD_ID | UFFD_FEATURE_POISON, &s->features);
 	if (rc < 0)
 		return mv_fail_msg(
 		    err, errlen, rc,
 		    "userfaultfd of process %d: UFFDIO_API: %s (features missing: %#llx)", pp->pid,
-		    strerror(-rc), (unsigned long long)missing);
+		    strerror(-rc), (unsigned long long)s->features);
+	/* Before anything is dropped: should we die, the reaper keeps the
+	 * ranges registered until the program is dead (reaper.h). */
+	rc = keep_uffd(s);
+	if (rc < 0 && rc != -ENOTCONN)
+		return mv_fail_msg(err, errlen, rc,
+				   "handing process %d's userfaultfd to the reaper: %s", pp->pid,
+				   strerror(-rc));
 	char path[4096];
 	snprintf(path, sizeof(path), "%s/%s", dir, IMG_PAGES);
 	s->pagesfd = open(path, O_RDONLY | O_CLOEXEC);
@@ -682,7 +895,7 @@ static int setup_space(struct evspace *s, struct ptrace_proc *pp, struct remote 
 		return mv_fail_msg(err, errlen, -errno, "%s: %s", path, strerror(errno));
 	if (s->stopfd < 0)
 		return mv_fail_msg(err, errlen, -EMFILE, "eventfd: %s", strerror(EMFILE));
-	s->pid = pp->pid;
+	s->pid = s->tgid = pp->pid;
 	s->pidfd = fcntl(pp->pidfd, F_DUPFD_CLOEXEC, 0);
 	s->probe = r->vdso_start;
 	snprintf(s->id, sizeof(s->id), "%s", id);
@@ -755,9 +968,14 @@ int evict_proc_stopped(struct ptrace_proc *pp, const struct img_proc *ip, const 
 		else if (ip->r[k].content == IMG_SHARED)
 			st->shared_regions++;
 	}
-	pthread_mutex_lock(&s->mu);
+	/* Each injected madvise returned once a worker had read its REMOVE
+	 * event (fs/userfaultfd.c userfaultfd_remove waits for the read),
+	 * and a worker holds s->lay for writing from its read until the
+	 * events are applied: once we hold it, every REMOVE of ours has been
+	 * recognised as ours. Only then may a REMOVE be the program's. */
+	pthread_rwlock_wrlock(&s->lay);
 	s->evicting = false;
-	pthread_mutex_unlock(&s->mu);
+	pthread_rwlock_unlock(&s->lay);
 	if (st->regions == regions_before)
 		stop_space(s); /* nothing dropped: nothing to serve */
 	evict_put(s);
@@ -794,44 +1012,56 @@ static bool next_owed(struct evspace *s, struct ev_chunk *c, struct ev_ext *e)
 	return found;
 }
 
-/* A chunk of extent ext with pages still owed (the extent the loader has
- * in its buffer), copied out with the extent: after a copy was held back
- * by a layout event, the chunk may have moved or been loaded meanwhile. */
-static bool owed_of_ext(struct evspace *s, uint32_t ext, struct ev_chunk *c, struct ev_ext *e)
+/* Install every owed page of extent ext (in buf), wherever its chunks are
+ * now. Under s->lay (read): the chunk array does not change shape. */
+static int copy_ext(struct evspace *s, uint32_t ext, const void *buf, unsigned *enoent)
 {
-	bool found = false;
-	pthread_mutex_lock(&s->mu);
-	for (size_t i = 0; i < s->n_ch && !found; i++) {
-		if (s->ch[i].ext != ext || !owed_in(s, &s->ch[i]))
+	for (size_t i = 0;; i++) {
+		pthread_mutex_lock(&s->mu);
+		bool more = i < s->n_ch;
+		struct ev_chunk c = more ? s->ch[i] : (struct ev_chunk){0};
+		pthread_mutex_unlock(&s->mu);
+		if (!more)
+			return 0;
+		if (c.ext != ext)
 			continue;
-		*c = s->ch[i];
-		*e = s->ext[ext];
-		found = true;
+		int rc = copy_runs(s, &c, c.first, c.first + c.n, buf, enoent);
+		if (rc < 0)
+			return rc;
 	}
-	pthread_mutex_unlock(&s->mu);
-	return found;
 }
 
-/* A loader copy found no registered range at the chunk (ENOENT,
- * mm/userfaultfd.c mfill_atomic): the program unmapped it, or mapped
- * something new there, after the chunk was copied out; the UNMAP event
- * that drops it is on its way to a worker. Let the worker catch up; a
- * chunk that stays unreachable is dropped here, since no access can
- * fault on it. Timeline: loader copies out chunk at X; program munmaps
- * X (UNMAP event queued); loader's UFFDIO_COPY at X -> ENOENT; worker
- * reads the event, drops the chunk. */
-static int range_gone(struct evspace *s, const struct ev_chunk *c)
+/* Pages of extent ext that no registered vma holds (ENOENT,
+ * mm/userfaultfd.c validate_dst_vma). Usually an event is on its way: the
+ * program unmapped or moved the range (the kernel checks the vma before
+ * it checks for a pending event), and the worker that reads it fixes the
+ * map. Timeline: program mremaps X to Y (vma moved, REMAP queued);
+ * loader's UFFDIO_COPY at X -> ENOENT; worker reads the event, the chunk
+ * moves to Y. So wait for the workers; pages still unreachable after
+ * 100 tries (100 ms at least) are dropped: no access can fault on them
+ * through this uffd (a fork child's MADV_DONTFORK range it made itself,
+ * for instance). */
+static int range_gone(struct evspace *s, uint32_t ext)
 {
 	usleep(1000);
 	if (++s->enoent < 100)
 		return 1;
 	s->enoent = 0;
-	log_debug("evict: process %d: %#llx-%#llx is no longer registered; dropped",
-		  evict_space_pid(s), (unsigned long long)c->addr,
-		  (unsigned long long)(c->addr + (uint64_t)c->n * PG));
+	pthread_rwlock_wrlock(&s->lay);
 	pthread_mutex_lock(&s->mu);
-	drop_range(s, c->addr, c->addr + (uint64_t)c->n * PG);
+	for (size_t i = 0; i < s->n_ch;) {
+		struct ev_chunk c = s->ch[i];
+		if (c.ext != ext || !owed_in(s, &c)) {
+			i++;
+			continue;
+		}
+		log_debug("evict: process %d: %#llx-%#llx is no longer registered; dropped",
+			  evict_space_pid(s), (unsigned long long)c.addr,
+			  (unsigned long long)chunk_end(&c));
+		drop_range(s, c.addr, chunk_end(&c));
+	}
 	pthread_mutex_unlock(&s->mu);
+	pthread_rwlock_unlock(&s->lay);
 	return 1;
 }
 
@@ -845,30 +1075,33 @@ int evict_load_step(struct evspace *s, void *buf, uint64_t *bytes_read)
 		return 0;
 	int rc = read_extent(s, &e, buf);
 	*bytes_read += (uint64_t)e.pages * PG;
-	if (rc == -EBADMSG) {
-		/* Not installed; a fault on it would kill the process (corrupt). */
-		log_error("evict: the image %s is corrupt: the extent at pages offset %#llx "
-			  "fails its checksum",
-			  s->dir, (unsigned long long)e.off);
+	if (rc < 0) {
+		/* Nothing of it installed; a fault on its pages makes them
+		 * unservable (SIGBUS), never zeros. */
+		log_error("evict: the image %s cannot give back the extent at pages offset %#llx: "
+			  "%s",
+			  s->dir, (unsigned long long)e.off,
+			  rc == -EBADMSG ? "it fails its checksum" : strerror(-rc));
 		return rc;
 	}
-	for (int tries = 0; rc == 0 || rc == -EAGAIN; tries++) {
+	unsigned enoent = 0;
+	for (int tries = 0;; tries++) {
+		enoent = 0;
+		pthread_rwlock_rdlock(&s->lay);
 		/* Failure point reload_copy_gone: as if the range was just unmapped. */
-		rc = fault_hit("reload_copy_gone")
-			 ? -ENOENT
-			 : copy_runs(s, &c, &e, c.first, c.first + c.n, buf);
+		if (fault_hit("reload_copy_gone"))
+			enoent = 1, rc = 0;
+		else
+			rc = copy_ext(s, c.ext, buf, &enoent);
+		pthread_rwlock_unlock(&s->lay);
 		if (rc != -EAGAIN || tries > 10000)
 			break;
 		usleep(100); /* a worker reads the event that holds copies back */
-		/* Not next_owed(): buf holds this extent, not whatever the
-		 * reordered map would hand out next. */
-		if (!owed_of_ext(s, c.ext, &c, &e))
-			return 1;
 	}
 	if (rc == -ESRCH)
 		mark_dead(s, "its address space is gone (exit or exec)");
-	if (rc == -ENOENT)
-		return range_gone(s, &c);
+	if (rc == 0 && enoent)
+		return range_gone(s, c.ext);
 	s->enoent = 0;
 	return rc < 0 ? rc : 1;
 }

@@ -70,7 +70,9 @@ void evict_space_counts(struct evspace *s, uint64_t *owed, uint64_t *loaded);
  * the caller through *bytes_read), checks its checksum, installs the pages
  * not present. Returns 1 when something was done, 0 when nothing is owed,
  * -errno on failure (-ESRCH: the mm is gone, nothing more to do; -EBADMSG:
- * the extent fails its checksum, nothing of it was installed). */
+ * the extent fails its checksum, -EIO or another read error: the image
+ * cannot be read; nothing of it was installed, and a fault on its pages
+ * makes them unservable: SIGBUS). */
 int evict_load_step(struct evspace *s, void *buf, uint64_t *bytes_read);
 
 /* Everything is loaded (or the mm is gone): collapse again the ranges
@@ -84,6 +86,11 @@ void evict_space_faults(struct evspace *s, void *hist, uint64_t *faults, uint64_
 
 /* The pid the space was evicted from (0 for a fork child). */
 pid_t evict_space_pid(const struct evspace *s);
+
+/* Where to report a page the image cannot give back (type
+ * "evict_unservable"; the callback takes the object's reference). Any
+ * thread may call it. */
+void evict_set_notify(void (*cb)(const char *type, json_t *obj));
 
 /* Every evicted space, for `status`. */
 json_t *evict_status_json(void);

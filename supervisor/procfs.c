@@ -120,3 +120,15 @@ void procfs_children(pid_t pid, pid_t **v, size_t *n, size_t *cap)
 	}
 	closedir(d);
 }
+
+int procfs_fork_flags(pid_t pid, struct as_range **dc, size_t *n_dc, struct as_range **wf,
+		      size_t *n_wf)
+{
+	_cleanup_free_ char *buf = NULL;
+	*dc = *wf = NULL;
+	*n_dc = *n_wf = 0;
+	int rc = read_pid_file(pid, "smaps", &buf, NULL);
+	if (rc < 0)
+		return rc == -ENOENT ? -ESRCH : rc;
+	return parse_fork_flags(buf, dc, n_dc, wf, n_wf);
+}

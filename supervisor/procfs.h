@@ -33,4 +33,8 @@ int procfs_threads(pid_t pid);
 /* Children of every thread of pid (CONFIG_PROC_CHILDREN), appended to *v. */
 void procfs_children(pid_t pid, pid_t **v, size_t *n, size_t *cap);
 
+/* The regions of pid that fork treats specially (parse_fork_flags). */
+int procfs_fork_flags(pid_t pid, struct as_range **dc, size_t *n_dc, struct as_range **wf,
+		      size_t *n_wf);
+
 #endif

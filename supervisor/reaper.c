@@ -8,12 +8,119 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 
 static int to_sup_fd = -1;
+
+/* ---- the supervisor's side of the fd keeping -------------------------- */
+
+static int chan_fd = -1;
+
+void reaper_set_channel(int fd)
+{
+	chan_fd = fd;
+}
+
+int reaper_hold_fd(int fd, uint64_t id)
+{
+	if (chan_fd < 0)
+		return -ENOTCONN;
+	struct reaper_cmd c = {.op = 'H', .id = id};
+	struct iovec iov = {.iov_base = &c, .iov_len = sizeof(c)};
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	memset(&u, 0, sizeof(u));
+	struct msghdr msg = {
+	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	/* Once sendmsg returns, the file is referenced by the reaper's end
+	 * of the socket (in flight or received): the supervisor may die
+	 * from then on. */
+	ssize_t n;
+	do
+		n = sendmsg(chan_fd, &msg, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	return n < 0 ? -errno : 0;
+}
+
+void reaper_release_fd(uint64_t id)
+{
+	if (chan_fd < 0)
+		return;
+	struct reaper_cmd c = {.op = 'R', .id = id};
+	while (send(chan_fd, &c, sizeof(c), MSG_NOSIGNAL) < 0 && errno == EINTR)
+		;
+}
+
+/* ---- the reaper's side ------------------------------------------------ */
+
+struct held {
+	uint64_t id;
+	int fd;
+};
+static struct held *held;
+static size_t n_held, cap_held;
+
+static void hold(uint64_t id, int fd)
+{
+	if (n_held == cap_held)
+		held = xrealloc(held, (cap_held = cap_held ? cap_held * 2 : 16) * sizeof(*held));
+	held[n_held++] = (struct held){id, fd};
+}
+
+static void release(uint64_t id)
+{
+	for (size_t i = 0; i < n_held; i++)
+		if (held[i].id == id) {
+			close(held[i].fd);
+			held[i] = held[--n_held];
+			return;
+		}
+}
+
+/* One command; 0 when the supervisor is gone (EOF or error). */
+static int read_cmd(int from_sup, struct reaper_cmd *c)
+{
+	struct iovec iov = {.iov_base = c, .iov_len = sizeof(*c)};
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct msghdr msg = {
+	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+	ssize_t n = recvmsg(from_sup, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return -1;
+	if (n <= 0)
+		return 0;
+	int fd = -1;
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm))
+		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+			memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+	if (n != (ssize_t)sizeof(*c)) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	if (c->op == 'H' && fd >= 0)
+		hold(c->id, fd);
+	else if (fd >= 0)
+		close(fd);
+	if (c->op == 'R')
+		release(c->id);
+	return 1;
+}
 
 static void send_msg(int type, pid_t pid, int status)
 {
@@ -98,7 +205,11 @@ static _Noreturn void kill_everything(pid_t cmd)
 {
 	/* The supervisor is gone: every supervised process would now fail
 	 * its memory calls with ENOSYS. End them all; orphans come back to
-	 * us as the subreaper, so repeat until no child is left. */
+	 * us as the subreaper, so repeat until no child is left. The
+	 * userfaultfds we hold close only when we exit, after the last
+	 * process is reaped: until then a fault on evicted memory waits (a
+	 * killable wait, fs/userfaultfd.c handle_userfault), never reads
+	 * zeros. */
 	int done = 0;
 	for (int round = 0; round < 500; round++) {
 		signal_tree(SIGKILL);
@@ -113,6 +224,13 @@ static _Noreturn void kill_everything(pid_t cmd)
 void reaper_main(struct launch_spec *spec, int from_sup, int to_sup)
 {
 	to_sup_fd = to_sup;
+	chan_fd = -1;
+	/* It may hold a userfaultfd for every evicted address space. */
+	struct rlimit nofile;
+	if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+		nofile.rlim_cur = nofile.rlim_max;
+		(void)setrlimit(RLIMIT_NOFILE, &nofile);
+	}
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {
 		send_msg(REAPER_FORK_FAILED, 0, errno);
 		_exit(125);
@@ -158,10 +276,10 @@ void reaper_main(struct launch_spec *spec, int from_sup, int to_sup)
 			kill_everything(cmd);
 		if (pfd[0].revents) {
 			struct reaper_cmd c;
-			ssize_t n = read(from_sup, &c, sizeof(c));
-			if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
+			int n = read_cmd(from_sup, &c);
+			if (n == 0)
 				kill_everything(cmd);
-			if (n == (ssize_t)sizeof(c) && c.op == 'K' && kill_at < 0) {
+			if (n > 0 && c.op == 'K' && kill_at < 0) {
 				signal_tree(SIGTERM);
 				kill_at = (int64_t)mv_now_ns() + (int64_t)c.grace_ms * 1000000;
 			}

@@ -6,12 +6,15 @@
  * comes back to it; it reports exits to the supervisor over a pipe, and
  * when the supervisor dies (the pipe reads EOF) it kills the whole tree,
  * because a process whose listener is gone gets ENOSYS for every notified
- * call. PR_SET_PDEATHSIG alone would only reach the command itself. */
+ * call. PR_SET_PDEATHSIG alone would only reach the command itself.
+ * It holds duplicates of the userfaultfds of evicted memory, and closes
+ * them only once the tree is dead (reaper_hold_fd). */
 #ifndef MV_REAPER_H
 #define MV_REAPER_H
 
 #include "tracee/launch.h"
 
+#include <stdint.h>
 #include <sys/types.h>
 
 enum reaper_msg_type {
@@ -27,11 +30,27 @@ struct reaper_msg {
 	int status;
 };
 
-/* Commands from the supervisor. */
+/* Commands from the supervisor, one datagram each. */
 struct reaper_cmd {
-	char op; /* 'K': end every remaining process: SIGTERM, SIGKILL after grace_ms */
-	int grace_ms;
+	char op;      /* 'K': end every remaining process: SIGTERM, SIGKILL after grace_ms;
+		       * 'H': hold the fd passed with it (SCM_RIGHTS) as id;
+		       * 'R': close the fd held as id */
+	int grace_ms; /* 'K' */
+	uint64_t id;  /* 'H', 'R' */
 };
+
+/* Supervisor side: the socket the reaper reads its commands from. */
+void reaper_set_channel(int fd);
+
+/* Supervisor side: have the reaper hold a duplicate of fd until
+ * reaper_release_fd(id), or until every supervised process is dead when
+ * the supervisor dies. For userfaultfds of evicted memory: while the
+ * reaper holds one, the kernel keeps its ranges registered, so a fault
+ * waits (and dies with the process) instead of reading zeros once the
+ * supervisor is gone (fs/userfaultfd.c userfaultfd_release). Returns 0,
+ * or -errno (-ENOTCONN without a reaper). */
+int reaper_hold_fd(int fd, uint64_t id);
+void reaper_release_fd(uint64_t id);
 
 /* Runs in the reaper process: never returns. from_sup/to_sup are its pipe
  * ends; every other fd it holds is the supervisor's (close-on-exec). */

@@ -10,6 +10,7 @@
 #include "supervisor/ctl_server.h"
 #include "supervisor/enforce.h"
 #include "supervisor/events.h"
+#include "supervisor/evict.h"
 #include "supervisor/jobs.h"
 #include "supervisor/lifecycle.h"
 #include "supervisor/notify.h"
@@ -163,10 +164,19 @@ static int prepare_signals(struct launch_spec *spec, sigset_t *blocked)
 	return 0;
 }
 
+/* Evicted pages the image cannot give back, on the event stream. */
+static struct mv *notify_mv;
+static void evict_notify(const char *type, json_t *obj)
+{
+	events_emit(notify_mv, type, obj);
+}
+
 static int fork_reaper(struct mv *mv, struct launch_spec *spec, int child_sock)
 {
 	int to_reaper[2], from_reaper[2];
-	if (pipe2(to_reaper, O_CLOEXEC) < 0)
+	/* Datagrams with SCM_RIGHTS: the reaper also holds the userfaultfds
+	 * of evicted memory (reaper_hold_fd). */
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, to_reaper) < 0)
 		return -errno;
 	if (pipe2(from_reaper, O_CLOEXEC) < 0) {
 		close(to_reaper[0]);
@@ -193,6 +203,7 @@ static int fork_reaper(struct mv *mv, struct launch_spec *spec, int child_sock)
 	close(from_reaper[1]);
 	mv->reaper_pid = pid;
 	mv->reaper_wr = to_reaper[1];
+	reaper_set_channel(to_reaper[1]);
 	mv->reaper_rd = from_reaper[0];
 	return 0;
 }
@@ -389,7 +400,7 @@ static void command_exited(struct mv *mv, int status)
 	log_info("command %d exited: status %d", mv->cmd_pid, mv_exit_code(status));
 	if (mv->opts.kill_descendants) {
 		struct reaper_cmd c = {.op = 'K', .grace_ms = mv->opts.kill_grace_ms};
-		(void)mv_write_all(mv->reaper_wr, &c, sizeof(c));
+		(void)send(mv->reaper_wr, &c, sizeof(c), MSG_NOSIGNAL);
 	}
 }
 
@@ -619,6 +630,8 @@ int run_main(int argc, char **argv)
 	proctab_init(&mv->procs, 4096);
 	mv->loop = ev_default_loop(EVBACKEND_EPOLL | EVFLAG_NOSIGMASK);
 	events_init(mv);
+	notify_mv = mv;
+	evict_set_notify(evict_notify);
 	if (ctl_server_start(mv) < 0) {
 		/* An explicit --socket must work; the default place is a
 		 * convenience, and the command can run without it. */

@@ -24,6 +24,19 @@ int uffd_api(int fd, uint64_t want, uint64_t *missing)
 	return -err;
 }
 
+int uffd_api_best(int fd, uint64_t need, uint64_t optional, uint64_t *got)
+{
+	uint64_t missing;
+	int rc = uffd_api(fd, need | optional, &missing);
+	if (rc == -EOPNOTSUPP && !(missing & need)) {
+		/* A uffd takes UFFDIO_API once only when it succeeds. */
+		optional &= ~missing;
+		rc = uffd_api(fd, need | optional, &missing);
+	}
+	*got = rc == 0 ? need | optional : missing & need;
+	return rc;
+}
+
 int uffd_register(int fd, uint64_t start, uint64_t len)
 {
 	FAULT_RETURN("uffd_register", EINVAL);
@@ -77,6 +90,24 @@ int uffd_zeropage(int fd, uint64_t addr)
 	if (errno == EEXIST)
 		return uffd_wake(fd, addr, UFFD_PAGE);
 	return -errno;
+}
+
+struct mv_uffdio_poison {
+	struct uffdio_range range;
+	uint64_t mode;
+	int64_t updated;
+};
+#define MV_UFFDIO_POISON _IOWR(UFFDIO, _UFFDIO_POISON, struct mv_uffdio_poison)
+
+int uffd_poison(int fd, uint64_t addr)
+{
+	struct mv_uffdio_poison p = {.range = {addr, UFFD_PAGE}};
+	for (;;) {
+		if (ioctl(fd, MV_UFFDIO_POISON, &p) == 0)
+			return 0;
+		if (errno != EINTR)
+			return -errno;
+	}
 }
 
 int uffd_wake(int fd, uint64_t addr, uint64_t len)

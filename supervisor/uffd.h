@@ -19,9 +19,24 @@
 	(UFFD_FEATURE_EVENT_FORK | UFFD_FEATURE_EVENT_REMAP | UFFD_FEATURE_EVENT_REMOVE |          \
 	 UFFD_FEATURE_EVENT_UNMAP)
 
+/* Newer than the installed headers (Linux 6.6): UFFDIO_POISON marks a
+ * missing page so that an access to it raises SIGBUS (a kernel access
+ * fails with EFAULT), as a memory error would. */
+#ifndef UFFD_FEATURE_POISON
+#define UFFD_FEATURE_POISON (1 << 14)
+#endif
+#ifndef _UFFDIO_POISON
+#define _UFFDIO_POISON (0x08)
+#endif
+
 /* UFFDIO_API asking for `want`; *missing gets the wanted features the
  * kernel does not have (then -EOPNOTSUPP). */
 int uffd_api(int fd, uint64_t want, uint64_t *missing);
+
+/* UFFDIO_API asking for `need` and whatever of `optional` the kernel has;
+ * *got gets the features granted. -EOPNOTSUPP when part of need is
+ * missing (*got then holds the missing ones). */
+int uffd_api_best(int fd, uint64_t need, uint64_t optional, uint64_t *got);
 
 /* Register [start, start+len) for missing-page faults. */
 int uffd_register(int fd, uint64_t start, uint64_t len);
@@ -37,6 +52,11 @@ int uffd_copy(int fd, uint64_t dst, const void *src, uint64_t len, uint64_t *ins
 
 /* Map the zero page at one page (already present: woken, 0). */
 int uffd_zeropage(int fd, uint64_t addr);
+
+/* Make one missing page unservable: an access raises SIGBUS (needs
+ * UFFD_FEATURE_POISON). Wakes its waiters. Already present: -EEXIST;
+ * -EAGAIN as for uffd_copy. */
+int uffd_poison(int fd, uint64_t addr);
 
 /* Wake the threads waiting on [addr, addr+len). */
 int uffd_wake(int fd, uint64_t addr, uint64_t len);
