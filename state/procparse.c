@@ -109,8 +109,7 @@ static void range_push(struct as_range **v, size_t *n, uint64_t start, uint64_t 
 static bool has_vmflag(const char *line, const char *eol, const char *f)
 {
 	for (const char *p = line; p + 2 <= eol; p++)
-		if (p[0] == f[0] && p[1] == f[1] && (p + 2 == eol || p[2] == ' ') &&
-		    p[-1] == ' ')
+		if (p[0] == f[0] && p[1] == f[1] && (p + 2 == eol || p[2] == ' ') && p[-1] == ' ')
 			return true;
 	return false;
 }

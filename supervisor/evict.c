@@ -56,8 +56,8 @@ struct ev_chunk {
 struct evspace {
 	pthread_mutex_t mu;
 	pthread_rwlock_t lay;
-	int refs; /* under reg_mu */
-	uint64_t keep_id; /* the reaper holds a duplicate of uffd under this id (0: not held) */
+	int refs;	   /* under reg_mu */
+	uint64_t keep_id;  /* the reaper holds a duplicate of uffd under this id (0: not held) */
 	uint64_t features; /* granted by UFFDIO_API */
 	pid_t tgid;	   /* the process whose mm this is, when known (a fork child: its
 			    * first fault tells) */
@@ -71,7 +71,7 @@ struct evspace {
 	int pidfd;	      /* the evicted process (-1 for a fork child): THP collapse */
 	struct evict_thp thp; /* under mu */
 	uint64_t probe;	      /* an address of the mm never registered (the vdso) */
-	bool evicting;	      /* under lay: our own MADV_DONTNEED runs, its REMOVE events are ours */
+	bool evicting; /* under lay: our own MADV_DONTNEED runs, its REMOVE events are ours */
 	bool dead, stopping, linked;
 	struct ev_ext *ext;
 	size_t n_ext;
@@ -422,8 +422,7 @@ void evict_set_notify(void (*cb)(const char *type, json_t *obj))
  * Poison the page, as a memory error would (an access raises SIGBUS, a
  * kernel access fails with EFAULT), or, on kernels without UFFDIO_POISON
  * (Linux < 6.6), kill the process. Under s->lay (read). */
-static int unservable(struct evspace *s, uint64_t addr, pid_t who, const struct ev_ext *e,
-		      int err)
+static int unservable(struct evspace *s, uint64_t addr, pid_t who, const struct ev_ext *e, int err)
 {
 	pid_t pid = s->tgid ? s->tgid : who;
 	int rc = -EOPNOTSUPP;
@@ -450,7 +449,8 @@ static int unservable(struct evspace *s, uint64_t addr, pid_t who, const struct 
 			  json_pack("{s:i, s:s, s:s, s:I, s:s, s:s}", "pid", pid, "image", s->dir,
 				    "address", a, "extent_offset", (json_int_t)e->off, "error",
 				    strerror(-err), "outcome",
-				    rc == 0 && (s->features & UFFD_FEATURE_POISON) ? "sigbus" : "killed"));
+				    rc == 0 && (s->features & UFFD_FEATURE_POISON) ? "sigbus"
+										   : "killed"));
 	}
 	return rc;
 }
