@@ -22,6 +22,9 @@
 
 /* A thread that has not stopped after this long may be a vfork parent. */
 #define VFORK_CHECK_NS (50 * 1000000ull)
+/* A thread that has not stopped this long after its last interrupt is
+ * interrupted again (ptrace_reinterrupt). */
+#define REINTERRUPT_NS (100 * 1000000ull)
 /* One process_vm_readv: at most this much (so the data is still in the
  * cache when it is checksummed) and IOV_MAX ranges. */
 #define BATCH_BYTES (512u << 10)
