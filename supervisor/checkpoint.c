@@ -73,6 +73,17 @@ static int commit(struct ckpt *c)
 
 /* ---- the job ---------------------------------------------------------- */
 
+/* An image without a single process is no checkpoint: the program ended
+ * before it could be stopped, or while it was held. */
+static int require_a_process(struct ckpt *c)
+{
+	for (size_t i = 0; i < c->im.n_p; i++)
+		if (!c->im.p[i].gone)
+			return 0;
+	return ckpt_fail(c, -ESRCH, CTL_E_NO_SUCH_PROCESS,
+			 "the program exited during the checkpoint: no process is left to save");
+}
+
 static json_t *evict_json(const struct evict_stats *st)
 {
 	return json_pack("{s:I, s:I, s:I, s:I, s:s}", "regions", (json_int_t)st->regions, "bytes",
@@ -175,6 +186,8 @@ int checkpoint_run(struct job *j)
 	pagesw_flush_now(c.w);
 	if (rc == 0)
 		rc = ckpt_settle(&c);
+	if (rc == 0)
+		rc = require_a_process(&c);
 	if (rc == 0)
 		rc = commit(&c);
 	struct evict_stats est = {0};

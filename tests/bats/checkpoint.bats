@@ -361,6 +361,54 @@ mf() { json_get "$1/manifest.json" "$2"; }
 	stop
 }
 
+@test "the program exits during checkpoint --wait: a whole image or no_such_process, and the client says which" {
+	# Issue 11: the client said "the supervisor closed the connection" or
+	# "cannot send the request: Broken pipe" although the job had run,
+	# and an image of 0 processes was committed.
+	declare -A seen
+	for i in $(seq 25); do
+		start "$WL/ckpt_churn" big 16
+		ctl checkpoint "$TMP/img$i" --wait >"$TMP/ck.out" 2>"$TMP/ck.err" 7>&- &
+		ck=$!
+		# The request has arrived once its temporary directory exists
+		# (made before the reply); then the program ends (stdin's end),
+		# at once or a few milliseconds later.
+		for _ in $(seq 20000); do
+			compgen -G "$TMP/.img$i.tmp.*" >/dev/null || [ -e "$TMP/img$i" ] && break
+		done
+		[ $((i % 3)) = 0 ] || sleep "0.0$((i % 3 * 4))"
+		exec 7>&-
+		rc=0
+		wait $ck || rc=$?
+		wait $MVPID
+		if grep -Eq "closed the connection|Broken pipe|cannot send" "$TMP/ck.err"; then
+			echo "checkpoint $i: a misleading message: $(cat "$TMP/ck.err")"
+			false
+		fi
+		case $rc in
+		0)
+			"$MEMVISOR" image verify "$TMP/img$i" >/dev/null
+			dumped=$(mf "$TMP/img$i" "sum(p['state'] == 'dumped' for p in d['processes'])")
+			[ "$dumped" -ge 1 ] || { echo "checkpoint $i: an image of $dumped processes"; false; }
+			seen[image]=$((${seen[image]:-0} + 1))
+			;;
+		1)
+			grep -q "no_such_process: the program exited during the checkpoint" "$TMP/ck.err" ||
+				{ echo "checkpoint $i: $(cat "$TMP/ck.err")"; false; }
+			[ ! -e "$TMP/img$i" ]
+			seen[exited]=$((${seen[exited]:-0} + 1))
+			;;
+		*)
+			echo "checkpoint $i: exit $rc: $(cat "$TMP/ck.err")"
+			false
+			;;
+		esac
+		[ -z "$(ls -A "$TMP" | grep '\.tmp\.')" ]
+		rm -rf "$TMP/img$i"
+	done
+	echo "# outcomes: ${seen[image]:-0} images, ${seen[exited]:-0} no_such_process" >&3
+}
+
 @test "a vfork parent, which cannot be stopped, does not hold the checkpoint up" {
 	start "$WL/ckpt_churn" vfork
 	sleep 0.3
