@@ -84,12 +84,13 @@ static int require_a_process(struct ckpt *c)
 			 "the program exited during the checkpoint: no process is left to save");
 }
 
-static json_t *evict_json(const struct evict_stats *st)
+static json_t *evict_json(const struct evict_stats *st, json_t *skipped)
 {
-	return json_pack("{s:I, s:I, s:I, s:I, s:s}", "regions", (json_int_t)st->regions, "bytes",
-			 (json_int_t)st->bytes, "kept_regions", (json_int_t)st->kept_regions,
-			 "shared_regions", (json_int_t)st->shared_regions, "shared",
-			 "resident (shared memory is not evicted)");
+	return json_pack(
+	    "{s:I, s:I, s:I, s:I, s:s, s:o}", "regions", (json_int_t)st->regions, "bytes",
+	    (json_int_t)st->bytes, "kept_regions", (json_int_t)st->kept_regions, "shared_regions",
+	    (json_int_t)st->shared_regions, "shared", "resident (shared memory is not evicted)",
+	    "skipped", skipped ? json_incref(skipped) : json_array());
 }
 
 static json_t *result_json(struct ckpt *c)
@@ -157,6 +158,7 @@ static void cleanup(struct ckpt *c)
 	}
 	free(c->obj);
 	img_free(&c->im);
+	json_decref(c->evict_skipped);
 }
 
 int checkpoint_run(struct job *j)
@@ -202,7 +204,7 @@ int checkpoint_run(struct job *j)
 		goto out_failed;
 	j->result = result_json(&c);
 	if (c.req->evict)
-		json_object_set_new(j->result, "evicted", evict_json(&est));
+		json_object_set_new(j->result, "evicted", evict_json(&est, c.evict_skipped));
 	pagesw_close(c.w);
 	cleanup(&c);
 	return 0;

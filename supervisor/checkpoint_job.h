@@ -16,6 +16,7 @@
 #include "supervisor/pagesw.h"
 #include "supervisor/ptrace.h"
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -71,6 +72,7 @@ struct ckpt {
 	uint64_t t_start, t_stopped, t_planned, t_copied, t_resumed, t_end;
 	uint64_t pause_start, pause_end;
 	uint64_t ns_read, ns_wait; /* where the copy's time went */
+	json_t *evict_skipped;	   /* [{pid, reason}]: processes --evict left resident */
 	const char *code;
 	char msg[512];
 };

@@ -681,6 +681,8 @@ static void render_checkpoint_result(json_t *res)
 		       jint(ev, "kept_regions"));
 	size_t i;
 	json_t *p;
+	json_array_foreach(json_object_get(ev, "skipped"), i, p)
+	    printf("  not evicted: process %lld %s\n", jint(p, "pid"), jstr(p, "reason"));
 	json_array_foreach(json_object_get(res, "processes"), i, p)
 	{
 		if (strcmp(jstr(p, "state"), "gone") == 0)

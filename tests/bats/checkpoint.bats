@@ -425,6 +425,33 @@ mf() { json_get "$1/manifest.json" "$2"; }
 	stop
 }
 
+@test "evict while a vfork child has not exec'd: their memory stays resident, with a note; the rest is evicted" {
+	[ "$(id -u)" = 0 ] || [ "$(cat /proc/sys/vm/unprivileged_userfaultfd 2>/dev/null)" = 1 ] ||
+		skip "userfaultfd needs root or vm.unprivileged_userfaultfd=1"
+	# Issue 11: the evict was refused ("no thread to run a system call
+	# in: No such process"): the single-threaded parent sleeps in vfork
+	# while its child, which shares its memory, sleeps before its exec.
+	start "$WL/ckpt_churn" vfork1
+	holder=$(awk '/^child/{print $2}' "$TMP/out")
+	sleep 0.3
+	run ctl --json checkpoint "$TMP/img" --evict --wait --stop-timeout 3
+	assert_success
+	echo "$output" | tail -1 >"$TMP/evict.json"
+	vchild=$(json_get "$TMP/evict.json" "[p['pid'] for p in d['result']['processes'] if p['pid'] not in ($PID, $holder)][0]")
+	# The parent and its vfork child: skipped, and why.
+	[ "$(json_get "$TMP/evict.json" "sorted(s['pid'] for s in d['result']['evicted']['skipped'])")" = "[$PID, $vchild]" ]
+	json_get "$TMP/evict.json" "[s['reason'] for s in d['result']['evicted']['skipped'] if s['pid'] == $PID][0]" |
+		grep -q "waits in vfork for its child $vchild to exec or exit"
+	# The other process's 4 MiB are evicted, and come back.
+	[ "$(json_get "$TMP/evict.json" "d['result']['evicted']['bytes'] >= 4 << 20")" = True ]
+	"$MEMVISOR" image verify "$TMP/img" >/dev/null
+	run ctl reload "$TMP/img" --wait
+	assert_success
+	sleep 1.5
+	not_traced "$PID"
+	stop
+}
+
 @test "ENOSPC on a small tmpfs fails the job cleanly and the program runs on" {
 	[ "$(id -u)" = 0 ] || skip "needs root to mount a tmpfs"
 	mkdir "$TMP/small"

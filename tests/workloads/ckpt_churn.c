@@ -16,6 +16,11 @@
  *                            exec true, one after the other, until stdin
  *                            ends: the parent is nearly always waiting in
  *                            vfork
+ *   ckpt_churn vfork1        the same from a single-threaded parent (which
+ *                            then has no thread that can stop while its
+ *                            child sleeps), after forking a child that
+ *                            holds 4 MiB it wrote ("child PID"); stdin is
+ *                            polled between the vforks
  *   ckpt_churn execs         exec all the time: a child that execs itself
  *                            without pause (from a second thread while a
  *                            third runs, then from the leader while
@@ -30,6 +35,7 @@
  * Every mode prints "ready PID" when set up, and exits 0 at stdin's end
  * (compute: when done). */
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -240,6 +246,39 @@ static void *watch_stdin(void *arg)
 	return NULL;
 }
 
+static int mode_vfork1(void)
+{
+	pid_t holder = fork();
+	if (holder == 0) {
+		size_t len = 4u << 20;
+		char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		for (size_t off = 0; off < len; off += PAGE)
+			memset(p + off, (int)(off / PAGE) | 1, PAGE);
+		for (;;)
+			pause();
+	}
+	printf("ready %d\nchild %d\n", (int)getpid(), (int)holder);
+	fflush(stdout);
+	for (;;) {
+		struct pollfd pfd = {.fd = 0, .events = POLLIN};
+		char buf[256];
+		if (poll(&pfd, 1, 0) > 0 && read(0, buf, sizeof(buf)) <= 0)
+			break;
+		pid_t pid = vfork();
+		if (pid == 0) {
+			struct timespec ts = {1, 0};
+			nanosleep(&ts, NULL);
+			execl("/bin/true", "true", (char *)NULL);
+			_exit(127);
+		}
+		if (pid > 0)
+			waitpid(pid, NULL, 0);
+	}
+	kill(holder, SIGKILL);
+	waitpid(holder, NULL, 0);
+	return 0;
+}
+
 /* stdin "count" -> "execs N", N read from the file arg names; stdin's
  * end sets input_over. */
 static void *watch_counts(void *arg)
@@ -428,10 +467,12 @@ int main(int argc, char **argv)
 		return mode_compute();
 	if (argc >= 2 && strcmp(argv[1], "vfork") == 0)
 		return mode_vfork();
+	if (argc >= 2 && strcmp(argv[1], "vfork1") == 0)
+		return mode_vfork1();
 	if (argc >= 2 && strcmp(argv[1], "execs") == 0)
 		return mode_execs(argv[0]);
 	if (argc >= 4 && strcmp(argv[1], "exec-self") == 0)
 		return mode_exec_self(argv);
-	fprintf(stderr, "usage: ckpt_churn threads|fork N DIR|procs|big MIB|compute|vfork|execs\n");
+	fprintf(stderr, "usage: ckpt_churn threads|fork N DIR|procs|big MIB|compute|vfork|vfork1|execs\n");
 	return 2;
 }
