@@ -73,12 +73,24 @@ static int commit(struct ckpt *c)
 
 /* ---- the job ---------------------------------------------------------- */
 
-static json_t *evict_json(const struct evict_stats *st)
+/* An image without a single process is no checkpoint: the program ended
+ * before it could be stopped, or while it was held. */
+static int require_a_process(struct ckpt *c)
 {
-	return json_pack("{s:I, s:I, s:I, s:I, s:s}", "regions", (json_int_t)st->regions, "bytes",
-			 (json_int_t)st->bytes, "kept_regions", (json_int_t)st->kept_regions,
-			 "shared_regions", (json_int_t)st->shared_regions, "shared",
-			 "resident (shared memory is not evicted)");
+	for (size_t i = 0; i < c->im.n_p; i++)
+		if (!c->im.p[i].gone)
+			return 0;
+	return ckpt_fail(c, -ESRCH, CTL_E_NO_SUCH_PROCESS,
+			 "the program exited during the checkpoint: no process is left to save");
+}
+
+static json_t *evict_json(const struct evict_stats *st, json_t *skipped)
+{
+	return json_pack(
+	    "{s:I, s:I, s:I, s:I, s:s, s:o}", "regions", (json_int_t)st->regions, "bytes",
+	    (json_int_t)st->bytes, "kept_regions", (json_int_t)st->kept_regions, "shared_regions",
+	    (json_int_t)st->shared_regions, "shared", "resident (shared memory is not evicted)",
+	    "skipped", skipped ? json_incref(skipped) : json_array());
 }
 
 static json_t *result_json(struct ckpt *c)
@@ -146,6 +158,7 @@ static void cleanup(struct ckpt *c)
 	}
 	free(c->obj);
 	img_free(&c->im);
+	json_decref(c->evict_skipped);
 }
 
 int checkpoint_run(struct job *j)
@@ -176,6 +189,8 @@ int checkpoint_run(struct job *j)
 	if (rc == 0)
 		rc = ckpt_settle(&c);
 	if (rc == 0)
+		rc = require_a_process(&c);
+	if (rc == 0)
 		rc = commit(&c);
 	struct evict_stats est = {0};
 	int erc = 0;
@@ -189,7 +204,7 @@ int checkpoint_run(struct job *j)
 		goto out_failed;
 	j->result = result_json(&c);
 	if (c.req->evict)
-		json_object_set_new(j->result, "evicted", evict_json(&est));
+		json_object_set_new(j->result, "evicted", evict_json(&est, c.evict_skipped));
 	pagesw_close(c.w);
 	cleanup(&c);
 	return 0;

@@ -16,12 +16,16 @@
 #include "supervisor/pagesw.h"
 #include "supervisor/ptrace.h"
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 /* A thread that has not stopped after this long may be a vfork parent. */
 #define VFORK_CHECK_NS (50 * 1000000ull)
+/* A thread that has not stopped this long after its last interrupt is
+ * interrupted again (ptrace_reinterrupt). */
+#define REINTERRUPT_NS (100 * 1000000ull)
 /* One process_vm_readv: at most this much (so the data is still in the
  * cache when it is checksummed) and IOV_MAX ranges. */
 #define BATCH_BYTES (512u << 10)
@@ -68,6 +72,7 @@ struct ckpt {
 	uint64_t t_start, t_stopped, t_planned, t_copied, t_resumed, t_end;
 	uint64_t pause_start, pause_end;
 	uint64_t ns_read, ns_wait; /* where the copy's time went */
+	json_t *evict_skipped;	   /* [{pid, reason}]: processes --evict left resident */
 	const char *code;
 	char msg[512];
 };

@@ -181,9 +181,12 @@ static int wait_round(struct ckpt *c, uint64_t deadline)
 	for (;;) {
 		size_t waiting = 0;
 		uint64_t now = mv_now_ns();
-		for (size_t i = 0; i < c->n; i++)
-			if (!c->p[i].pt.gone)
-				waiting += ptrace_poll_stops(&c->p[i].pt);
+		for (size_t i = 0; i < c->n; i++) {
+			if (c->p[i].pt.gone)
+				continue;
+			waiting += ptrace_poll_stops(&c->p[i].pt);
+			ptrace_reinterrupt(&c->p[i].pt, now, REINTERRUPT_NS);
+		}
 		if (waiting) {
 			classify_laggards(c, now);
 			waiting = 0;
@@ -200,7 +203,20 @@ static int wait_round(struct ckpt *c, uint64_t deadline)
 	}
 }
 
+static int stop_all(struct ckpt *c);
+
 int ckpt_stop_all(struct ckpt *c)
+{
+	int rc = ptrace_guard_start();
+	if (rc < 0)
+		log_warn("checkpoint: no seize guard (%s): an exec during the stop may hold it up",
+			 strerror(-rc));
+	rc = stop_all(c);
+	ptrace_guard_stop();
+	return rc;
+}
+
+static int stop_all(struct ckpt *c)
 {
 	job_progress(c->j, "stopping", 0, 0);
 	uint64_t deadline = mv_now_ns() + (uint64_t)c->req->stop_timeout_ms * 1000000ull;

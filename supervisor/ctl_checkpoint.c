@@ -144,6 +144,11 @@ int ctl_cmd_checkpoint(struct mv *mv, struct ctl_client *c, json_t *args, json_t
 		goto fail;
 	struct job *j;
 	int rc = jobs_start(mv, "checkpoint", checkpoint_run, req, checkpoint_req_free, &j);
+	if (rc == -ESHUTDOWN) {
+		ctl_fail(err, CTL_E_NO_SUCH_PROCESS,
+			 "the supervised command has exited and memvisor is exiting");
+		goto fail;
+	}
 	if (rc < 0) {
 		/* jobs_start keeps a failed job without its ctx: ours to free. */
 		ctl_fail(err, CTL_E_INTERNAL, "cannot start the checkpoint: %s", strerror(-rc));

@@ -27,6 +27,8 @@ struct conn {
 	char *buf; /* received bytes not yet returned as lines */
 	size_t len, cap;
 	int timeout_ms;
+	bool gone;	/* memvisor closed the connection (EOF, reset, EPIPE) */
+	bool quiet_eof; /* the caller says what that means (follow_job) */
 };
 
 struct client_opts {
@@ -181,8 +183,10 @@ static json_t *read_msg(struct conn *c, bool wait_forever)
 		ssize_t n = read(c->fd, c->buf + c->len, c->cap - c->len);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n <= 0)
+		if (n <= 0) {
+			c->gone = true;
 			return NULL;
+		}
 		c->len += (size_t)n;
 	}
 	size_t linelen = (size_t)(nl - c->buf);
@@ -206,6 +210,16 @@ static int send_req(struct conn *c, const char *cmd, json_t *args)
 	s[len++] = '\n';
 	int rc = mv_write_all(c->fd, s, len);
 	free(s);
+	if (rc == -EPIPE || rc == -ECONNRESET) {
+		c->gone = true;
+		if (!c->quiet_eof)
+			fprintf(stderr,
+				"memvisor ctl: memvisor closed the connection before the "
+				"request was sent: it has exited (it exits once the "
+				"supervised command has ended); the %s request did not run\n",
+				cmd);
+		return EXIT_CONNECT;
+	}
 	if (rc < 0) {
 		fprintf(stderr, "memvisor ctl: cannot send the request: %s\n", strerror(-rc));
 		return EXIT_CONNECT;
@@ -222,10 +236,13 @@ static int call(struct conn *c, const char *cmd, json_t *args, json_t **result)
 		return rc;
 	for (;;) {
 		json_t *msg = read_msg(c, false);
-		if (!msg) {
-			fprintf(stderr, "memvisor ctl: the supervisor closed the connection\n");
+		if (!msg && c->gone && !c->quiet_eof)
+			fprintf(
+			    stderr,
+			    "memvisor ctl: memvisor closed the connection without answering: it "
+			    "has exited (it exits once the supervised command has ended)\n");
+		if (!msg)
 			return EXIT_CONNECT;
-		}
 		if (json_object_get(msg, "event")) { /* an event for an earlier subscription */
 			json_decref(msg);
 			continue;
@@ -664,6 +681,8 @@ static void render_checkpoint_result(json_t *res)
 		       jint(ev, "kept_regions"));
 	size_t i;
 	json_t *p;
+	json_array_foreach(json_object_get(ev, "skipped"), i, p)
+	    printf("  not evicted: process %lld %s\n", jint(p, "pid"), jstr(p, "reason"));
 	json_array_foreach(json_object_get(res, "processes"), i, p)
 	{
 		if (strcmp(jstr(p, "state"), "gone") == 0)
@@ -881,17 +900,45 @@ static void progress_line(json_t *j, bool tty)
 		jstr(j, "phase"), bar, frac * 100, a, b, rate);
 }
 
+/* memvisor went away while we followed job id: it exits once the
+ * supervised command has ended, after waiting for its jobs, and answers
+ * a last moment (ctl_server_stop); this is what is left when it could
+ * not (killed, or we were too slow). Say what is known: for a
+ * checkpoint, whether its image is there. */
+static int job_lost(long long id, const char *dir, bool tty)
+{
+	if (tty)
+		fprintf(stderr, "\r\033[K");
+	fprintf(stderr,
+		"memvisor ctl: memvisor exited before saying how job %lld ended (it exits once "
+		"the supervised command has ended)",
+		id);
+	struct stat st;
+	if (dir && stat(dir, &st) == 0)
+		fprintf(stderr, "; an image is at %s: check it with memvisor image verify %s\n",
+			dir, dir);
+	else if (dir)
+		fprintf(stderr, "; no image was written to %s\n", dir);
+	else
+		fprintf(stderr, "\n");
+	return EXIT_REPLY;
+}
+
 /* Poll `job ID` until it ends: a bar on a terminal, a line a second (and
  * at every phase) otherwise, both on stderr; then the result on stdout.
- * Exit status 0 when the job is done, 1 when it failed. */
-static int follow_job(struct conn *c, long long id, bool raw)
+ * Exit status 0 when the job is done, 1 when it failed (or memvisor went
+ * away before saying: job_lost). dir: a checkpoint's, or NULL. */
+static int follow_job(struct conn *c, long long id, bool raw, const char *dir)
 {
 	bool tty = isatty(STDERR_FILENO);
 	char phase[32] = "";
 	uint64_t last = 0;
+	c->quiet_eof = true;
 	for (;;) {
 		json_t *j = NULL;
 		int rc = call(c, "job", json_pack("{s:I}", "id", (json_int_t)id), &j);
+		if (rc == EXIT_CONNECT && c->gone)
+			return job_lost(id, dir, tty);
 		if (rc)
 			return rc;
 		const char *state = jstr(j, "state");
@@ -1054,8 +1101,11 @@ int ctl_client_main(int argc, char **argv)
 	rc = call(&c, cmd, args, &result);
 	if (rc == EXIT_OK && wait_for_job) {
 		long long id = jint(result, strcmp(op->name, "job") == 0 ? "id" : "job");
+		const char *d = json_string_value(json_object_get(result, "dir"));
+		_cleanup_free_ char *dir =
+		    strcmp(op->name, "checkpoint") == 0 && d ? xstrdup(d) : NULL;
 		json_decref(result);
-		rc = follow_job(&c, id, o.json);
+		rc = follow_job(&c, id, o.json, dir);
 		conn_close(&c);
 		return rc;
 	}

@@ -12,6 +12,7 @@
 #include "supervisor/events.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -41,6 +42,7 @@ struct ctl_client {
 	bool detached;	  /* no socket: ctl_reply_line's client, never subscribes */
 	char *raw_result; /* a handler's result as JSON text (ctl_client_raw_result) */
 	uid_t uid;
+	uint64_t last_ns; /* connected, or last request read */
 	struct ctl_client *next, *prev;
 };
 
@@ -272,6 +274,7 @@ static char *request_reply(struct ctl_client *c, const char *line, size_t len)
 
 static int handle_request(struct ctl_client *c, const char *line, size_t len)
 {
+	c->last_ns = mv_now_ns();
 	char *reply = request_reply(c, line, len);
 	return reply ? send_line(c, reply) : 0;
 }
@@ -418,6 +421,7 @@ static struct ctl_client *client_new(struct mv *mv, int fd)
 	struct ctl_client *c = xcalloc(1, sizeof(*c));
 	c->mv = mv;
 	c->fd = fd;
+	c->last_ns = mv_now_ns();
 	ev_io_init(&c->rio, on_client_read, fd, EV_READ);
 	ev_io_init(&c->wio, on_client_write, fd, EV_WRITE);
 	ev_timer_init(&c->linger, on_linger_timeout, 1.0, 0.0);
@@ -596,11 +600,84 @@ int ctl_server_start(struct mv *mv)
 	return rc;
 }
 
+/* ---- the last answers ------------------------------------------------- */
+
+/* memvisor exits once its command has, often while a client waits for
+ * an answer: `ctl checkpoint --wait` polls its job, whose end (done, or
+ * failed because the program exited) memvisor has just waited for
+ * (jobs_wait_all), and a request sent meanwhile sits unread. Closing now
+ * would reset those connections ("closed the connection", "Broken
+ * pipe") and hide how the job ended. So the socket keeps answering,
+ * outside the event loop (whose other watchers are done), until every
+ * client has been quiet for DRAIN_QUIET_NS (a job follower asks every
+ * 100 ms, then hangs up), and at most DRAIN_MAX_NS. New jobs are
+ * refused by then (jobs_start). */
+#define DRAIN_QUIET_NS (500 * 1000000ull)
+#define DRAIN_MAX_NS   (3000 * 1000000ull)
+
+static bool client_busy(const struct ctl_client *c, uint64_t now)
+{
+	if (c->dead || c->lingering)
+		return false;
+	return out_pending(c) || c->in_len || now - c->last_ns < DRAIN_QUIET_NS;
+}
+
+static void drain_clients(struct mv *mv)
+{
+	struct ctl_server *s = mv->ctl;
+	uint64_t deadline = mv_now_ns() + DRAIN_MAX_NS;
+	struct pollfd *pfd = NULL;
+	struct ctl_client **who = NULL;
+	for (;;) {
+		uint64_t now = mv_now_ns();
+		bool busy = false;
+		size_t n = 0;
+		for (struct ctl_client *c = s->clients; c; c = c->next)
+			busy |= client_busy(c, now);
+		if (!busy || now >= deadline)
+			break;
+		size_t cap = (size_t)s->nclients + 1;
+		pfd = xrealloc(pfd, cap * sizeof(*pfd));
+		who = xrealloc(who, cap * sizeof(*who));
+		/* Connections made meanwhile are answered too: a checkpoint
+		 * asked for now gets no_such_process, not a reset. */
+		pfd[n] = (struct pollfd){.fd = s->fd, .events = POLLIN};
+		who[n++] = NULL;
+		for (struct ctl_client *c = s->clients; c && n < cap; c = c->next) {
+			if (c->dead)
+				continue;
+			pfd[n] = (struct pollfd){
+			    .fd = c->fd,
+			    .events = (short)(POLLIN | (out_pending(c) ? POLLOUT : 0))};
+			who[n++] = c;
+		}
+		if (poll(pfd, n, 20) < 0 && errno != EINTR)
+			break;
+		for (size_t i = 0; i < n; i++) {
+			if (!pfd[i].revents)
+				continue;
+			if (!who[i])
+				on_accept(mv->loop, &s->io, 0);
+			else if (who[i]->dead)
+				continue;
+			else if (pfd[i].revents & (POLLIN | POLLHUP | POLLERR))
+				on_client_read(mv->loop, &who[i]->rio, 0);
+			else if (pfd[i].revents & POLLOUT)
+				flush(who[i]);
+		}
+		free_dead(mv);
+	}
+	free(pfd);
+	free(who);
+}
+
 void ctl_server_stop(struct mv *mv)
 {
 	struct ctl_server *s = mv->ctl;
 	if (!s)
 		return;
+	if (s->fd >= 0)
+		drain_clients(mv);
 	/* Subscribers get what is still queued, as far as it goes now. */
 	events_flush(mv);
 	while (s->clients) {

@@ -12,6 +12,7 @@ static const char *const state_names[] = {"running", "done", "failed"};
  * mv-wide and guarded by mv->lock. */
 static struct job *all_jobs;
 static int next_id = 1;
+static bool closed; /* jobs_wait_all has begun */
 
 static double secs(uint64_t ns)
 {
@@ -81,6 +82,11 @@ static void *job_thread(void *arg)
 int jobs_start(struct mv *mv, const char *kind, int (*run)(struct job *), void *ctx,
 	       void (*ctx_free)(void *), struct job **out)
 {
+	pthread_mutex_lock(&mv->lock);
+	bool refused = closed;
+	pthread_mutex_unlock(&mv->lock);
+	if (refused)
+		return -ESHUTDOWN;
 	struct job *j = xcalloc(1, sizeof(*j));
 	snprintf(j->kind, sizeof(j->kind), "%s", kind);
 	snprintf(j->phase, sizeof(j->phase), "starting");
@@ -183,6 +189,9 @@ void jobs_reap(struct mv *mv)
 
 void jobs_wait_all(struct mv *mv)
 {
+	pthread_mutex_lock(&mv->lock);
+	closed = true;
+	pthread_mutex_unlock(&mv->lock);
 	for (;;) {
 		struct job *j;
 		pthread_mutex_lock(&mv->lock);

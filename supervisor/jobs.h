@@ -35,7 +35,8 @@ struct job {
 };
 
 /* Start a job running run(j) on its own thread. ctx is freed with
- * ctx_free after the job ends. 0 or -errno. */
+ * ctx_free after the job ends. 0 or -errno: -ESHUTDOWN once memvisor is
+ * exiting (jobs_wait_all has begun; nothing would wait for the job). */
 int jobs_start(struct mv *mv, const char *kind, int (*run)(struct job *), void *ctx,
 	       void (*ctx_free)(void *), struct job **out);
 
@@ -55,7 +56,8 @@ json_t *jobs_json_locked(struct mv *mv, bool running_only);
 /* Main thread: join finished workers (on every wake-up). */
 void jobs_reap(struct mv *mv);
 
-/* Main thread, at exit: wait for every job. */
+/* Main thread, at exit: wait for every job; no job starts afterwards
+ * (the control socket still answers for a moment: ctl_server_stop). */
 void jobs_wait_all(struct mv *mv);
 
 #endif

@@ -37,6 +37,7 @@ struct ptrace_thread {
 	int signal;	 /* caught in a signal-delivery stop: delivered again at detach */
 	bool group_stop; /* stopped by SIGSTOP & co before us: stays stopped after detach */
 	uint64_t interrupt_ns, stop_ns;
+	uint64_t last_interrupt_ns; /* the last PTRACE_INTERRUPT sent */
 	/* Saved by ptrace_save_regs_stopped. */
 	void *prstatus;
 	size_t prstatus_len;
@@ -55,19 +56,37 @@ struct ptrace_proc {
 	unsigned exited_threads; /* threads that exited while we had them */
 };
 
+/* A helper thread for the calling (tracer) thread while it seizes: a
+ * PTRACE_SEIZE waits for an exec in the target process to finish, and
+ * that exec waits for the threads it killed to be reaped, which the
+ * tracer cannot do while it waits; the helper does (see ptrace.c). Start
+ * it before seizing threads of processes that may exec, stop it after.
+ * 0 or -errno (then seizes go unguarded). */
+int ptrace_guard_start(void);
+void ptrace_guard_stop(void);
+
 /* pidfd is taken over (closed by ptrace_proc_free). */
 void ptrace_proc_init(struct ptrace_proc *pp, pid_t pid, int pidfd);
 void ptrace_proc_free(struct ptrace_proc *pp);
 
-/* Seize and interrupt every thread in /proc/PID/task not seized yet.
- * Returns how many were new (0: the set is complete once all are
- * stopped), -ESRCH when the process is gone (pp->gone is set), or
- * -EPERM and friends when ptrace is refused. */
+/* Seize and interrupt every thread in /proc/PID/task not seized yet,
+ * and check that each thread recorded as stopped still is (an exec from
+ * another thread kills it and may give its tid to a thread still on its
+ * way to a stop). Returns how many are to be waited for anew (0: the set
+ * is complete once all are stopped), -ESRCH when the process is gone
+ * (pp->gone is set), or -EPERM and friends when ptrace is refused. */
 int ptrace_seize_new(struct ptrace_proc *pp);
 
-/* Collect the stops (and exits) that have happened, without blocking.
- * Returns how many seized threads have not stopped yet. */
+/* Collect the stops (and exits) that have happened, without blocking:
+ * of the threads not stopped yet, and of the stopped ones (a thread
+ * killed while stopped must be reaped: an exec waits for it). Returns
+ * how many seized threads have not stopped yet. */
 size_t ptrace_poll_stops(struct ptrace_proc *pp);
+
+/* Interrupt again the threads that have not stopped every_ns after the
+ * last interrupt: a trap that some other stop consumed (any ptrace trap
+ * clears a pending PTRACE_INTERRUPT) must not leave a thread running. */
+void ptrace_reinterrupt(struct ptrace_proc *pp, uint64_t now, uint64_t every_ns);
 
 /* A thread that has not stopped yet, or NULL. */
 struct ptrace_thread *ptrace_laggard(struct ptrace_proc *pp);

@@ -290,6 +290,11 @@ int ctl_cmd_reload(struct mv *mv, struct ctl_client *c, json_t *args, json_t **r
 	}
 	struct job *j;
 	int rc = jobs_start(mv, "reload", reload_run, req, req_free, &j);
+	if (rc == -ESHUTDOWN) {
+		ctl_fail(err, CTL_E_NO_SUCH_PROCESS,
+			 "the supervised command has exited and memvisor is exiting");
+		goto fail;
+	}
 	if (rc < 0) {
 		ctl_fail(err, CTL_E_INTERNAL, "cannot start the reload: %s", strerror(-rc));
 		goto fail;

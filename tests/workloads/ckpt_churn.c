@@ -16,12 +16,26 @@
  *                            exec true, one after the other, until stdin
  *                            ends: the parent is nearly always waiting in
  *                            vfork
+ *   ckpt_churn vfork1        the same from a single-threaded parent (which
+ *                            then has no thread that can stop while its
+ *                            child sleeps), after forking a child that
+ *                            holds 4 MiB it wrote ("child PID"); stdin is
+ *                            polled between the vforks
+ *   ckpt_churn execs         exec all the time: a child that execs itself
+ *                            without pause (from a second thread while a
+ *                            third runs, then from the leader while
+ *                            another thread runs, in turn), while the
+ *                            parent forks children that exec /bin/true;
+ *                            stdin "count" -> "execs N" (the child's
+ *                            generation); at stdin's end the child is
+ *                            killed
  *   ckpt_churn compute       deterministic work: 4 threads, 200 rounds of
  *                            hashing 4 MiB each, with 2 ms sleeps and
  *                            mmap/munmap between rounds; prints the hashes
  * Every mode prints "ready PID" when set up, and exits 0 at stdin's end
  * (compute: when done). */
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -232,6 +246,61 @@ static void *watch_stdin(void *arg)
 	return NULL;
 }
 
+static int mode_vfork1(void)
+{
+	pid_t holder = fork();
+	if (holder == 0) {
+		size_t len = 4u << 20;
+		char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		for (size_t off = 0; off < len; off += PAGE)
+			memset(p + off, (int)(off / PAGE) | 1, PAGE);
+		for (;;)
+			pause();
+	}
+	printf("ready %d\nchild %d\n", (int)getpid(), (int)holder);
+	fflush(stdout);
+	for (;;) {
+		struct pollfd pfd = {.fd = 0, .events = POLLIN};
+		char buf[256];
+		if (poll(&pfd, 1, 0) > 0 && read(0, buf, sizeof(buf)) <= 0)
+			break;
+		pid_t pid = vfork();
+		if (pid == 0) {
+			struct timespec ts = {1, 0};
+			nanosleep(&ts, NULL);
+			execl("/bin/true", "true", (char *)NULL);
+			_exit(127);
+		}
+		if (pid > 0)
+			waitpid(pid, NULL, 0);
+	}
+	kill(holder, SIGKILL);
+	waitpid(holder, NULL, 0);
+	return 0;
+}
+
+/* stdin "count" -> "execs N", N read from the file arg names; stdin's
+ * end sets input_over. */
+static void *watch_counts(void *arg)
+{
+	char line[256];
+	while (fgets(line, sizeof(line), stdin)) {
+		if (strncmp(line, "count", 5) != 0)
+			continue;
+		char gen[32] = "0";
+		int fd = open(arg, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			ssize_t n = read(fd, gen, sizeof(gen) - 1);
+			gen[n > 0 ? n : 0] = '\0';
+			close(fd);
+		}
+		printf("execs %s\n", gen);
+		fflush(stdout);
+	}
+	atomic_store(&input_over, true);
+	return NULL;
+}
+
 static int mode_vfork(void)
 {
 	pthread_t t;
@@ -251,6 +320,93 @@ static int mode_vfork(void)
 			waitpid(pid, NULL, 0);
 	}
 	pthread_join(t, NULL);
+	return 0;
+}
+
+/* ---- execs ---------------------------------------------------------- */
+
+static char **exec_argv;
+
+static void exec_next(void)
+{
+	execv("/proc/self/exe", exec_argv);
+	_exit(127);
+}
+
+static void *exec_thread(void *arg)
+{
+	(void)arg;
+	exec_next();
+	return NULL;
+}
+
+static void *spin_thread(void *arg)
+{
+	(void)arg;
+	for (;;)
+		nap_us(100);
+	return NULL;
+}
+
+/* One generation of the exec-self child: argv[2] is its number, which it
+ * writes to the file argv[3] names before the next exec. */
+static int mode_exec_self(char **argv)
+{
+	long gen = atol(argv[2]);
+	char next[32];
+	snprintf(next, sizeof(next), "%ld", gen + 1);
+	int fd = open(argv[3], O_WRONLY | O_TRUNC | O_CLOEXEC);
+	if (fd >= 0) {
+		if (write(fd, next, strlen(next)) < 0)
+			_exit(3);
+		close(fd);
+	}
+	char *nargv[] = {argv[0], argv[1], next, argv[3], NULL};
+	exec_argv = nargv;
+	pthread_t t, u;
+	pthread_create(&u, NULL, spin_thread, NULL);
+	if (gen % 2) {
+		/* The leader is killed; the exec'ing thread takes its tid. */
+		pthread_create(&t, NULL, exec_thread, NULL);
+		for (;;)
+			pause();
+	}
+	exec_next();
+	return 1;
+}
+
+static int mode_execs(const char *self)
+{
+	const char *tmp = getenv("TMPDIR");
+	char genfile[4096];
+	snprintf(genfile, sizeof(genfile), "%s/ckpt_churn.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	int gfd = mkstemp(genfile);
+	if (gfd < 0)
+		return 2;
+	close(gfd);
+	pid_t child = fork();
+	if (child == 0) {
+		char *argv[] = {(char *)self, "exec-self", "0", genfile, NULL};
+		execv("/proc/self/exe", argv);
+		_exit(127);
+	}
+	pthread_t t;
+	pthread_create(&t, NULL, watch_counts, genfile);
+	printf("ready %d\n", (int)getpid());
+	fflush(stdout);
+	while (!atomic_load(&input_over)) {
+		pid_t pid = fork();
+		if (pid == 0) {
+			execl("/bin/true", "true", (char *)NULL);
+			_exit(127);
+		}
+		if (pid > 0)
+			waitpid(pid, NULL, 0);
+	}
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	pthread_join(t, NULL);
+	unlink(genfile);
 	return 0;
 }
 
@@ -311,6 +467,12 @@ int main(int argc, char **argv)
 		return mode_compute();
 	if (argc >= 2 && strcmp(argv[1], "vfork") == 0)
 		return mode_vfork();
-	fprintf(stderr, "usage: ckpt_churn threads|fork N DIR|procs|big MIB|compute|vfork\n");
+	if (argc >= 2 && strcmp(argv[1], "vfork1") == 0)
+		return mode_vfork1();
+	if (argc >= 2 && strcmp(argv[1], "execs") == 0)
+		return mode_execs(argv[0]);
+	if (argc >= 4 && strcmp(argv[1], "exec-self") == 0)
+		return mode_exec_self(argv);
+	fprintf(stderr, "usage: ckpt_churn threads|fork N DIR|procs|big MIB|compute|vfork|vfork1|execs\n");
 	return 2;
 }
