@@ -288,11 +288,17 @@ static void *watch_counts(void *arg)
 		if (strncmp(line, "count", 5) != 0)
 			continue;
 		char gen[32] = "0";
-		int fd = open(arg, O_RDONLY | O_CLOEXEC);
-		if (fd >= 0) {
-			ssize_t n = read(fd, gen, sizeof(gen) - 1);
+		/* The child truncates the file before it writes the next
+		 * number: an empty read is that moment, not a count. */
+		for (int tries = 0; tries < 1000; tries++) {
+			int fd = open(arg, O_RDONLY | O_CLOEXEC);
+			ssize_t n = fd >= 0 ? read(fd, gen, sizeof(gen) - 1) : -1;
+			if (fd >= 0)
+				close(fd);
 			gen[n > 0 ? n : 0] = '\0';
-			close(fd);
+			if (n > 0)
+				break;
+			nap_us(1000);
 		}
 		printf("execs %s\n", gen);
 		fflush(stdout);
