@@ -1038,7 +1038,8 @@ static int copy_ext(struct evspace *s, uint32_t ext, const void *buf, unsigned *
  * map. Timeline: program mremaps X to Y (vma moved, REMAP queued);
  * loader's UFFDIO_COPY at X -> ENOENT; worker reads the event, the chunk
  * moves to Y. So wait for the workers; pages still unreachable after
- * 100 tries (100 ms at least) are dropped: no access can fault on them
+ * 100 tries (100 ms at least), with no message waiting on the uffd, are
+ * dropped: no access can fault on them
  * through this uffd (a fork child's MADV_DONTFORK range it made itself,
  * for instance). */
 static int range_gone(struct evspace *s, uint32_t ext)
@@ -1046,8 +1047,16 @@ static int range_gone(struct evspace *s, uint32_t ext)
 	usleep(1000);
 	if (++s->enoent < 100)
 		return 1;
-	s->enoent = 0;
 	pthread_rwlock_wrlock(&s->lay);
+	/* An event waiting to be read may be the one that explains the
+	 * ENOENT: let the workers have it first. */
+	struct pollfd pfd = {.fd = s->uffd, .events = POLLIN};
+	if (poll(&pfd, 1, 0) > 0) {
+		pthread_rwlock_unlock(&s->lay);
+		s->enoent = 50;
+		return 1;
+	}
+	s->enoent = 0;
 	pthread_mutex_lock(&s->mu);
 	for (size_t i = 0; i < s->n_ch;) {
 		struct ev_chunk c = s->ch[i];
