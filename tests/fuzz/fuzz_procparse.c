@@ -1,5 +1,6 @@
 /* libFuzzer harness: /proc text parsers (state/procparse.c, as_maps.c):
- * the same bytes as /proc/PID/status, /proc/PID/stat and /proc/PID/maps,
+ * the same bytes as /proc/PID/status, /proc/PID/stat, /proc/PID/maps and
+ * /proc/PID/smaps (the fork flags),
  * each NUL-terminated as the readers hand them over. */
 #include "state/as.h"
 #include "state/procparse.h"
@@ -24,6 +25,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	as_model_init(&m);
 	as_parse_maps(text, &m);
 	as_model_free(&m);
+	struct as_range *dc, *wf;
+	size_t ndc, nwf;
+	parse_fork_flags(text, &dc, &ndc, &wf, &nwf);
+	free(dc);
+	free(wf);
 	free(text);
 	return 0;
 }

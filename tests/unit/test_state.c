@@ -266,6 +266,39 @@ static void test_call_bytes(void)
 	is_u64(brk, 0x12000, "break tracked");
 }
 
+/* smaps VmFlags: dc (MADV_DONTFORK) and wf (MADV_WIPEONFORK) regions. */
+static void test_fork_flags(void)
+{
+	const char *smaps =
+	    "7f0000000000-7f0000100000 rw-p 00000000 00:00 0 \n"
+	    "Size:               1024 kB\nRss:                   0 kB\n"
+	    "VmFlags: rd wr mr mw me ac sd \n"
+	    "7f0000100000-7f0000200000 rw-p 00000000 00:00 0 \n"
+	    "Size:               1024 kB\n"
+	    "VmFlags: rd wr mr mw me dc ac sd\n"
+	    "7f0000200000-7f0000300000 rw-p 00000000 00:00 0 \n"
+	    "VmFlags: rd wr mr mw me dc ac sd\n"
+	    "7f0000400000-7f0000500000 rw-p 00000000 00:00 0 \n"
+	    "VmFlags: rd wr mr mw me ac wf\n"
+	    "7f0000600000-7f0000700000 rw-p 00000000 00:00 0 [stack]\n"
+	    "VmFlags: rd wr mr mw me gd ac wfx dcx\n";
+	struct as_range *dc, *wf;
+	size_t ndc, nwf;
+	ok(parse_fork_flags(smaps, &dc, &ndc, &wf, &nwf) == 0, "smaps parses");
+	is_u64(ndc, 1, "two adjacent dc regions make one range");
+	if (ndc == 1) {
+		is_u64(dc[0].start, 0x7f0000100000, "dc start");
+		is_u64(dc[0].end, 0x7f0000300000, "dc end");
+	}
+	is_u64(nwf, 1, "one wf region (a flag is two letters, not a prefix)");
+	if (nwf == 1)
+		is_u64(wf[0].start, 0x7f0000400000, "wf start");
+	free(dc);
+	free(wf);
+	ok(parse_fork_flags("", &dc, &ndc, &wf, &nwf) == 0 && !ndc && !nwf, "empty smaps");
+	ok(parse_fork_flags("garbage\n", &dc, &ndc, &wf, &nwf) == -EINVAL, "not smaps refused");
+}
+
 int main(void)
 {
 	syscalls_init();
@@ -274,5 +307,6 @@ int main(void)
 	test_provenance();
 	test_proctab();
 	test_call_bytes();
+	test_fork_flags();
 	return tap_done();
 }
