@@ -147,3 +147,20 @@ victim_pid() { awk '/^pid/{print $2}' "$TMP/err"; }
 	# SIGBUS (7) where the kernel has UFFDIO_POISON, else SIGKILL (9).
 	[ $rc = 135 ] || [ $rc = 137 ]
 }
+
+@test "evict safety: mprotect of part of an evicted region splits its vma: the pages on both sides still come back" {
+	# A UFFDIO_COPY that spans two vmas fails whole with ENOENT: the
+	# fault around the split was never served (the thread faulted again
+	# and again), and a reload dropped the extent: zeros.
+	start_fed "$WL/evict_victim" --mib 4 --dontfork-mib 1
+	ctl checkpoint "$TMP/img" --evict --wait >/dev/null
+	say mprotect '^protected$'
+	say check '^ok$'
+	ctl checkpoint "$TMP/img2" --evict --wait >/dev/null 2>&1 || true
+	rm -rf "$TMP/img2"
+	ctl --json reload "$TMP/img" --wait >"$TMP/job.json"
+	run json_get "$TMP/job.json" 'd["result"]["pages_loaded"] == d["result"]["pages_total"] > 0'
+	assert_output True
+	say check '^ok$'
+	stop_fed
+}

@@ -12,6 +12,8 @@
  *           WIPEONFORK one (zeros, as fork gives it): "child ok" or
  *           "child MISMATCH ...", then waits for "reap"
  *   reap    end that child: "reaped STATUS"
+ *   mprotect  make 5 pages in the private region's second MiB read-only:
+ *           its vma splits in three: "protected"
  *   spin    a thread checks the private region over and over; the first
  *           wrong byte prints "MISMATCH ..." and exits 3: "spinning"
  * --check-after MS: a thread checks the private region MS ms after start,
@@ -158,6 +160,11 @@ int main(int argc, char **argv)
 			kill(child, SIGTERM);
 			waitpid(child, &st, 0);
 			say("reaped %d\n", st);
+		} else if (!strncmp(line, "mprotect", 8)) {
+			if (mprotect(priv + (1 << 20) + 3 * 4096, 5 * 4096, PROT_READ) < 0)
+				say("mprotect failed\n");
+			else
+				say("protected\n");
 		} else if (!strncmp(line, "spin", 4)) {
 			pthread_t t;
 			pthread_create(&t, NULL, spin, NULL);
