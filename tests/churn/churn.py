@@ -39,6 +39,7 @@ import ctypes
 import difflib
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -201,6 +202,15 @@ class Churn:
         def remember_tree():
             seen.update(descendants(mvp.pid))
 
+        def ending(msg):
+            """An error because memvisor is ending with the program?"""
+            if alive() and any(w in msg for w in ("cannot connect", "closed the connection")):
+                try:
+                    mvp.wait(timeout=2)
+                except subprocess.TimeoutExpired:
+                    pass
+            return not alive()
+
         while alive() and not os.path.exists(sock) and time.monotonic() < t0 + 10:
             time.sleep(0.01)
         k = 0
@@ -220,22 +230,29 @@ class Churn:
                 failure = f"hang: {msg}"
                 break
             if rc != 0:
-                shutil.rmtree(img, ignore_errors=True)
-                if not alive():
+                if ending(msg):
+                    shutil.rmtree(img, ignore_errors=True)
                     st["gone"] += 1
                     break
                 if "busy" in msg:
+                    shutil.rmtree(img, ignore_errors=True)
                     st["busy"] += 1
-                    if st["busy"] % 20 == 0 and images:
-                        # A reload that never came: bring it back.
-                        self.ctl(sock, "reload", images[-1], "--wait")
+                    m = re.search(r"evicted to (\S+): reload", msg)
+                    if st["busy"] % 10 == 0 and m and os.path.isdir(m.group(1)):
+                        # Memory still evicted and no reload running:
+                        # bring it back (it is served on demand anyway).
+                        self.ctl(sock, "reload", m.group(1), "--wait")
                     time.sleep(rng.uniform(0.01, 0.1))
                     continue
                 st["ckpt_err"] += 1
                 self.note_error("checkpoint", msg)
-                time.sleep(rng.uniform(0.01, 0.1))
-                continue
-            st["evicts"] += 1
+                if not os.path.isdir(img):
+                    time.sleep(rng.uniform(0.01, 0.1))
+                    continue
+                # The image is complete but the evict failed (evict_failed):
+                # the processes evicted before the failure owe pages to it.
+            else:
+                st["evicts"] += 1
             # Memory is evicted to img only: the older images are free.
             for old in images:
                 shutil.rmtree(old, ignore_errors=True)
@@ -257,11 +274,11 @@ class Churn:
                 break
             if rc == 0:
                 st["reloads"] += 1
-            elif alive():
+            elif ending(msg):
+                st["gone"] += 1
+            else:
                 st["reload_err"] += 1
                 self.note_error("reload", msg)
-            else:
-                st["gone"] += 1
 
         # The end of the run.
         if failure is None:
