@@ -48,7 +48,7 @@ import tempfile
 import time
 
 PR_SET_CHILD_SUBREAPER = 36
-RATES = [10, 30, 100, 400]
+RATES = [20, 100, 400, 2000]  # MB/s; the slow ones keep memory owed for seconds
 
 
 def log(msg):
@@ -140,7 +140,7 @@ class Churn:
             os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "memvisor")
         self.totals = dict(runs=0, cycles=0, evicts=0, busy=0, gone=0, ckpt_err=0,
                            reloads=0, reload_err=0, kills=0)
-        self.errors_seen = set()
+        self.errors_seen = {}
 
     # -- control commands, each bounded in time --------------------------
     def ctl(self, sock, *args, timeout=60):
@@ -153,11 +153,12 @@ class Churn:
         return p.returncode, (p.stdout + p.stderr).decode(errors="replace")
 
     def note_error(self, what, msg):
-        # Print the first of each kind of unexpected answer.
+        # Print the first two of each kind of unexpected answer (numbers
+        # and paths aside).
         first = msg.strip().splitlines()[-1] if msg.strip() else "(no message)"
-        k = (what, first.split(":")[1] if ":" in first else first)
-        if k not in self.errors_seen:
-            self.errors_seen.add(k)
+        k = (what, re.sub(r"\d+", "N", re.sub(r"/\S+", "PATH", first)))
+        self.errors_seen[k] = self.errors_seen.get(k, 0) + 1
+        if self.errors_seen[k] <= 2:
             log(f"  note: {what}: {first}")
 
     # -- one run ------------------------------------------------------------
@@ -204,7 +205,7 @@ class Churn:
 
         def ending(msg):
             """An error because memvisor is ending with the program?"""
-            if alive() and any(w in msg for w in ("cannot connect", "closed the connection")):
+            if alive() and any(w in msg for w in ("cannot connect", "closed the connection", "cannot send")):
                 try:
                     mvp.wait(timeout=2)
                 except subprocess.TimeoutExpired:
@@ -334,8 +335,8 @@ class Churn:
         self.show_diff(out)
         with open(errp, "rb") as f:
             mvlog = f.read().decode(errors="replace").splitlines()
-        log(f"  memvisor log ({len(mvlog)} lines, the last 60):")
-        for line in mvlog[-60:]:
+        log(f"  memvisor log, with the program's stderr ({len(mvlog)} lines, the last 40):")
+        for line in mvlog[-40:]:
             log("    " + line)
         if self.a.keep:
             log(f"  kept in {d}")
@@ -412,8 +413,8 @@ class Churn:
         b = out.decode(errors="replace").splitlines()
         diff = list(difflib.unified_diff(a, b, "native", "memvisor", lineterm="", n=1))
         if diff:
-            log(f"  output difference ({len(diff)} lines, the first 40):")
-            for line in diff[:40]:
+            log(f"  output difference ({len(diff)} lines, the first 30):")
+            for line in diff[:30]:
                 log("    " + line)
 
     def main(self):
