@@ -164,12 +164,17 @@ class Churn:
     # -- one run ------------------------------------------------------------
     def native(self):
         t0 = time.monotonic()
+        # In a session of its own, so that a timeout ends all of it.
+        p = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, cwd=self.a.cwd, start_new_session=True)
         try:
-            p = subprocess.run(self.cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, timeout=self.a.timeout, cwd=self.a.cwd)
+            p.stdout_data, p.stderr_data = p.communicate(timeout=self.a.timeout)
         except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.communicate()
             log(f"churn {self.a.name}: the native run took more than {self.a.timeout} s")
             sys.exit(2)
+        p.stdout, p.stderr = p.stdout_data, p.stderr_data
         self.native_out, self.native_rc = p.stdout, p.returncode
         self.native_s = time.monotonic() - t0
         log(f"churn {self.a.name}: native run {self.native_s:.1f} s, exit {p.returncode}, "
@@ -321,10 +326,13 @@ class Churn:
         for key in st:
             self.totals[key] += st[key]
         self.totals["runs"] += 1
+        status = describe_status(rc)
+        if failure and failure.startswith("hang"):
+            status = "none (memvisor SIGKILLed by this driver after the timeout)"
         summary = (f"run {r}: seed {seed}, {elapsed:.1f} s, {st['cycles']} cycles "
                    f"({st['evicts']} evicts, {st['busy']} busy, {st['gone']} gone, "
                    f"{st['ckpt_err']} checkpoint errors, {st['reloads']} reloads, "
-                   f"{st['reload_err']} reload errors), exit {describe_status(rc)}")
+                   f"{st['reload_err']} reload errors), exit {status}")
         if failure is None:
             log(summary + (", memvisor killed, output a prefix of the native one" if killed else ", same as native"))
             shutil.rmtree(d, ignore_errors=True)
