@@ -13,7 +13,8 @@
  * Then it forks P worker processes. Each runs T threads and its main
  * thread; every one of them owns a large local array on its stack, heap
  * blocks (threads allocate from secondary malloc arenas), one large
- * malloc (mmap'ed) and its slot of the shared region. For R rounds each
+ * malloc (mmap'ed) and its slot of the shared region; the main thread
+ * also a 4 MiB region with MADV_HUGEPAGE. For R rounds each
  * writes a pattern that depends on (process, thread, region, round,
  * offset) into all of it, sleeps a few milliseconds, and checks it; every
  * few rounds one heap block is freed and allocated again. Meanwhile the
@@ -135,6 +136,26 @@ static __attribute__((noinline)) void check_zero(const char *what, int thread, i
 			mismatch(what, thread, round, c, i, c[i], 0);
 }
 
+/* len bytes at a 2 MiB boundary, asked to be backed by transparent huge
+ * pages (MADV_HUGEPAGE: the evict notes them and the reload collapses
+ * them again, docs/reload.md); without THP they are small pages. */
+static unsigned char *map_huge(size_t len)
+{
+	size_t align = 2UL << 20;
+	unsigned char *p = mmap(NULL, len + align, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED) {
+		perror("churn_pattern: mmap");
+		_exit(3);
+	}
+	unsigned char *a = (unsigned char *)(((uintptr_t)p + align - 1) & ~(align - 1));
+	if (a > p)
+		munmap(p, (size_t)(a - p));
+	munmap(a + len, (size_t)(p + align - a));
+	madvise(a, len, MADV_HUGEPAGE);
+	return a;
+}
+
 static uint64_t hash(uint64_t h, const void *p, size_t len)
 {
 	const uint64_t *w = launder((void *)p);
@@ -153,6 +174,8 @@ static void *worker(void *arg)
 	size_t big_len = (kib << 10) * 4;   /* above it: a mapping of its own */
 	unsigned char *blk[NBLK], *big = malloc(big_len);
 	unsigned char *slot = shm->slot + ((size_t)my_proc * (MAXT + 1) + (size_t)t) * slot_len;
+	size_t huge_len = t == nthreads ? 4UL << 20 : 0; /* the main thread's */
+	unsigned char *huge = huge_len ? map_huge(huge_len) : NULL;
 	for (int i = 0; i < NBLK; i++)
 		blk[i] = malloc(blk_len);
 	if (!big || !blk[NBLK - 1]) {
@@ -173,18 +196,26 @@ static void *worker(void *arg)
 			fill(blk[i], blk_len, key(my_proc, t, 10 + i, r));
 		fill(big, big_len, key(my_proc, t, 2, r));
 		fill(slot, slot_len, key(my_proc, t, 3, r));
+		if (huge)
+			fill(huge, huge_len, key(my_proc, t, 7, r));
 		nap_ms(1 + (long)(mix(seed ^ (uint64_t)r) % 12));
 		check("stack", t, r, stack_arr, stack_len, key(my_proc, t, 1, r));
 		for (int i = 0; i < NBLK; i++)
 			check("heap", t, r, blk[i], blk_len, key(my_proc, t, 10 + i, r));
 		check("big-heap", t, r, big, big_len, key(my_proc, t, 2, r));
 		check("shared", t, r, slot, slot_len, key(my_proc, t, 3, r));
+		if (huge)
+			check("hugepage", t, r, huge, huge_len, key(my_proc, t, 7, r));
 	}
 	uint64_t h = hash(key(my_proc, t, 0, 0), stack_arr, stack_len);
 	for (int i = 0; i < NBLK; i++)
 		h = hash(h, blk[i], blk_len);
 	h = hash(h, big, big_len);
 	h = hash(h, slot, slot_len);
+	if (huge) {
+		h = hash(h, huge, huge_len);
+		munmap(huge, huge_len);
+	}
 	for (int i = 0; i < NBLK; i++)
 		free(blk[i]);
 	free(big);
