@@ -191,7 +191,8 @@ class Churn:
             log("  native stderr: " + p.stderr.decode(errors="replace")[-2000:])
 
     def run(self, r, seed):
-        rng = random.Random(seed)
+        rng = random.Random(seed)  # the choices of each cycle
+        retry = random.Random(seed ^ 0x5EED)  # pauses before retries, whose number is timing
         d = tempfile.mkdtemp(prefix=f"run{r}.", dir=self.a.workdir)
         sock, outp, errp = f"{d}/ctl.sock", f"{d}/out", f"{d}/log"
         st = dict(cycles=0, evicts=0, busy=0, gone=0, ckpt_err=0, reloads=0, reload_err=0)
@@ -256,12 +257,12 @@ class Churn:
                         # Memory still evicted and no reload running:
                         # bring it back (it is served on demand anyway).
                         self.ctl(sock, "reload", m.group(1), "--wait")
-                    time.sleep(rng.uniform(0.01, 0.1))
+                    time.sleep(retry.uniform(0.01, 0.1))
                     continue
                 st["ckpt_err"] += 1
                 self.note_error("checkpoint", msg)
                 if not os.path.isdir(img):
-                    time.sleep(rng.uniform(0.01, 0.1))
+                    time.sleep(retry.uniform(0.01, 0.1))
                     continue
                 # The image is complete but the evict failed (evict_failed):
                 # the processes evicted before the failure owe pages to it.
