@@ -31,7 +31,7 @@ skip_unless_uffd() {
 }
 
 # The interpreter itself, not a version manager's shim script.
-python() { python3 -c 'import sys; print(sys.executable)'; }
+python_bin() { python3 -c 'import sys; print(sys.executable)'; }
 
 # churn NAME [--kill] -- PROGRAM [ARG]...: the driver's report is the
 # test's output (shown on failure, and by make soak).
@@ -47,7 +47,7 @@ churn() {
 
 @test "churn: python3 multiprocessing fork pool and threads" {
 	skip_unless_cmd python3
-	churn python-pool -- "$(python)" "$CHURN/pool.py" 8
+	churn python-pool -- "$(python_bin)" "$CHURN/pool.py" 8
 }
 
 @test "churn: perl, a large string and regexes" {
@@ -85,5 +85,5 @@ churn() {
 
 @test "churn: memvisor SIGKILLed during an evict or a reload (python3 pool)" {
 	skip_unless_cmd python3
-	CHURN_SECONDS=$((CHURN_SECONDS / 2 + 1)) churn python-kill --kill -- "$(python)" "$CHURN/pool.py" 8
+	CHURN_SECONDS=$((CHURN_SECONDS / 2 + 1)) churn python-kill --kill -- "$(python_bin)" "$CHURN/pool.py" 8
 }
