@@ -4,7 +4,8 @@
 #   make          build build/memvisor, the workloads and the unit tests
 #   make demo     run a small program under memvisor and query it over the socket
 #   make check    every test tier; ends with "N passed, N failed"
-#   make soak     the storms for 60 s each and every fault point at several calls
+#   make soak     the storms for 60 s each, every fault point at several calls,
+#                 and the churn tier (evict/reload under real programs) for 30 min
 #   make bench    benchmarks (bench/README.md)
 #   make asan     ASan/UBSan build, then the bats suite against it
 #   make fuzz     libFuzzer harnesses (tests/fuzz), each run FUZZ_SECONDS
@@ -126,9 +127,13 @@ unit: $(UNIT_BIN)
 bats: all
 	@tests/run.sh $(BUILD) bats
 
+# churn.bats: 7 programs for CHURN_SECONDS each and 2 SIGKILL tests for
+# half of it, about 30 minutes with the native runs.
+SOAK_CHURN_SECONDS ?= 210
 soak: all
 	@STORM_SECONDS=60 STORM_THREADS=64 STORM_PROCS=200 STORM_CLIENTS=100 FAULT_NTH="1 2 5" \
-		BATS_FILES="storm faults death" BATS_OPTS=--show-output-of-passing-tests tests/run.sh $(BUILD) bats
+		CHURN_SECONDS=$(SOAK_CHURN_SECONDS) \
+		BATS_FILES="storm faults death churn" BATS_OPTS=--show-output-of-passing-tests tests/run.sh $(BUILD) bats
 
 bench: all
 	@bench/run.sh $(BUILD)

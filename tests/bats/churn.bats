@@ -1,0 +1,89 @@
+#!/usr/bin/env bats
+# Churn (issue 11): real programs evicted and reloaded over and over while
+# they run (tests/churn/churn.py); their output and exit status must be
+# those of a native run. Each test runs its program natively once, then
+# under memvisor for CHURN_SECONDS (default 15; make soak sets more), and
+# prints the seed first: CHURN_SEED=N replays it (docs/reliability.md,
+# "Churn").
+
+load helpers
+bats_require_minimum_version 1.5.0
+
+CHURN=$ROOT/tests/churn
+: "${CHURN_SECONDS:=15}"
+export CHURN_SECONDS
+
+setup() {
+	setup_tmp
+	skip_unless_uffd
+}
+
+teardown() {
+	teardown_tmp
+}
+
+# userfaultfd(2) must work for the supervised program (root here, or
+# vm.unprivileged_userfaultfd=1), as in reload.bats.
+skip_unless_uffd() {
+	local v
+	v=$(cat /proc/sys/vm/unprivileged_userfaultfd 2>/dev/null) || skip "no userfaultfd in this kernel"
+	[ "$(id -u)" = 0 ] || [ "$v" = 1 ] || skip "userfaultfd needs root or vm.unprivileged_userfaultfd=1"
+}
+
+# The interpreter itself, not a version manager's shim script.
+python_bin() { python3 -c 'import sys; print(sys.executable)'; }
+
+# churn NAME [--kill] -- PROGRAM [ARG]...: the driver's report is the
+# test's output (shown on failure, and by make soak).
+churn() {
+	local name=$1
+	shift
+	python3 "$CHURN/churn.py" --name "$name" --workdir "$TMP" "$@"
+}
+
+@test "churn: C program, patterns on stacks, heaps and shared memory in processes and threads" {
+	churn pattern -- "$WL/churn_pattern" --rounds 400
+}
+
+@test "churn: python3 multiprocessing fork pool and threads" {
+	skip_unless_cmd python3
+	churn python-pool -- "$(python_bin)" "$CHURN/pool.py" 8
+}
+
+@test "churn: perl, a large string and regexes" {
+	skip_unless_cmd perl
+	churn perl -- perl "$CHURN/strings.pl" 5
+}
+
+@test "churn: make -j2 compiling generated C files, then the program" {
+	skip_unless_cmd make
+	skip_unless_cmd cc
+	"$CHURN/make_project.sh" gen "$TMP/proj" 36
+	churn make -- bash "$CHURN/make_project.sh" build "$TMP/proj" 3
+}
+
+@test "churn: bash with subshells, pipes and background jobs" {
+	churn bash -- bash "$CHURN/shell.sh" 20
+}
+
+@test "churn: node" {
+	skip_unless_cmd node
+	churn node -- node "$CHURN/objects.js" 20
+}
+
+@test "churn: sqlite3 with an in-memory database" {
+	skip_unless_cmd sqlite3
+	churn sqlite -- sqlite3 :memory: ".read $CHURN/queries.sql" ".read $CHURN/queries.sql"
+}
+
+# memvisor SIGKILLed during an evict or a reload: the program dies with it,
+# has printed nothing a native run does not, and no process is left.
+# (--skip-wipe: the wipe-on-fork check belongs to the first test.)
+@test "churn: memvisor SIGKILLed during an evict or a reload (C program)" {
+	CHURN_SECONDS=$((CHURN_SECONDS / 2 + 1)) churn pattern-kill --kill -- "$WL/churn_pattern" --rounds 400 --skip-wipe
+}
+
+@test "churn: memvisor SIGKILLed during an evict or a reload (python3 pool)" {
+	skip_unless_cmd python3
+	CHURN_SECONDS=$((CHURN_SECONDS / 2 + 1)) churn python-kill --kill -- "$(python_bin)" "$CHURN/pool.py" 8
+}
