@@ -943,8 +943,10 @@ int evict_proc_stopped(struct ptrace_proc *pp, const struct img_proc *ip, const 
 	int rc = remote_open_stopped(&r, pp);
 	if (rc < 0)
 		return mv_fail_msg(err, errlen, rc,
-				   "process %d: no thread to run a system call in: %s", pp->pid,
-				   strerror(-rc));
+				   "process %d: none of its threads is stopped (a vfork parent "
+				   "waits until its child execs or exits), so no system call can "
+				   "be injected into it: %s",
+				   pp->pid, strerror(-rc));
 	struct evspace *s = space_new();
 	rc = setup_space(s, pp, &r, dir, id, err, errlen);
 	if (rc < 0) {
