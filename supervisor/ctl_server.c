@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "supervisor/ctl.h"
+#include "supervisor/ctl_peer.h"
 #include "supervisor/events.h"
 
 #include <fcntl.h>
@@ -466,6 +467,22 @@ static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
 			 cred.uid, geteuid());
 		log_info("refused control client pid %d uid %u", cred.pid, cred.uid);
 		refuse(c, CTL_E_PERMISSION, why);
+		return;
+	}
+	/* Checked once, here: the peer cannot leave or enter the supervised
+	 * tree later (supervisor/ctl_peer.c). Every command is refused, the
+	 * read-only ones too: status, regions and events would tell a
+	 * sandboxed program what its supervisor sees and when a checkpoint
+	 * stops it, which it has no need to know. */
+	int prc = ctl_peer_check(mv, fd, cred.pid);
+	if (prc < 0) {
+		log_info("refused control client pid %d: %s", cred.pid,
+			 prc == -EPERM ? "a supervised process" : strerror(-prc));
+		refuse(c, CTL_E_FORBIDDEN,
+		       prc == -EPERM
+			   ? "requests from a supervised process are refused: a program cannot "
+			     "steer its own supervisor"
+			   : "cannot tell whether the connecting process is supervised: refused");
 		return;
 	}
 	if (full) {
