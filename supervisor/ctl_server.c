@@ -510,9 +510,14 @@ static char *default_path(pid_t self)
 	return path;
 }
 
-/* Create the socket's directory (0700) if it is missing; an existing one
- * must be ours and not writable by others. */
-static int ensure_dir(const char *path)
+/* Create the socket's directory (0700) if it is missing. The default
+ * directory (private) must then be ours and closed to everyone else, as
+ * ssh-agent and the XDG base directory spec require of a runtime dir:
+ * another local user who made /tmp/memvisor-UID first (mode 0777, or a
+ * symlink to a directory of theirs) would otherwise see our socket
+ * replaced by theirs, and `memvisor ctl` talk to them. -EPERM with why
+ * filled when it is not. */
+static int ensure_dir(const char *path, bool private, char *why, size_t whylen)
 {
 	_cleanup_free_ char *dir = xstrdup(path);
 	char *slash = strrchr(dir, '/');
@@ -524,10 +529,26 @@ static int ensure_dir(const char *path)
 	if (errno != EEXIST)
 		return -errno;
 	struct stat st;
-	if (stat(dir, &st) < 0)
+	if ((private ? lstat(dir, &st) : stat(dir, &st)) < 0)
 		return -errno;
+	if (private && S_ISLNK(st.st_mode)) {
+		snprintf(why, whylen, "runtime directory %s is a symbolic link", dir);
+		return -EPERM;
+	}
 	if (!S_ISDIR(st.st_mode))
 		return -ENOTDIR;
+	if (private && st.st_uid != geteuid()) {
+		snprintf(why, whylen, "runtime directory %s belongs to uid %u, not to us (uid %u)",
+			 dir, st.st_uid, geteuid());
+		return -EPERM;
+	}
+	if (private && (st.st_mode & 077)) {
+		snprintf(why, whylen,
+			 "runtime directory %s has mode %04o: it must not be open to "
+			 "group or others (0700)",
+			 dir, (unsigned)(st.st_mode & 07777));
+		return -EPERM;
+	}
 	return 0;
 }
 
@@ -566,11 +587,18 @@ static int server_start(struct mv *mv)
 		return -ENAMETOOLONG;
 	}
 	snprintf(a.sun_path, sizeof(a.sun_path), "%s", s->path);
-	int rc = ensure_dir(s->path);
+	char why[4400] = "";
+	int rc = ensure_dir(s->path, !mv->opts.socket_path, why, sizeof(why));
 	if (rc == 0)
 		rc = clear_stale(s->path);
 	if (rc < 0) {
-		if (rc == -EADDRINUSE)
+		if (why[0])
+			fprintf(
+			    stderr,
+			    "memvisor: %s; refusing to put the control socket there (remove it, "
+			    "or choose a socket with --socket)\n",
+			    why);
+		else if (rc == -EADDRINUSE)
 			fprintf(stderr, "memvisor: socket %s is in use by a running memvisor\n",
 				s->path);
 		else if (rc == -EEXIST)

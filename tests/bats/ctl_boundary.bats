@@ -47,3 +47,61 @@ teardown() {
 	touch "$TMP/go"
 	wait $mv
 }
+
+@test "a runtime directory another user made first is refused, and ctl does not talk to their socket" {
+	require_root "needs root to act as another user"
+	dir=$XDG_RUNTIME_DIR/memvisor
+	chmod 755 "$TMP" "$XDG_RUNTIME_DIR"
+	chmod 1777 "$XDG_RUNTIME_DIR" # a shared place, like /tmp
+	setpriv --reuid=nobody --regid=nogroup --clear-groups -- sh -c "umask 0; mkdir '$dir' && chmod 777 '$dir'"
+	# Without --socket a missing socket is not fatal (the command runs,
+	# with a warning), but nothing is put in that directory.
+	run "$MEMVISOR" run -- sh -c 'echo ran; ls -A "$0"' "$dir"
+	assert_success
+	assert_output --partial "runtime directory $dir belongs to uid 65534"
+	assert_output --partial "running without a control socket"
+	assert_line --index 2 ran
+	[ "${#lines[@]}" -eq 3 ]
+	# nobody listens there; ctl must send it nothing, found or named.
+	setpriv --reuid=nobody --regid=nogroup --clear-groups -- /usr/bin/python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1]); s.listen(8)
+open(sys.argv[2], "w").close()
+s.settimeout(3)
+got = b""
+try:
+    while True:
+        c, _ = s.accept(); c.settimeout(0.5)
+        try:
+            got += c.recv(4096)
+        except OSError:
+            pass
+except OSError:
+    pass
+open(sys.argv[2] + ".got", "wb").write(got)' "$dir/4242.sock" "$dir/listening" &
+	evil=$!
+	remember_pid $evil
+	wait_for 5 test -e "$dir/listening"
+	run "$MEMVISOR" ctl --socket "$dir/4242.sock" status
+	[ "$status" -eq 3 ]
+	assert_output --partial "refusing to talk to $dir/4242.sock"
+	assert_output --partial "belongs to uid 65534"
+	run "$MEMVISOR" ctl status
+	[ "$status" -eq 3 ]
+	wait $evil
+	[ -e "$dir/listening.got" ]
+	[ ! -s "$dir/listening.got" ]
+	# A directory of ours that others may enter is refused too.
+	rm -rf "$dir"
+	mkdir -m 755 "$dir"
+	run "$MEMVISOR" run -- true
+	assert_success
+	assert_output --partial "runtime directory $dir has mode 0755"
+	# A missing one is made private, and used.
+	rmdir "$dir"
+	run "$MEMVISOR" run -- true
+	assert_success
+	refute_output --partial "without a control socket"
+	[ "$(stat -c %a "$dir")" = 700 ]
+}
