@@ -105,3 +105,36 @@ open(sys.argv[2] + ".got", "wb").write(got)' "$dir/4242.sock" "$dir/listening" &
 	refute_output --partial "without a control socket"
 	[ "$(stat -c %a "$dir")" = 700 ]
 }
+
+@test "--stats-json writes through no planted symlink: the temporary file is made exclusively" {
+	# A directory others may write (not sticky, so the kernel's
+	# protected_symlinks does not step in) holding the stats file.
+	mkdir -m 777 "$TMP/shared"
+	echo precious >"$TMP/victim"
+	# The old temporary name was PATH.tmp.PID: plant it for the pid that
+	# memvisor will have (exec keeps the shell's pid).
+	run sh -c 'ln -s "$2" "$1.tmp.$$"; exec "$0" run --stats-json "$1" -- true' \
+		"$MEMVISOR" "$TMP/shared/stats.json" "$TMP/victim"
+	assert_success
+	[ "$(cat "$TMP/victim")" = precious ]
+	[ "$(json_get "$TMP/shared/stats.json" 'd["exit_status"]')" = 0 ]
+	[ "$(stat -c %a "$TMP/shared/stats.json")" = 600 ]
+	# Only the planted link is left beside it: no temporary file.
+	[ "$(ls "$TMP/shared" | wc -l)" -eq 2 ]
+}
+
+@test "--log does not follow a symlink another user planted" {
+	require_root "needs root to plant a symlink as another user"
+	mkdir -m 777 "$TMP/shared"
+	echo precious >"$TMP/victim"
+	setpriv --reuid=nobody --regid=nogroup --clear-groups -- ln -s "$TMP/victim" "$TMP/shared/mv.log"
+	run "$MEMVISOR" run --log "$TMP/shared/mv.log" --log-level debug -- true
+	assert_failure 125
+	assert_output --partial "cannot open log file $TMP/shared/mv.log"
+	[ "$(cat "$TMP/victim")" = precious ]
+	# A symlink of our own is followed (--log /dev/stderr works).
+	ln -s "$TMP/mine.log" "$TMP/link.log"
+	run "$MEMVISOR" run --log "$TMP/link.log" --log-level debug -- true
+	assert_success
+	[ -s "$TMP/mine.log" ]
+}
