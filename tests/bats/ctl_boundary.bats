@@ -138,3 +138,27 @@ open(sys.argv[2] + ".got", "wb").write(got)' "$dir/4242.sock" "$dir/listening" &
 	assert_success
 	[ -s "$TMP/mine.log" ]
 }
+
+@test "policy set naming a FIFO, a device or a huge file is refused at once; the socket keeps answering" {
+	mkfifo "$TMP/fifo"
+	head -c $((2 << 20)) /dev/zero | tr '\0' ' ' >"$TMP/huge.json"
+	mkfifo "$TMP/go"
+	"$MEMVISOR" run --socket "$SOCK" -- sh -c "read x <'$TMP/go'" &
+	mv=$!
+	remember_pid $mv
+	wait_for 10 test -S "$SOCK"
+	run timeout 5 "$MEMVISOR" ctl --socket "$SOCK" --timeout 3 policy set "$TMP/fifo"
+	[ "$status" -eq 1 ]
+	assert_output --partial "$TMP/fifo: not a regular file"
+	run timeout 5 "$MEMVISOR" ctl --socket "$SOCK" --timeout 3 policy set /dev/zero
+	[ "$status" -eq 1 ]
+	assert_output --partial "not a regular file"
+	run timeout 5 "$MEMVISOR" ctl --socket "$SOCK" --timeout 3 policy set "$TMP/huge.json"
+	[ "$status" -eq 1 ]
+	assert_output --partial "larger than 1048576 bytes"
+	run timeout 5 "$MEMVISOR" ctl --socket "$SOCK" --timeout 3 --json status
+	assert_success
+	assert_output --partial '"command_state":"running"'
+	echo go >"$TMP/go"
+	wait $mv
+}
