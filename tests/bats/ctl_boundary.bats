@@ -162,3 +162,47 @@ open(sys.argv[2] + ".got", "wb").write(got)' "$dir/4242.sock" "$dir/listening" &
 	echo go >"$TMP/go"
 	wait $mv
 }
+
+@test "finished jobs are kept up to 64; job ID of a forgotten one says so" {
+	mkfifo "$TMP/go"
+	"$MEMVISOR" run --socket "$SOCK" -- sh -c "read x <'$TMP/go'" &
+	mv=$!
+	remember_pid $mv
+	wait_for 10 test -S "$SOCK"
+	# 70 checkpoints, one after another on one connection, each image
+	# removed once its job is done.
+	python3 - "$SOCK" "$TMP" <<'PY'
+import json, shutil, socket, sys, time
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); f = s.makefile("rb")
+def call(cmd, args=None):
+    s.sendall(json.dumps({"id": 1, "cmd": cmd, "args": args or {}}).encode() + b"\n")
+    return json.loads(f.readline())
+for i in range(70):
+    d = "%s/img%d" % (sys.argv[2], i)
+    r = call("checkpoint", {"dir": d})
+    assert r["ok"], r
+    while True:
+        j = call("job", {"id": r["result"]["job"]})["result"]
+        if j["state"] != "running":
+            break
+        time.sleep(0.01)
+    assert j["state"] == "done", j
+    shutil.rmtree(d)
+PY
+	run ctl --json jobs
+	assert_success
+	echo "$output" >"$TMP/jobs.json"
+	[ "$(json_get "$TMP/jobs.json" 'len(d["jobs"])')" -eq 64 ]
+	[ "$(json_get "$TMP/jobs.json" 'min(j["id"] for j in d["jobs"])')" -eq 7 ]
+	run ctl job 6
+	[ "$status" -eq 1 ]
+	assert_output --partial "job 6 is no longer kept (memvisor keeps the last 64 finished jobs)"
+	run ctl --json job 70
+	assert_success
+	assert_output --partial '"state":"done"'
+	run ctl job 71
+	[ "$status" -eq 1 ]
+	assert_output --partial "no job 71"
+	echo go >"$TMP/go"
+	wait $mv
+}
