@@ -206,3 +206,102 @@ PY
 	echo go >"$TMP/go"
 	wait $mv
 }
+
+@test "clients that never read their replies cannot make memvisor buffer without bound" {
+	mkfifo "$TMP/go"
+	"$MEMVISOR" run --socket "$SOCK" -- sh -c "read x <'$TMP/go'" &
+	mv=$!
+	remember_pid $mv
+	wait_for 10 test -S "$SOCK"
+	rss0=$(awk '/^VmRSS/{print $2}' /proc/$mv/status)
+	pid=$(ctl --json status | python3 -c 'import json,sys; print(json.load(sys.stdin)["command_pid"])')
+	# 16 clients each send regions requests (some KiB of reply each) for
+	# 4 s and never read; then, still connected, they wait for $TMP/go2.
+	python3 - "$SOCK" "$TMP" "$pid" <<'PY' &
+import os, socket, sys, time
+line = (b'{"id":1,"cmd":"regions","args":{"pid":%s}}\n' % sys.argv[3].encode()) * 1000
+socks = []
+for i in range(16):
+    s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.setblocking(False)
+    socks.append(s)
+sent, end = 0, time.time() + 4
+while time.time() < end:
+    for s in socks:
+        try:
+            sent += s.send(line)
+        except BlockingIOError:
+            pass
+    time.sleep(0.001)
+open(sys.argv[2] + "/sent", "w").write("%d\n" % sent)
+while not os.path.exists(sys.argv[2] + "/go2"):
+    time.sleep(0.05)
+PY
+	hogs=$!
+	remember_pid $hogs
+	wait_for 20 test -s "$TMP/sent"
+	rss=$(awk '/^VmRSS/{print $2}' /proc/$mv/status)
+	echo "sent $(cat "$TMP/sent") bytes of requests; memvisor RSS ${rss0} kB -> ${rss} kB" >&3
+	# The requests alone would have asked for far more than was buffered.
+	[ "$(cat "$TMP/sent")" -gt $((1 << 20)) ] || skip "too slow a machine to fill the buffers"
+	# Each client holds at most about 1 MiB unread (2 MiB of buffer).
+	[ "$rss" -lt $((rss0 + 48 * 1024)) ]
+	# Others are served meanwhile.
+	run timeout 5 "$MEMVISOR" ctl --socket "$SOCK" --json status
+	assert_success
+	touch "$TMP/go2"
+	wait $hogs
+	echo go >"$TMP/go"
+	wait $mv
+}
+
+@test "large replies nobody reads: past 64 MiB over all clients the biggest are disconnected" {
+	mkfifo "$TMP/go"
+	# A command with 20,000 regions (alternate protections do not merge):
+	# a regions reply of several MiB.
+	"$MEMVISOR" run --socket "$SOCK" -- python3 -c '
+import mmap, sys
+m = [mmap.mmap(-1, 4096, prot=mmap.PROT_READ if i % 2 else mmap.PROT_READ | mmap.PROT_WRITE) for i in range(20000)]
+print("ready", flush=True)
+open(sys.argv[1]).read()' "$TMP/go" >"$TMP/out" &
+	mv=$!
+	remember_pid $mv
+	wait_for 30 grep -q ready "$TMP/out"
+	rss0=$(awk '/^VmRSS/{print $2}' /proc/$mv/status)
+	pid=$(ctl --json status | python3 -c 'import json,sys; print(json.load(sys.stdin)["command_pid"])')
+	# 24 clients ask for it twice and read nothing; then count the
+	# connections memvisor closed (EOF after the data in the socket).
+	run timeout 60 python3 - "$SOCK" "$pid" "$mv" <<'PY'
+import socket, sys, time
+req = b'{"id":1,"cmd":"regions","args":{"pid":%s}}\n' % sys.argv[2].encode()
+socks = []
+for i in range(24):
+    s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(req * 2)
+    socks.append(s)
+time.sleep(5)
+rss = int([l.split()[1] for l in open("/proc/%s/status" % sys.argv[3]) if l.startswith("VmRSS")][0])
+closed = 0
+for s in socks:
+    s.settimeout(0.5)
+    try:
+        while True:
+            b = s.recv(1 << 20)
+            if not b:
+                closed += 1
+                break
+    except socket.timeout:
+        pass
+    except OSError:
+        closed += 1
+print("rss", rss, "closed", closed)
+PY
+	echo "$output" >&3
+	assert_success
+	rss=$(echo "$output" | awk '{print $2}')
+	closed=$(echo "$output" | awk '{print $4}')
+	[ "$closed" -gt 0 ]
+	[ "$rss" -lt $((rss0 + 160 * 1024)) ]
+	run timeout 5 "$MEMVISOR" ctl --socket "$SOCK" --json status
+	assert_success
+	echo go >"$TMP/go"
+	wait $mv
+}
