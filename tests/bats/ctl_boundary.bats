@@ -18,7 +18,8 @@ teardown() {
 }
 
 @test "a supervised program cannot change its own policy over the socket, nor query it" {
-	printf '{"version": 1, "limits": {"max_mapping": "64M"}}\n' >"$TMP/quota.json"
+	# A quota the command (and an ASan build of ctl) lives with.
+	printf '{"version": 1, "limits": {"max_regions": 100000}}\n' >"$TMP/quota.json"
 	printf '{"version": 1}\n' >"$TMP/open.json"
 	# The command, and an orphan it leaves behind (reparented to the
 	# reaper, still supervised), each try to lift the quota; then the
@@ -43,7 +44,7 @@ teardown() {
 	assert_success
 	echo "$output" >"$TMP/show.json"
 	[ "$(json_get "$TMP/show.json" 'd.get("result", d)["source"]')" = "$TMP/quota.json" ]
-	[ "$(json_get "$TMP/show.json" 'd.get("result", d)["policy"]["limits"]["max_mapping"]')" -eq $((64 << 20)) ]
+	[ "$(json_get "$TMP/show.json" 'd.get("result", d)["policy"]["limits"]["max_regions"]')" -eq 100000 ]
 	touch "$TMP/go"
 	wait $mv
 }
@@ -244,7 +245,8 @@ PY
 	# The requests alone would have asked for far more than was buffered.
 	[ "$(cat "$TMP/sent")" -gt $((1 << 20)) ] || skip "too slow a machine to fill the buffers"
 	# Each client holds at most about 1 MiB unread (2 MiB of buffer).
-	[ "$rss" -lt $((rss0 + 48 * 1024)) ]
+	# An ASan build keeps freed memory in its quarantine: RSS not checked.
+	[ -n "${SANITIZER_REPORTS:-}" ] || [ "$rss" -lt $((rss0 + 48 * 1024)) ]
 	# Others are served meanwhile.
 	run timeout 5 "$MEMVISOR" ctl --socket "$SOCK" --json status
 	assert_success
@@ -299,7 +301,7 @@ PY
 	rss=$(echo "$output" | awk '{print $2}')
 	closed=$(echo "$output" | awk '{print $4}')
 	[ "$closed" -gt 0 ]
-	[ "$rss" -lt $((rss0 + 160 * 1024)) ]
+	[ -n "${SANITIZER_REPORTS:-}" ] || [ "$rss" -lt $((rss0 + 160 * 1024)) ]
 	run timeout 5 "$MEMVISOR" ctl --socket "$SOCK" --json status
 	assert_success
 	echo go >"$TMP/go"
