@@ -29,9 +29,11 @@ int log_open(const char *path, enum mv_log_level level)
 	log_level = level;
 	if (!path)
 		return 0;
-	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	/* Root may be asked for a log in /tmp: a symlink planted there must
+	 * not make it append to any file. */
+	int fd = mv_open_append(path, 0600);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	log_fd = fd;
 	log_to_file = 1;
 	return 0;

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 static void oom(size_t n)
@@ -190,4 +191,63 @@ int mv_fail_msg(char *err, size_t errlen, int rc, const char *fmt, ...)
 	vsnprintf(err, errlen, fmt, ap);
 	va_end(ap);
 	return rc;
+}
+
+int mv_create_beside(const char *path, char **tmp)
+{
+	static const char digits[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+	size_t n = strlen(path) + 16;
+	char *name = xmalloc(n);
+	/* The suffix only has to be hard to collide with; O_EXCL makes a
+	 * guessed or planted name harmless (EEXIST: try another). */
+	uint64_t seed = mv_now_ns() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)name;
+	for (int tries = 0; tries < 100; tries++) {
+		char sfx[7];
+		for (int i = 0; i < 6; i++) {
+			seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+			sfx[i] = digits[(seed >> 33) % (sizeof(digits) - 1)];
+		}
+		sfx[6] = '\0';
+		snprintf(name, n, "%s.tmp.%s", path, sfx);
+		int fd = open(name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd >= 0) {
+			*tmp = name;
+			return fd;
+		}
+		if (errno != EEXIST) {
+			int e = errno;
+			free(name);
+			return -e;
+		}
+	}
+	free(name);
+	return -EEXIST;
+}
+
+int mv_open_append(const char *path, mode_t mode)
+{
+	/* A symlink of ours or root's (/dev/stderr) is followed; one another
+	 * user planted is not. lstat then open leaves a window only where
+	 * that user could replace our own symlink, i.e. in a directory they
+	 * may write that is not sticky: theirs to begin with. */
+	struct stat st;
+	int nofollow = O_NOFOLLOW;
+	if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) {
+		if (st.st_uid != geteuid() && st.st_uid != 0)
+			return -ELOOP;
+		nofollow = 0;
+	}
+	int fd =
+	    open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK | nofollow, mode);
+	if (fd < 0)
+		return -errno;
+	/* O_NONBLOCK was for the open of a FIFO with no reader (ENXIO);
+	 * writes to a file or terminal block as usual. */
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+		int e = errno;
+		close(fd);
+		return -e;
+	}
+	return fd;
 }

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -70,6 +71,18 @@ int mv_parse_size(const char *s, uint64_t *out);
 
 /* Format bytes as "1.5 GiB" style into buf. Returns buf. */
 char *mv_human_size(uint64_t bytes, char *buf, size_t len);
+
+/* Create a new private file beside path to be renamed over it:
+ * PATH.tmp.XXXXXX, made with O_CREAT|O_EXCL|O_NOFOLLOW (mode 0600), so
+ * nothing planted at a guessable name (a symlink, a file of another user)
+ * is ever opened. Returns the fd and sets *tmp (malloc'd), or -errno. */
+int mv_create_beside(const char *path, char **tmp);
+
+/* Open path for appending, creating it (mode) if missing, without
+ * following a symlink that another user owns (what fs.protected_symlinks
+ * does in sticky directories, everywhere), and never blocking on a FIFO.
+ * Returns the fd or -errno (-ELOOP for an untrusted symlink). */
+int mv_open_append(const char *path, mode_t mode);
 
 /* Make an fd close-on-exec. 0 or -errno. */
 int mv_set_cloexec(int fd);

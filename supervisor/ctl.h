@@ -25,6 +25,7 @@ struct ctl_client;
 #define CTL_E_PERMISSION      "permission_denied"
 #define CTL_E_NOT_SUPPORTED   "not_supported"
 #define CTL_E_INVALID	      "invalid"
+#define CTL_E_FORBIDDEN	      "forbidden"
 
 struct ctl_err {
 	const char *code;

@@ -40,12 +40,62 @@ struct client_opts {
 
 /* ---- connecting ----------------------------------------------------- */
 
-static int connect_path(const char *path)
+/* May a user trust what owner (a socket's, its directory's, its
+ * listener's) says? Itself, or root. */
+static bool owner_trusted(uid_t owner)
+{
+	return owner == geteuid() || owner == 0;
+}
+
+/* Before anything is sent: the socket and its directory must be ours (or
+ * root's), and the directory closed to others unless sticky (/tmp). Else
+ * another local user could have put a socket of theirs at a path we
+ * trust (a runtime directory they created first) and would read our
+ * requests. -EPERM with why filled when not. */
+static int check_path(const char *path, char *why, size_t n)
+{
+	struct stat st;
+	if (lstat(path, &st) < 0)
+		return -errno;
+	if (!S_ISSOCK(st.st_mode)) {
+		snprintf(why, n, "%s is not a socket", path);
+		return -EPERM;
+	}
+	if (!owner_trusted(st.st_uid)) {
+		snprintf(why, n, "%s belongs to uid %u, not to you (uid %u)", path, st.st_uid,
+			 geteuid());
+		return -EPERM;
+	}
+	_cleanup_free_ char *dir = xstrdup(path);
+	char *slash = strrchr(dir, '/');
+	if (slash)
+		*(slash == dir ? slash + 1 : slash) = '\0';
+	if (stat(slash ? dir : ".", &st) < 0)
+		return -errno;
+	if (!owner_trusted(st.st_uid)) {
+		snprintf(why, n, "its directory %s belongs to uid %u, not to you (uid %u)",
+			 slash ? dir : ".", st.st_uid, geteuid());
+		return -EPERM;
+	}
+	if ((st.st_mode & 022) && !(st.st_mode & S_ISVTX)) {
+		snprintf(why, n, "its directory %s (mode %04o) is writable by other users",
+			 slash ? dir : ".", (unsigned)(st.st_mode & 07777));
+		return -EPERM;
+	}
+	return 0;
+}
+
+/* A connection to path, or -errno (-EPERM with why filled when the socket
+ * or what listens on it is not trusted). */
+static int connect_path(const char *path, char *why, size_t n)
 {
 	struct sockaddr_un a = {.sun_family = AF_UNIX};
 	if (strlen(path) >= sizeof(a.sun_path))
 		return -ENAMETOOLONG;
 	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+	int rc = check_path(path, why, n);
+	if (rc < 0)
+		return rc;
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
@@ -53,6 +103,16 @@ static int connect_path(const char *path)
 		int e = errno;
 		close(fd);
 		return -e;
+	}
+	/* The path may have been swapped since it was checked: what
+	 * listens is judged by its credentials (taken at listen()). */
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || !owner_trusted(cred.uid)) {
+		snprintf(why, n, "%s is served by uid %u, not by you (uid %u)", path, cred.uid,
+			 geteuid());
+		close(fd);
+		return -EPERM;
 	}
 	return fd;
 }
@@ -88,7 +148,10 @@ static char **live_sockets(size_t *count)
 				continue;
 			char path[8192];
 			snprintf(path, sizeof(path), "%s/%s", dirs[d], e->d_name);
-			int fd = connect_path(path);
+			char why[8400] = "";
+			int fd = connect_path(path, why, sizeof(why));
+			if (fd == -EPERM)
+				fprintf(stderr, "memvisor ctl: skipping %s: %s\n", path, why);
 			if (fd < 0)
 				continue;
 			close(fd);
@@ -144,7 +207,12 @@ static int find_socket(const struct client_opts *o, char **out)
 
 static int conn_open(const char *path, int timeout_ms, struct conn *c)
 {
-	int fd = connect_path(path);
+	char why[8400] = "";
+	int fd = connect_path(path, why, sizeof(why));
+	if (fd == -EPERM) {
+		fprintf(stderr, "memvisor ctl: refusing to talk to %s: %s\n", path, why);
+		return EXIT_CONNECT;
+	}
 	if (fd < 0) {
 		fprintf(stderr, "memvisor ctl: cannot connect to %s: %s\n", path, strerror(-fd));
 		return EXIT_CONNECT;

@@ -484,9 +484,16 @@ static int cmd_job(struct mv *mv, struct ctl_client *c, json_t *args, json_t **r
 	if (ctl_arg_int(args, "id", &id, err) < 0)
 		return -1;
 	pthread_mutex_lock(&mv->lock);
-	struct job *j = id > 0 && id < INT32_MAX ? jobs_find_locked(mv, (int)id) : NULL;
+	bool valid = id > 0 && id < INT32_MAX;
+	struct job *j = valid ? jobs_find_locked(mv, (int)id) : NULL;
+	bool forgotten = valid && jobs_forgotten_locked(mv, (int)id);
 	*result = j ? job_json_locked(j) : NULL;
 	pthread_mutex_unlock(&mv->lock);
+	if (forgotten)
+		return ctl_fail(err, CTL_E_BAD_REQUEST,
+				"args.id: job %lld is no longer kept (memvisor keeps the last 64 "
+				"finished jobs)",
+				id);
 	if (!*result)
 		return ctl_fail(err, CTL_E_BAD_REQUEST, "args.id: no job %lld", id);
 	return 0;

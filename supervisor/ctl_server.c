@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "supervisor/ctl.h"
+#include "supervisor/ctl_peer.h"
 #include "supervisor/events.h"
 
 #include <fcntl.h>
@@ -19,10 +20,11 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
-#define CTL_MAX_LINE	 (1u << 20) /* a request line, newline excluded */
-#define CTL_MAX_CLIENTS	 64
-#define CTL_EVENTS_CAP	 (1u << 20)   /* buffered output beyond which events drop */
-#define CTL_OUT_HARD_CAP (256u << 20) /* a client that never reads is cut off */
+#define CTL_MAX_LINE	  (1u << 20) /* a request line, newline excluded */
+#define CTL_MAX_CLIENTS	  64
+#define CTL_EVENTS_CAP	  (1u << 20)  /* buffered output beyond which events drop */
+#define CTL_OUT_PAUSE	  (1u << 20)  /* ... and no more requests are read */
+#define CTL_OUT_TOTAL_CAP (64u << 20) /* over every client: the biggest is cut off */
 
 struct ctl_client {
 	struct mv *mv;
@@ -34,6 +36,7 @@ struct ctl_client {
 	char *out;
 	size_t out_off, out_len, out_cap;
 	bool subscribed;
+	bool paused;	  /* too much unread output: its requests wait */
 	uint64_t dropped; /* events lost since the last "dropped" notice */
 	bool closing;	  /* close once the output is flushed */
 	bool lingering;	  /* refused: our side shut, discarding input until EOF */
@@ -54,6 +57,7 @@ struct ctl_server {
 	struct ctl_client *clients;
 	struct ctl_client *dead;
 	int nclients;
+	size_t out_total; /* unread output over every client */
 };
 
 /* ---- client output -------------------------------------------------- */
@@ -77,11 +81,40 @@ static void out_append(struct ctl_client *c, const char *data, size_t len)
 	}
 	memcpy(c->out + c->out_len, data, len);
 	c->out_len += len;
+	c->mv->ctl->out_total += len;
 }
 
 static size_t out_pending(const struct ctl_client *c)
 {
 	return c->out_len - c->out_off;
+}
+
+/* What clients have not read is bounded twice. Each client: once it has
+ * CTL_OUT_PAUSE unread, its further requests are not read (paused) until
+ * it catches up, and its events are dropped; so it holds at most that
+ * plus one reply. All clients: one reply can be large (regions of a big
+ * layout), and 64 clients each asking for one and reading nothing must
+ * not make memvisor hold gigabytes; past CTL_OUT_TOTAL_CAP the client
+ * with the most unread output is disconnected, until the total fits.
+ * -1 when that closed c itself. */
+static int over_total(struct ctl_client *c)
+{
+	struct ctl_server *s = c->mv->ctl;
+	while (s->out_total > CTL_OUT_TOTAL_CAP) {
+		struct ctl_client *big = NULL;
+		for (struct ctl_client *o = s->clients; o; o = o->next)
+			if (!o->dead && (!big || out_pending(o) > out_pending(big)))
+				big = o;
+		if (!big)
+			break;
+		log_warn("control client fd %d has %zu bytes unread (all clients: %zu, limit "
+			 "%u): dropping it",
+			 big->fd, out_pending(big), s->out_total, CTL_OUT_TOTAL_CAP);
+		client_close(big);
+		if (big == c)
+			return -1;
+	}
+	return 0;
 }
 
 /* Write what the socket takes now; keep the rest for the write watcher.
@@ -103,18 +136,23 @@ static int flush(struct ctl_client *c)
 			return -1;
 		}
 		c->out_off += (size_t)w;
+		c->mv->ctl->out_total -= (size_t)w;
 	}
 	if (out_pending(c)) {
-		if (out_pending(c) > CTL_OUT_HARD_CAP) {
-			log_warn("control client fd %d reads nothing: dropping it", c->fd);
-			client_close(c);
+		if (over_total(c) < 0)
 			return -1;
-		}
 		ev_io_start(loop, &c->wio);
 		return 0;
 	}
 	ev_io_stop(loop, &c->wio);
 	c->out_off = c->out_len = 0;
+	if (c->paused) {
+		/* Read its waiting requests again: those already buffered
+		 * first (on_client_read), which no readiness would report. */
+		c->paused = false;
+		ev_io_start(loop, &c->rio);
+		ev_feed_event(loop, &c->rio, EV_READ);
+	}
 	if (c->closing) {
 		/* Closing with the client's request unread would reset the
 		 * connection and could lose the error reply we just sent:
@@ -293,6 +331,12 @@ static int process_input(struct ctl_client *c)
 		char *nl = memchr(c->in + start, '\n', c->in_len - start);
 		if (!nl)
 			break;
+		if (out_pending(c) > CTL_OUT_PAUSE && !c->discarding) {
+			/* The client reads too little: the rest waits. */
+			c->paused = true;
+			ev_io_stop(c->mv->loop, &c->rio);
+			break;
+		}
 		size_t len = (size_t)(nl - (c->in + start));
 		if (c->discarding) {
 			c->discarding = false;
@@ -308,7 +352,7 @@ static int process_input(struct ctl_client *c)
 	}
 	memmove(c->in, c->in + start, c->in_len - start);
 	c->in_len -= start;
-	if (c->in_len > CTL_MAX_LINE) {
+	if (!c->paused && c->in_len > CTL_MAX_LINE) {
 		/* No newline in sight: refuse now, skip to the next newline. */
 		c->in_len = 0;
 		if (!c->discarding) {
@@ -333,6 +377,11 @@ static void on_client_read(struct ev_loop *loop, ev_io *w, int revents)
 			client_close(c);
 		return;
 	}
+	if (c->paused)
+		return;
+	/* Requests left waiting by a pause come first. */
+	if (c->in_len && (process_input(c) < 0 || c->dead || c->closing || c->paused))
+		return;
 	for (;;) {
 		if (c->in_cap - c->in_len < 65536) {
 			c->in_cap = c->in_cap ? c->in_cap * 2 : 65536;
@@ -351,7 +400,7 @@ static void on_client_read(struct ev_loop *loop, ev_io *w, int revents)
 			return;
 		}
 		c->in_len += (size_t)n;
-		if (process_input(c) < 0 || c->dead || c->closing)
+		if (process_input(c) < 0 || c->dead || c->closing || c->paused)
 			return;
 	}
 }
@@ -373,6 +422,8 @@ static void client_close(struct ctl_client *c)
 	ev_io_stop(mv->loop, &c->rio);
 	ev_io_stop(mv->loop, &c->wio);
 	ev_timer_stop(mv->loop, &c->linger);
+	s->out_total -= out_pending(c);
+	c->out_off = c->out_len = 0;
 	close(c->fd);
 	if (c->prev)
 		c->prev->next = c->next;
@@ -468,6 +519,22 @@ static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
 		refuse(c, CTL_E_PERMISSION, why);
 		return;
 	}
+	/* Checked once, here: the peer cannot leave or enter the supervised
+	 * tree later (supervisor/ctl_peer.c). Every command is refused, the
+	 * read-only ones too: status, regions and events would tell a
+	 * sandboxed program what its supervisor sees and when a checkpoint
+	 * stops it, which it has no need to know. */
+	int prc = ctl_peer_check(mv, fd, cred.pid);
+	if (prc < 0) {
+		log_info("refused control client pid %d: %s", cred.pid,
+			 prc == -EPERM ? "a supervised process" : strerror(-prc));
+		refuse(c, CTL_E_FORBIDDEN,
+		       prc == -EPERM
+			   ? "requests from a supervised process are refused: a program cannot "
+			     "steer its own supervisor"
+			   : "cannot tell whether the connecting process is supervised: refused");
+		return;
+	}
 	if (full) {
 		refuse(c, CTL_E_BUSY, "too many control clients (limit 64)");
 		return;
@@ -493,9 +560,14 @@ static char *default_path(pid_t self)
 	return path;
 }
 
-/* Create the socket's directory (0700) if it is missing; an existing one
- * must be ours and not writable by others. */
-static int ensure_dir(const char *path)
+/* Create the socket's directory (0700) if it is missing. The default
+ * directory (private) must then be ours and closed to everyone else, as
+ * ssh-agent and the XDG base directory spec require of a runtime dir:
+ * another local user who made /tmp/memvisor-UID first (mode 0777, or a
+ * symlink to a directory of theirs) would otherwise see our socket
+ * replaced by theirs, and `memvisor ctl` talk to them. -EPERM with why
+ * filled when it is not. */
+static int ensure_dir(const char *path, bool private, char *why, size_t whylen)
 {
 	_cleanup_free_ char *dir = xstrdup(path);
 	char *slash = strrchr(dir, '/');
@@ -507,10 +579,26 @@ static int ensure_dir(const char *path)
 	if (errno != EEXIST)
 		return -errno;
 	struct stat st;
-	if (stat(dir, &st) < 0)
+	if ((private ? lstat(dir, &st) : stat(dir, &st)) < 0)
 		return -errno;
+	if (private && S_ISLNK(st.st_mode)) {
+		snprintf(why, whylen, "runtime directory %s is a symbolic link", dir);
+		return -EPERM;
+	}
 	if (!S_ISDIR(st.st_mode))
 		return -ENOTDIR;
+	if (private && st.st_uid != geteuid()) {
+		snprintf(why, whylen, "runtime directory %s belongs to uid %u, not to us (uid %u)",
+			 dir, st.st_uid, geteuid());
+		return -EPERM;
+	}
+	if (private && (st.st_mode & 077)) {
+		snprintf(why, whylen,
+			 "runtime directory %s has mode %04o: it must not be open to "
+			 "group or others (0700)",
+			 dir, (unsigned)(st.st_mode & 07777));
+		return -EPERM;
+	}
 	return 0;
 }
 
@@ -549,11 +637,18 @@ static int server_start(struct mv *mv)
 		return -ENAMETOOLONG;
 	}
 	snprintf(a.sun_path, sizeof(a.sun_path), "%s", s->path);
-	int rc = ensure_dir(s->path);
+	char why[4400] = "";
+	int rc = ensure_dir(s->path, !mv->opts.socket_path, why, sizeof(why));
 	if (rc == 0)
 		rc = clear_stale(s->path);
 	if (rc < 0) {
-		if (rc == -EADDRINUSE)
+		if (why[0])
+			fprintf(
+			    stderr,
+			    "memvisor: %s; refusing to put the control socket there (remove it, "
+			    "or choose a socket with --socket)\n",
+			    why);
+		else if (rc == -EADDRINUSE)
 			fprintf(stderr, "memvisor: socket %s is in use by a running memvisor\n",
 				s->path);
 		else if (rc == -EEXIST)
@@ -646,9 +741,9 @@ static void drain_clients(struct mv *mv)
 		for (struct ctl_client *c = s->clients; c && n < cap; c = c->next) {
 			if (c->dead)
 				continue;
-			pfd[n] = (struct pollfd){
-			    .fd = c->fd,
-			    .events = (short)(POLLIN | (out_pending(c) ? POLLOUT : 0))};
+			pfd[n] = (struct pollfd){.fd = c->fd,
+						 .events = (short)((c->paused ? 0 : POLLIN) |
+								   (out_pending(c) ? POLLOUT : 0))};
 			who[n++] = c;
 		}
 		if (poll(pfd, n, 20) < 0 && errno != EINTR)

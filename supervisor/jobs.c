@@ -8,8 +8,12 @@
 
 static const char *const state_names[] = {"running", "done", "failed"};
 
-/* Jobs live for the whole run (their results stay queryable); the list is
- * mv-wide and guarded by mv->lock. */
+/* The list is mv-wide, newest first, and guarded by mv->lock. Running
+ * jobs are all kept; of the finished ones only the last JOBS_KEEP_FINISHED
+ * (their result stays queryable with `job ID`): each keeps its result,
+ * some KiB, and a client checkpointing in a loop would otherwise grow
+ * memvisor without bound. */
+#define JOBS_KEEP_FINISHED 64
 static struct job *all_jobs;
 static int next_id = 1;
 static bool closed; /* jobs_wait_all has begun */
@@ -165,6 +169,38 @@ json_t *jobs_json_locked(struct mv *mv, bool running_only)
 	return a;
 }
 
+bool jobs_forgotten_locked(struct mv *mv, int id)
+{
+	return id > 0 && id < next_id && !jobs_find_locked(mv, id);
+}
+
+static void job_free(struct job *j)
+{
+	json_decref(j->result);
+	json_decref(j->progress);
+	free(j);
+}
+
+/* Forget the finished jobs beyond the newest JOBS_KEEP_FINISHED. Only
+ * joined ones: their worker and ctx are gone, and nothing but this list
+ * points to them (a handler uses the job jobs_start returned before it
+ * returns to the loop, and pruning runs on the loop only). */
+static void prune(struct mv *mv)
+{
+	pthread_mutex_lock(&mv->lock);
+	int kept = 0;
+	for (struct job **pp = &all_jobs; *pp;) {
+		struct job *j = *pp;
+		if (j->state == JOB_RUNNING || !j->joined || ++kept <= JOBS_KEEP_FINISHED) {
+			pp = &j->next;
+			continue;
+		}
+		*pp = j->next;
+		job_free(j);
+	}
+	pthread_mutex_unlock(&mv->lock);
+}
+
 void jobs_reap(struct mv *mv)
 {
 	for (;;) {
@@ -178,8 +214,10 @@ void jobs_reap(struct mv *mv)
 			}
 		}
 		pthread_mutex_unlock(&mv->lock);
-		if (!found)
+		if (!found) {
+			prune(mv);
 			return;
+		}
 		pthread_join(found->thread, NULL);
 		if (found->ctx_free)
 			found->ctx_free(found->ctx);

@@ -50,10 +50,14 @@ void job_fail(struct job *j, const char *code, const char *fmt, ...)
 /* Main thread, with mv->lock held. */
 struct job *jobs_find_locked(struct mv *mv, int id);
 bool jobs_running_locked(struct mv *mv, const char *kind);
+/* Was id a job that has been forgotten (only the last 64 finished jobs
+ * are kept)? */
+bool jobs_forgotten_locked(struct mv *mv, int id);
 json_t *job_json_locked(const struct job *j);
 json_t *jobs_json_locked(struct mv *mv, bool running_only);
 
-/* Main thread: join finished workers (on every wake-up). */
+/* Main thread: join finished workers (on every wake-up), and forget the
+ * finished jobs beyond the last 64. */
 void jobs_reap(struct mv *mv);
 
 /* Main thread, at exit: wait for every job; no job starts afterwards

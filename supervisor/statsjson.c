@@ -60,15 +60,15 @@ static json_t *build(struct mv *mv, int exit_code)
 int statsjson_write(struct mv *mv, const char *path, int exit_code)
 {
 	json_t *root = build(mv, exit_code);
-	size_t plen = strlen(path);
-	_cleanup_free_ char *tmp = xmalloc(plen + 32);
-	snprintf(tmp, plen + 32, "%s.tmp.%d", path, (int)getpid());
-	int fd = fault_hit("statsjson_write")
-		     ? (errno = ENOSPC, -1)
-		     : open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	/* Written beside the target, then renamed over it: readers see the
+	 * old file or the whole new one. The temporary name is made
+	 * exclusively (mv_create_beside): a fixed PATH.tmp.PID let another
+	 * user plant a symlink there and have root overwrite any file. */
+	_cleanup_free_ char *tmp = NULL;
+	int fd = fault_hit("statsjson_write") ? -ENOSPC : mv_create_beside(path, &tmp);
 	int rc = 0;
 	if (fd < 0) {
-		rc = -errno;
+		rc = fd;
 	} else {
 		if (json_dumpfd(root, fd, JSON_INDENT(2) | JSON_SORT_KEYS) < 0 ||
 		    write(fd, "\n", 1) != 1)
