@@ -227,6 +227,13 @@ int enforce_launch_spec(struct mv *mv, struct launch_spec *spec)
 {
 	struct enforce *e = mv->enforce;
 	const struct policy *pol = mv->policy;
+	/* Nothing in a policy relies on no_new_privs: the filter stays across
+	 * a setuid exec (it is the task's, not the credentials'), MDWE is an
+	 * mm flag copied at exec (mm_init, MMF_INIT_MASK), Landlock accepts
+	 * CAP_SYS_ADMIN instead (landlock_restrict_self), and the guards on
+	 * setrlimit/personality/ptrace are decided by memvisor whatever the
+	 * caller's privilege. So it is only set when the kernel demands it. */
+	spec->no_new_privs = !mv->feat.cap_sys_admin;
 	if (pol->lim.max_mapped) {
 		spec->set_rlimit_as = true;
 		spec->rlimit_as = e->orig_as;
