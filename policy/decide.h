@@ -63,6 +63,15 @@ enum pol_mapped {
 			      * fd opened for writing (so it may be written) */
 };
 
+/* What an exec would map, read from the program headers of the file and
+ * of its interpreters before the exec runs. */
+struct pol_exec_image {
+	bool exec_stack; /* PT_GNU_STACK with PF_X (none, for a 32-bit ELF) */
+	bool rwx_load;	 /* a PT_LOAD segment both PF_W and PF_X */
+	bool in_interp;	 /* rwx_load is in an interpreter (PT_INTERP or #!) */
+	char path[4096]; /* the file executed, resolved (for wx_allow) */
+};
+
 struct pol_env_ops {
 	/* The caller's mapped size (total_vm: /proc/PID/statm's first field). */
 	int (*vm_size)(void *env, uint64_t *bytes);
@@ -83,6 +92,9 @@ struct pol_env_ops {
 	int (*tree)(void *env, bool exact, uint64_t *bytes);
 	/* Does the caller run with READ_IMPLIES_EXEC? */
 	int (*read_implies_exec)(void *env, bool *yes);
+	/* What the caller's execve/execveat would map. -ENOENT: no such
+	 * file, the exec fails by itself. NULL: not known (unit tests). */
+	int (*exec_image)(void *env, const struct mv_call *c, struct pol_exec_image *out);
 };
 
 struct pol_caller {

@@ -39,6 +39,7 @@
 #include "common/util.h"
 #include "policy/filter.h"
 #include "policy/needs.h"
+#include "supervisor/execimage.h"
 #include "supervisor/procfs.h"
 #include "supervisor/procmem.h"
 
@@ -721,6 +722,12 @@ static int env_rie(void *envp, bool *yes)
 	return 0;
 }
 
+static int env_exec_image(void *envp, const struct mv_call *c, struct pol_exec_image *out)
+{
+	struct env *x = envp;
+	return execimage_inspect(c, x->mv->listener, out);
+}
+
 static const struct pol_env_ops env_ops = {
     .vm_size = env_vm_size,
     .range = env_range,
@@ -731,6 +738,7 @@ static const struct pol_env_ops env_ops = {
     .regions = env_regions,
     .tree = env_tree,
     .read_implies_exec = env_rie,
+    .exec_image = env_exec_image,
 };
 
 /* ---- deciding -------------------------------------------------------- */
