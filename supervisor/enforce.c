@@ -91,6 +91,7 @@ struct fork_resv {
 struct enforce {
 	struct needs launch; /* what the launch filter notifies */
 	bool mdwe, landlock, rlimit_guard;
+	bool rie_guarded;      /* READ_IMPLIES_EXEC cleared at launch, refused since */
 	struct rlimit orig_as; /* memvisor's own RLIMIT_AS at start */
 	uint64_t generation;
 	uint64_t loaded_wall_ns;
@@ -135,6 +136,9 @@ int enforce_init(struct mv *mv)
 	}
 	needs_compile(pol, mv->opts.notify_all, &e->launch);
 	e->rlimit_guard = pol->lim.max_mapped != 0;
+	/* The launcher clears an inherited READ_IMPLIES_EXEC under any W^X,
+	 * but only "deny" refuses setting it again. */
+	e->rie_guarded = pol->wx == POL_WX_DENY;
 	e->generation = 1;
 	e->loaded_wall_ns = mv_wall_ns();
 	e->tree_stale = true;
@@ -932,6 +936,10 @@ static int kernel_pieces_allow(const struct enforce *e, const struct policy *pol
 			 "wx_allow");
 		return -1;
 	}
+	struct pol_launch_setup setup = {.landlock_proc_mem = e->landlock,
+					 .rie_guarded = e->rie_guarded};
+	if (policy_runtime_gaps(&setup, pol, err, len) < 0)
+		return -1;
 	if (pol->lim.max_mapped && !e->rlimit_guard) {
 		snprintf(
 		    err, len,
@@ -963,6 +971,11 @@ int enforce_set_policy(struct mv *mv, struct policy *pol, char *err, size_t len)
 	pthread_mutex_lock(&mv->lock);
 	struct policy *old = mv->policy;
 	mv->policy = pol;
+	/* From now on READ_IMPLIES_EXEC may be set: no later deny can count
+	 * on its absence. (A wx_allow program may set it too, but a 64-bit
+	 * exec clears it and 32-bit ones are checked at each call.) */
+	if (pol->wx != POL_WX_DENY)
+		e->rie_guarded = false;
 	e->generation++;
 	e->loaded_wall_ns = mv_wall_ns();
 	/* The accounting was not kept for limits the old policy did not have. */
