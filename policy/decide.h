@@ -149,4 +149,13 @@ uint64_t limits_page_align(uint64_t bytes);
 /* Regions a call may add at most (a split on each side, a new mapping). */
 uint32_t limits_region_delta(const struct mv_call *c);
 
+/* The madvise advices that change a region's flags, so split it
+ * (mm/madvise.c madvise_update_vma()); the other calls that split regions
+ * through an argument value. In policy/limits.c. */
+extern const uint8_t limits_splitting_advice[];
+#define LIMITS_N_SPLITTING_ADVICE 13
+#define LIMITS_PR_SET_VMA	  0x53564d41u /* prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME) */
+#define LIMITS_UFFDIO_REGISTER	  0xc020aa00u
+#define LIMITS_UFFDIO_UNREGISTER  0x8010aa01u
+
 #endif
