@@ -221,9 +221,9 @@ const char *decide_wx(const struct mv_call *c, const struct pol_caller *who, str
 static bool lifts_rlimit_as(const struct mv_call *c)
 {
 	if (c->sc == MV_SC_prlimit64)
-		return callargs_arg(c, 1) == RLIMIT_AS_ && callargs_arg(c, 2) != 0;
+		return (uint32_t)callargs_arg(c, 1) == RLIMIT_AS_ && callargs_arg(c, 2) != 0;
 	if (c->sc == MV_SC_setrlimit)
-		return callargs_arg(c, 0) == RLIMIT_AS_;
+		return (uint32_t)callargs_arg(c, 0) == RLIMIT_AS_;
 	return false;
 }
 

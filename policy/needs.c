@@ -230,13 +230,14 @@ static void compile_limits(const struct pol_limits *L, struct needs *n)
 		enum mv_abi abi = (enum mv_abi)a;
 		if (L->max_mapped) {
 			/* The kernel enforces max_mapped (RLIMIT_AS); only lifting
-			 * the rlimit needs the supervisor. */
+			 * the rlimit needs the supervisor. The resource is an
+			 * unsigned int (kernel/sys.c): its high bits are ignored. */
 			struct needs_term t = term("limits.max_mapped");
 			bool never = false;
-			cmp(&t, abi, 1, NEEDS_EQ, 0, RLIMIT_AS_, &never);
+			cmp(&t, abi, 1, NEEDS_MASKED_EQ, U32, RLIMIT_AS_, &never);
 			cmp(&t, abi, 2, NEEDS_NE, 0, 0, &never);
 			add_term(n, abi, MV_SC_prlimit64, &t);
-			add1(n, abi, MV_SC_setrlimit, "limits.max_mapped", 0, NEEDS_EQ, 0,
+			add1(n, abi, MV_SC_setrlimit, "limits.max_mapped", 0, NEEDS_MASKED_EQ, U32,
 			     RLIMIT_AS_);
 		}
 		if (L->max_mapped_tree)

@@ -153,6 +153,15 @@ print("exact:", len(mmap.mmap(-1, rest)) == rest)'
 	assert_failure 12
 }
 
+@test "max_mapped: RLIMIT_AS cannot be lifted with high bits set in the resource number" {
+	policy p '{"version": 1, "limits": {"max_mapped": "1G"}}'
+	for how in prlimit64 setrlimit; do
+		run "$MEMVISOR" run --policy "$TMP/p.json" -- "$WL/rlimit_hi" "$how"
+		assert_failure 1
+		assert_output "$how errno 1 EPERM"
+	done
+}
+
 @test "max_regions: a process never has more regions than the limit" {
 	policy p '{"version": 1, "limits": {"max_regions": 100}}'
 	run "$MEMVISOR" run --policy "$TMP/p.json" -- "$WL/region_fill" 1000
