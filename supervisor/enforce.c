@@ -54,6 +54,7 @@
 #include <sys/shm.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
 
 #define READ_IMPLIES_EXEC_ 0x0400000
 /* Files remembered as shared-mapped through a writable fd (the W^X
@@ -228,6 +229,26 @@ static int landlock_ruleset(void)
 	return rs;
 }
 
+/* Without CAP_SYS_ADMIN the filter needs no_new_privs, under which an exec
+ * ignores setuid/setgid bits and file capabilities: say so when the
+ * command itself is such a program (the first candidate that exists, as
+ * execvp would pick it), since it would silently run unprivileged. */
+static void warn_lost_privilege(const struct launch_spec *spec)
+{
+	for (char *const *c = spec->candidates; *c; c++) {
+		struct stat st;
+		if (stat(*c, &st) < 0)
+			continue;
+		bool caps = getxattr(*c, "security.capability", NULL, 0) > 0;
+		if ((st.st_mode & (S_ISUID | S_ISGID)) || caps)
+			fprintf(stderr,
+				"memvisor: warning: %s is %s, but memvisor has no CAP_SYS_ADMIN "
+				"and must set no_new_privs: it runs without that privilege\n",
+				*c, caps ? "given file capabilities" : "setuid or setgid");
+		return;
+	}
+}
+
 int enforce_launch_spec(struct mv *mv, struct launch_spec *spec)
 {
 	struct enforce *e = mv->enforce;
@@ -239,6 +260,8 @@ int enforce_launch_spec(struct mv *mv, struct launch_spec *spec)
 	 * setrlimit/personality/ptrace are decided by memvisor whatever the
 	 * caller's privilege. So it is only set when the kernel demands it. */
 	spec->no_new_privs = !mv->feat.cap_sys_admin;
+	if (spec->no_new_privs)
+		warn_lost_privilege(spec);
 	if (pol->lim.max_mapped) {
 		spec->set_rlimit_as = true;
 		spec->rlimit_as = e->orig_as;

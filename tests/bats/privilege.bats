@@ -52,11 +52,18 @@ suid_probe() {
 	assert_failure 13
 }
 
-@test "without CAP_SYS_ADMIN no_new_privs is set (the kernel demands it)" {
+@test "without CAP_SYS_ADMIN no_new_privs is set (the kernel demands it), with a warning for a setuid command" {
 	require_root "needs root to switch to nobody"
 	skip_unless_cmd setpriv
 	cp "$WL/cred_probe" "$TMP/probe"
-	run setpriv --reuid=65534 --regid=65534 --clear-groups -- "$MEMVISOR" run -- "$TMP/probe"
+	mkdir -m 700 "$TMP/nobody" && chown 65534 "$TMP/nobody"
+	NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups -- env XDG_RUNTIME_DIR="$TMP/nobody")
+	run "${NOBODY[@]}" "$MEMVISOR" run -- "$TMP/probe"
 	assert_success
+	assert_output "euid 65534 nnp 1 mdwe 0"
+	chmod 4755 "$TMP/probe"
+	run "${NOBODY[@]}" "$MEMVISOR" run -- "$TMP/probe"
+	assert_success
+	assert_output --partial "memvisor: warning: $TMP/probe is setuid or setgid, but memvisor has no CAP_SYS_ADMIN"
 	assert_output --partial "nnp 1"
 }
