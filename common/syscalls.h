@@ -38,6 +38,10 @@ enum mv_sc_class { MV_SC_MEMORY, MV_SC_LIFECYCLE, MV_SC_GUARD };
 	X(ipc, MV_SC_MEMORY, "call,first,second,third,ptr,fifth")                                  \
 	X(memfd_create, MV_SC_MEMORY, "name,flags")                                                \
 	X(map_shadow_stack, MV_SC_MEMORY, "addr,size,flags")                                       \
+	X(mbind, MV_SC_MEMORY, "addr,len,mode,nodemask,maxnode,flags")                             \
+	X(set_mempolicy_home_node, MV_SC_MEMORY, "start,len,home_node,flags")                      \
+	X(mseal, MV_SC_MEMORY, "addr,len,flags")                                                   \
+	X(io_setup, MV_SC_MEMORY, "nr_events,ctx_idp")                                             \
 	X(clone, MV_SC_LIFECYCLE, "flags,stack,parent_tid,child_tid,tls")                          \
 	X(clone3, MV_SC_LIFECYCLE, "uargs,size")                                                   \
 	X(fork, MV_SC_LIFECYCLE, "")                                                               \
@@ -47,7 +51,9 @@ enum mv_sc_class { MV_SC_MEMORY, MV_SC_LIFECYCLE, MV_SC_GUARD };
 	X(personality, MV_SC_GUARD, "persona")                                                     \
 	X(prlimit64, MV_SC_GUARD, "pid,resource,new_limit,old_limit")                              \
 	X(setrlimit, MV_SC_GUARD, "resource,rlim")                                                 \
-	X(ptrace, MV_SC_GUARD, "request,pid,addr,data")
+	X(ptrace, MV_SC_GUARD, "request,pid,addr,data")                                            \
+	X(prctl, MV_SC_GUARD, "option,arg2,arg3,arg4,arg5")                                        \
+	X(ioctl, MV_SC_GUARD, "fd,cmd,arg")
 
 enum mv_sc {
 #define X(name, cls, args) MV_SC_##name,

@@ -221,9 +221,9 @@ const char *decide_wx(const struct mv_call *c, const struct pol_caller *who, str
 static bool lifts_rlimit_as(const struct mv_call *c)
 {
 	if (c->sc == MV_SC_prlimit64)
-		return callargs_arg(c, 1) == RLIMIT_AS_ && callargs_arg(c, 2) != 0;
+		return (uint32_t)callargs_arg(c, 1) == RLIMIT_AS_ && callargs_arg(c, 2) != 0;
 	if (c->sc == MV_SC_setrlimit)
-		return callargs_arg(c, 0) == RLIMIT_AS_;
+		return (uint32_t)callargs_arg(c, 0) == RLIMIT_AS_;
 	return false;
 }
 
@@ -271,6 +271,30 @@ static bool decide_rules(const struct policy *pol, const struct mv_call *c, stru
 	return false;
 }
 
+/* An exec maps what its program headers say, with no mmap the filter
+ * sees: an executable stack (PT_GNU_STACK PF_X) or a writable and
+ * executable PT_LOAD. Refused before it runs, as SELinux's execstack and
+ * execmem checks refuse it. An exec of a file in wx_allow is exempt. */
+static const char *wx_exec(const struct policy *pol, const struct mv_call *c,
+			   const struct pol_caller *who, int *err)
+{
+	if (!who->ops || !who->ops->exec_image)
+		return NULL;
+	struct pol_exec_image img;
+	int rc = who->ops->exec_image(who->env, c, &img);
+	if (rc < 0)
+		return rc == -ENOENT ? NULL : fact_failed(rc, err);
+	if (policy_wx_allowed(pol, img.path))
+		return NULL;
+	if (img.rwx_load)
+		return img.in_interp ? "exec of a program whose interpreter has a writable and "
+				       "executable segment"
+				     : "exec of a program with a writable and executable segment";
+	if (img.exec_stack)
+		return "exec of a program with an executable stack (PT_GNU_STACK)";
+	return NULL;
+}
+
 static void decide_steps(const struct policy *pol, const struct mv_call *c,
 			 const struct pol_caller *who, struct pol_decision *d)
 {
@@ -280,11 +304,16 @@ static void decide_steps(const struct policy *pol, const struct mv_call *c,
 	if (pol->wx != POL_WX_OFF) {
 		int err = EACCES;
 		struct pol_decision scratch = *d;
-		const char *why = decide_wx(c, who, &scratch, &err);
-		d->note_shared = scratch.note_shared;
-		d->file = scratch.file;
-		if (why && policy_wx_allowed(pol, who->exe))
-			why = NULL;
+		const char *why;
+		if (c->sc == MV_SC_execve || c->sc == MV_SC_execveat) {
+			why = wx_exec(pol, c, who, &err);
+		} else {
+			why = decide_wx(c, who, &scratch, &err);
+			d->note_shared = scratch.note_shared;
+			d->file = scratch.file;
+			if (why && policy_wx_allowed(pol, who->exe))
+				why = NULL;
+		}
 		if (why && pol->wx == POL_WX_DENY) {
 			/* Always EACCES, the errno PR_SET_MDWE and SELinux give. */
 			deny(d, MV_V_DENY, EACCES, "wx");

@@ -63,6 +63,15 @@ enum pol_mapped {
 			      * fd opened for writing (so it may be written) */
 };
 
+/* What an exec would map, read from the program headers of the file and
+ * of its interpreters before the exec runs. */
+struct pol_exec_image {
+	bool exec_stack; /* PT_GNU_STACK with PF_X (none, for a 32-bit ELF) */
+	bool rwx_load;	 /* a PT_LOAD segment both PF_W and PF_X */
+	bool in_interp;	 /* rwx_load is in an interpreter (PT_INTERP or #!) */
+	char path[4096]; /* the file executed, resolved (for wx_allow) */
+};
+
 struct pol_env_ops {
 	/* The caller's mapped size (total_vm: /proc/PID/statm's first field). */
 	int (*vm_size)(void *env, uint64_t *bytes);
@@ -83,6 +92,9 @@ struct pol_env_ops {
 	int (*tree)(void *env, bool exact, uint64_t *bytes);
 	/* Does the caller run with READ_IMPLIES_EXEC? */
 	int (*read_implies_exec)(void *env, bool *yes);
+	/* What the caller's execve/execveat would map. -ENOENT: no such
+	 * file, the exec fails by itself. NULL: not known (unit tests). */
+	int (*exec_image)(void *env, const struct mv_call *c, struct pol_exec_image *out);
 };
 
 struct pol_caller {
@@ -136,5 +148,14 @@ uint64_t limits_page_align(uint64_t bytes);
 
 /* Regions a call may add at most (a split on each side, a new mapping). */
 uint32_t limits_region_delta(const struct mv_call *c);
+
+/* The madvise advices that change a region's flags, so split it
+ * (mm/madvise.c madvise_update_vma()); the other calls that split regions
+ * through an argument value. In policy/limits.c. */
+extern const uint8_t limits_splitting_advice[];
+#define LIMITS_N_SPLITTING_ADVICE 13
+#define LIMITS_PR_SET_VMA	  0x53564d41u /* prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME) */
+#define LIMITS_UFFDIO_REGISTER	  0xc020aa00u
+#define LIMITS_UFFDIO_UNREGISTER  0x8010aa01u
 
 #endif

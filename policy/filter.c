@@ -86,8 +86,13 @@ static int add_rules(scmp_filter_ctx ctx, const struct needs *n, enum mv_abi abi
 		 * calls x86_64 lacks) and translates it by name for the ABI of
 		 * the context; for i386 shmat it also adds ipc(SHMAT). */
 		int nr = seccomp_syscall_resolve_name(syscalls_name((enum mv_sc)sc));
-		if (nr == __NR_SCMP_ERROR)
-			return -ENOSYS;
+		/* A call newer than libseccomp (mseal before 2.6): its number
+		 * can only be given to the native context, which needs no
+		 * translation. The other ABIs cannot filter it (docs/policy.md). */
+		if (nr == __NR_SCMP_ERROR && abi == MV_ABI_X86_64)
+			nr = syscalls_nr((enum mv_sc)sc, abi);
+		else if (nr == __NR_SCMP_ERROR)
+			continue;
 		if (s->all) {
 			int rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, nr, 0);
 			if (rc < 0)

@@ -262,9 +262,23 @@ bool limits_check(const struct policy *pol, const struct mv_call *c, const struc
 /* Regions a call can add, at most. A range in the middle of a region
  * splits it in three; a new mapping is one more. Advices that change a
  * region's flags split it too (mm/madvise.c madvise_update_vma()). */
+const uint8_t limits_splitting_advice[LIMITS_N_SPLITTING_ADVICE] = {0,	1,  2,	10, 11, 12, 13,
+								    14, 15, 16, 17, 18, 19};
+
+static bool splitting_advice(uint64_t arg)
+{
+	for (size_t i = 0; i < LIMITS_N_SPLITTING_ADVICE; i++)
+		if ((uint32_t)arg == limits_splitting_advice[i])
+			return true;
+	return false;
+}
+
+/* process_madvise(2) takes at most UIO_MAXIOV ranges, each of which may
+ * split on both sides. */
+#define UIO_MAXIOV_ 1024
+
 uint32_t limits_region_delta(const struct mv_call *c)
 {
-	static const uint8_t splitting_advice[] = {0, 1, 2, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19};
 	uint64_t flags;
 	int shmid;
 	uint64_t flg, addr;
@@ -296,10 +310,31 @@ uint32_t limits_region_delta(const struct mv_call *c)
 	case MV_SC_remap_file_pages:
 		return 2;
 	case MV_SC_madvise:
-		for (size_t i = 0; i < ARRAY_SIZE(splitting_advice); i++)
-			if (callargs_arg(c, 2) == splitting_advice[i])
-				return 2;
-		return 0;
+		return splitting_advice(callargs_arg(c, 2)) ? 2 : 0;
+	case MV_SC_process_madvise: {
+		uint64_t vlen = callargs_arg(c, 2);
+		if (!splitting_advice(callargs_arg(c, 3)))
+			return 0;
+		return 2 * (uint32_t)(vlen < UIO_MAXIOV_ ? vlen : UIO_MAXIOV_);
+	}
+	/* A range policy (mbind, set_mempolicy_home_node: vma_modify_policy),
+	 * a seal (mseal: vma_modify_flags), a name (PR_SET_VMA_ANON_NAME:
+	 * madvise_set_anon_name) or a userfaultfd registration
+	 * (userfaultfd_register) splits the regions at both ends. */
+	case MV_SC_mbind:
+	case MV_SC_set_mempolicy_home_node:
+	case MV_SC_mseal:
+		return 2;
+	case MV_SC_prctl:
+		return (uint32_t)callargs_arg(c, 0) == LIMITS_PR_SET_VMA ? 2 : 0;
+	case MV_SC_ioctl:
+		return (uint32_t)callargs_arg(c, 1) == LIMITS_UFFDIO_REGISTER ||
+			       (uint32_t)callargs_arg(c, 1) == LIMITS_UFFDIO_UNREGISTER
+			   ? 2
+			   : 0;
+	/* An AIO context maps its ring (aio_setup_ring: do_mmap). */
+	case MV_SC_io_setup:
+		return 1;
 	default:
 		return 0;
 	}

@@ -6,6 +6,7 @@
  * memory executable), each limit (calls that can grow what it counts).
  * Rules that allow need nothing: allowing is what the kernel does anyway. */
 #include "policy/needs.h"
+#include "policy/decide.h"
 #include "common/util.h"
 #include "policy/callargs.h"
 #include "state/call.h"
@@ -191,35 +192,58 @@ static void growth_calls(struct needs *n, enum mv_abi abi, const char *why)
 	add1(n, abi, MV_SC_ipc, why, 0, NEEDS_MASKED_EQ, 0xffff, IPC_SHMAT);
 }
 
+/* Every call that can split a region or make one without mmap (docs/policy.md,
+ * "Limits and accounting"). The int arguments (advice, prctl option, ioctl
+ * cmd) are compared on their low 32 bits, as the kernel reads them: a value
+ * with high bits set is the same call. */
+static void region_calls(struct needs *n, enum mv_abi abi)
+{
+	static const enum mv_sc splitters[] = {MV_SC_munmap,
+					       MV_SC_mprotect,
+					       MV_SC_pkey_mprotect,
+					       MV_SC_mlock,
+					       MV_SC_mlock2,
+					       MV_SC_munlock,
+					       MV_SC_remap_file_pages,
+					       MV_SC_mbind,
+					       MV_SC_set_mempolicy_home_node,
+					       MV_SC_mseal,
+					       MV_SC_io_setup};
+	static const char *const why = "limits.max_regions";
+	growth_calls(n, abi, why);
+	for (size_t i = 0; i < ARRAY_SIZE(splitters); i++)
+		add_all(n, abi, splitters[i], why);
+	for (size_t i = 0; i < LIMITS_N_SPLITTING_ADVICE; i++) {
+		add1(n, abi, MV_SC_madvise, why, 2, NEEDS_MASKED_EQ, U32,
+		     limits_splitting_advice[i]);
+		add1(n, abi, MV_SC_process_madvise, why, 3, NEEDS_MASKED_EQ, U32,
+		     limits_splitting_advice[i]);
+	}
+	add1(n, abi, MV_SC_prctl, why, 0, NEEDS_MASKED_EQ, U32, LIMITS_PR_SET_VMA);
+	add1(n, abi, MV_SC_ioctl, why, 1, NEEDS_MASKED_EQ, U32, LIMITS_UFFDIO_REGISTER);
+	add1(n, abi, MV_SC_ioctl, why, 1, NEEDS_MASKED_EQ, U32, LIMITS_UFFDIO_UNREGISTER);
+}
+
 static void compile_limits(const struct pol_limits *L, struct needs *n)
 {
-	static const enum mv_sc splitters[] = {
-	    MV_SC_munmap, MV_SC_mprotect, MV_SC_pkey_mprotect,	 MV_SC_mlock,
-	    MV_SC_mlock2, MV_SC_munlock,  MV_SC_remap_file_pages};
-	static const uint8_t splitting_advice[] = {0, 1, 2, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19};
 	for (int a = 0; a < MV_ABI_COUNT; a++) {
 		enum mv_abi abi = (enum mv_abi)a;
 		if (L->max_mapped) {
 			/* The kernel enforces max_mapped (RLIMIT_AS); only lifting
-			 * the rlimit needs the supervisor. */
+			 * the rlimit needs the supervisor. The resource is an
+			 * unsigned int (kernel/sys.c): its high bits are ignored. */
 			struct needs_term t = term("limits.max_mapped");
 			bool never = false;
-			cmp(&t, abi, 1, NEEDS_EQ, 0, RLIMIT_AS_, &never);
+			cmp(&t, abi, 1, NEEDS_MASKED_EQ, U32, RLIMIT_AS_, &never);
 			cmp(&t, abi, 2, NEEDS_NE, 0, 0, &never);
 			add_term(n, abi, MV_SC_prlimit64, &t);
-			add1(n, abi, MV_SC_setrlimit, "limits.max_mapped", 0, NEEDS_EQ, 0,
+			add1(n, abi, MV_SC_setrlimit, "limits.max_mapped", 0, NEEDS_MASKED_EQ, U32,
 			     RLIMIT_AS_);
 		}
 		if (L->max_mapped_tree)
 			growth_calls(n, abi, "limits.max_mapped_tree");
-		if (L->max_regions) {
-			growth_calls(n, abi, "limits.max_regions");
-			for (size_t i = 0; i < ARRAY_SIZE(splitters); i++)
-				add_all(n, abi, splitters[i], "limits.max_regions");
-			for (size_t i = 0; i < ARRAY_SIZE(splitting_advice); i++)
-				add1(n, abi, MV_SC_madvise, "limits.max_regions", 2, NEEDS_EQ, 0,
-				     splitting_advice[i]);
-		}
+		if (L->max_regions)
+			region_calls(n, abi);
 		if (L->max_mapping) {
 			const char *why = "limits.max_mapping";
 			if (abi == MV_ABI_I386)

@@ -5,6 +5,7 @@
 #include "policy/callargs.h"
 #include "policy/names.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static json_t *bits_json(enum names_family f, uint64_t bits)
@@ -145,4 +146,28 @@ bool policy_needs_args(const struct policy *p, enum mv_sc sc)
 		if ((p->rules[i].syscalls & (1ULL << sc)) && rule_has_conditions(&p->rules[i]))
 			return true;
 	return false;
+}
+
+int policy_runtime_gaps(const struct pol_launch_setup *launch, const struct policy *pol, char *msg,
+			size_t len)
+{
+	/* Only a refusing W^X relies on them: "log" refuses nothing. */
+	if (pol->wx != POL_WX_DENY)
+		return 0;
+	const char *mem = launch->landlock_proc_mem
+			      ? ""
+			      : "writes to /proc/PID/mem (they ignore page protections; only "
+				"Landlock set up at launch refuses them)";
+	const char *rie = launch->rie_guarded
+			      ? ""
+			      : "a READ_IMPLIES_EXEC personality set before the change (it makes "
+				"every readable mapping executable, and was not cleared at launch "
+				"or was allowed since)";
+	if (!*mem && !*rie)
+		return 0;
+	snprintf(msg, len,
+		 "wx \"deny\" set at run time would leave open %s%s%s: start memvisor with "
+		 "a policy that has \"wx\": \"deny\"",
+		 mem, *mem && *rie ? ", and " : "", rie);
+	return -EINVAL;
 }

@@ -107,6 +107,20 @@ bool policy_rule_matches(const struct pol_rule *r, const struct mv_call *c);
 /* Is exe one of the policy's wx_allow executables? */
 bool policy_wx_allowed(const struct policy *p, const char *exe);
 
+/* What the launcher set up for W^X, which a policy set later cannot add:
+ * the command and its descendants were started with it, or not. */
+struct pol_launch_setup {
+	bool landlock_proc_mem; /* Landlock refuses writes under /proc/PID (mem) */
+	bool rie_guarded;	/* READ_IMPLIES_EXEC was cleared at launch, and
+				 * setting it refused by every policy since */
+};
+
+/* What a policy pol, set at run time, would rely on that the launch set-up
+ * does not give. Pure. Returns 0 when nothing, -EINVAL with a message in
+ * msg (len bytes) naming each gap it would leave open. */
+int policy_runtime_gaps(const struct pol_launch_setup *launch, const struct policy *pol, char *msg,
+			size_t len);
+
 /* Does the policy need the arguments of this call to decide it (so that
  * the i386 old_mmap, whose arguments are in memory, must be refused)? */
 bool policy_needs_args(const struct policy *p, enum mv_sc sc);

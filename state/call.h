@@ -15,6 +15,7 @@ struct mv_call {
 	pid_t tid;
 	uint64_t args[6];
 	uint64_t ip;
+	uint64_t id; /* the notification's id (SECCOMP_IOCTL_NOTIF_ID_VALID) */
 };
 
 /* Bytes the call asks for: mmap/mmap2 length, mremap new length, brk

@@ -39,6 +39,7 @@
 #include "common/util.h"
 #include "policy/filter.h"
 #include "policy/needs.h"
+#include "supervisor/execimage.h"
 #include "supervisor/procfs.h"
 #include "supervisor/procmem.h"
 
@@ -53,6 +54,7 @@
 #include <sys/shm.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
 
 #define READ_IMPLIES_EXEC_ 0x0400000
 /* Files remembered as shared-mapped through a writable fd (the W^X
@@ -90,6 +92,7 @@ struct fork_resv {
 struct enforce {
 	struct needs launch; /* what the launch filter notifies */
 	bool mdwe, landlock, rlimit_guard;
+	bool rie_guarded;      /* READ_IMPLIES_EXEC cleared at launch, refused since */
 	struct rlimit orig_as; /* memvisor's own RLIMIT_AS at start */
 	uint64_t generation;
 	uint64_t loaded_wall_ns;
@@ -134,6 +137,9 @@ int enforce_init(struct mv *mv)
 	}
 	needs_compile(pol, mv->opts.notify_all, &e->launch);
 	e->rlimit_guard = pol->lim.max_mapped != 0;
+	/* The launcher clears an inherited READ_IMPLIES_EXEC under any W^X,
+	 * but only "deny" refuses setting it again. */
+	e->rie_guarded = pol->wx == POL_WX_DENY;
 	e->generation = 1;
 	e->loaded_wall_ns = mv_wall_ns();
 	e->tree_stale = true;
@@ -223,10 +229,39 @@ static int landlock_ruleset(void)
 	return rs;
 }
 
+/* Without CAP_SYS_ADMIN the filter needs no_new_privs, under which an exec
+ * ignores setuid/setgid bits and file capabilities: say so when the
+ * command itself is such a program (the first candidate that exists, as
+ * execvp would pick it), since it would silently run unprivileged. */
+static void warn_lost_privilege(const struct launch_spec *spec)
+{
+	for (char *const *c = spec->candidates; *c; c++) {
+		struct stat st;
+		if (stat(*c, &st) < 0)
+			continue;
+		bool caps = getxattr(*c, "security.capability", NULL, 0) > 0;
+		if ((st.st_mode & (S_ISUID | S_ISGID)) || caps)
+			fprintf(stderr,
+				"memvisor: warning: %s is %s, but memvisor has no CAP_SYS_ADMIN "
+				"and must set no_new_privs: it runs without that privilege\n",
+				*c, caps ? "given file capabilities" : "setuid or setgid");
+		return;
+	}
+}
+
 int enforce_launch_spec(struct mv *mv, struct launch_spec *spec)
 {
 	struct enforce *e = mv->enforce;
 	const struct policy *pol = mv->policy;
+	/* Nothing in a policy relies on no_new_privs: the filter stays across
+	 * a setuid exec (it is the task's, not the credentials'), MDWE is an
+	 * mm flag copied at exec (mm_init, MMF_INIT_MASK), Landlock accepts
+	 * CAP_SYS_ADMIN instead (landlock_restrict_self), and the guards on
+	 * setrlimit/personality/ptrace are decided by memvisor whatever the
+	 * caller's privilege. So it is only set when the kernel demands it. */
+	spec->no_new_privs = !mv->feat.cap_sys_admin;
+	if (spec->no_new_privs)
+		warn_lost_privilege(spec);
 	if (pol->lim.max_mapped) {
 		spec->set_rlimit_as = true;
 		spec->rlimit_as = e->orig_as;
@@ -714,6 +749,12 @@ static int env_rie(void *envp, bool *yes)
 	return 0;
 }
 
+static int env_exec_image(void *envp, const struct mv_call *c, struct pol_exec_image *out)
+{
+	struct env *x = envp;
+	return execimage_inspect(c, x->mv->listener, out);
+}
+
 static const struct pol_env_ops env_ops = {
     .vm_size = env_vm_size,
     .range = env_range,
@@ -724,6 +765,7 @@ static const struct pol_env_ops env_ops = {
     .regions = env_regions,
     .tree = env_tree,
     .read_implies_exec = env_rie,
+    .exec_image = env_exec_image,
 };
 
 /* ---- deciding -------------------------------------------------------- */
@@ -917,6 +959,10 @@ static int kernel_pieces_allow(const struct enforce *e, const struct policy *pol
 			 "wx_allow");
 		return -1;
 	}
+	struct pol_launch_setup setup = {.landlock_proc_mem = e->landlock,
+					 .rie_guarded = e->rie_guarded};
+	if (policy_runtime_gaps(&setup, pol, err, len) < 0)
+		return -1;
 	if (pol->lim.max_mapped && !e->rlimit_guard) {
 		snprintf(
 		    err, len,
@@ -948,6 +994,11 @@ int enforce_set_policy(struct mv *mv, struct policy *pol, char *err, size_t len)
 	pthread_mutex_lock(&mv->lock);
 	struct policy *old = mv->policy;
 	mv->policy = pol;
+	/* From now on READ_IMPLIES_EXEC may be set: no later deny can count
+	 * on its absence. (A wx_allow program may set it too, but a 64-bit
+	 * exec clears it and 32-bit ones are checked at each call.) */
+	if (pol->wx != POL_WX_DENY)
+		e->rie_guarded = false;
 	e->generation++;
 	e->loaded_wall_ns = mv_wall_ns();
 	/* The accounting was not kept for limits the old policy did not have. */

@@ -3,6 +3,7 @@
 #include "common/util.h"
 
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <linux/userfaultfd.h>
 #include <stdio.h>
 #include <string.h>
@@ -81,6 +82,20 @@ static void probe_uffd(struct features *f)
 	}
 }
 
+/* CAP_SYS_ADMIN in the effective set: what seccomp_set_mode_filter() and
+ * landlock_restrict_self() check (ns_capable_noaudit in the current user
+ * namespace) when no_new_privs is not set. capget(2) directly: libcap is
+ * not a dependency. */
+static bool probe_cap_sys_admin(void)
+{
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+	memset(d, 0, sizeof(d));
+	if (syscall(SYS_capget, &h, d) < 0)
+		return false;
+	return (d[CAP_TO_INDEX(CAP_SYS_ADMIN)].effective & CAP_TO_MASK(CAP_SYS_ADMIN)) != 0;
+}
+
 void features_probe(struct features *f)
 {
 	struct utsname u;
@@ -100,5 +115,6 @@ void features_probe(struct features *f)
 		close(pfd);
 	}
 	f->mdwe = prctl(PR_GET_MDWE, 0, 0, 0, 0) >= 0;
+	f->cap_sys_admin = probe_cap_sys_admin();
 	probe_uffd(f);
 }

@@ -15,6 +15,7 @@ struct features {
 	bool pidfd;		 /* pidfd_open (5.3) */
 	bool pidfd_getfd;	 /* pidfd_getfd (5.6) */
 	bool mdwe;		 /* PR_SET_MDWE (6.3) */
+	bool cap_sys_admin;	 /* effective, in memvisor's user namespace */
 	bool uffd_dev;		 /* /dev/userfaultfd can be opened (6.1) */
 	bool uffd_syscall;	 /* userfaultfd(2) works for us */
 	uint64_t uffd_features;	 /* UFFDIO_API features the kernel offers */

@@ -13,6 +13,7 @@ static void decode(const struct seccomp_notif *req, struct mv_call *c)
 	c->sc = syscalls_decode(req->data.arch, req->data.nr, &c->abi);
 	c->tid = (pid_t)req->pid;
 	c->ip = req->data.instruction_pointer;
+	c->id = req->id;
 	for (int i = 0; i < 6; i++)
 		c->args[i] = req->data.args[i];
 }

@@ -571,6 +571,16 @@ static int final_status(struct mv *mv)
 		fprintf(stderr, "memvisor: %s: %s\n", mv->opts.argv[0], strerror(mv->launch_err));
 		return launch_exec_status(mv->launch_err);
 	}
+	if (mv->launch_stage == LAUNCH_SECCOMP && mv->launch_err == EBUSY) {
+		/* seccomp_set_mode_filter() refuses SECCOMP_FILTER_FLAG_NEW_LISTENER
+		 * with EBUSY only when has_duplicate_listener() finds a listener
+		 * already in the chain: one supervisor per process, and a filter
+		 * cannot be removed. */
+		fprintf(stderr,
+			"memvisor: cannot load the seccomp filter: already under a seccomp "
+			"user-notification supervisor; nested supervision is not possible\n");
+		return 125;
+	}
 	if (mv->launch_stage) {
 		fprintf(stderr, "memvisor: cannot %s: %s\n", stage_name(mv->launch_stage),
 			strerror(mv->launch_err));

@@ -113,7 +113,10 @@ void launch_exec(const struct launch_spec *s)
 	int rc = restore_signals(s);
 	if (rc < 0)
 		fail(s, LAUNCH_SIGNALS, -rc, 125);
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+	/* Without CAP_SYS_ADMIN the kernel loads a filter only under
+	 * no_new_privs (seccomp_prepare_filter). With it, setuid and
+	 * file-capability programs keep working under the filter. */
+	if (s->no_new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		fail(s, LAUNCH_NO_NEW_PRIVS, errno, 125);
 	if (s->set_rlimit_as && setrlimit(RLIMIT_AS, &s->rlimit_as) < 0)
 		fail(s, LAUNCH_RLIMIT, errno, 125);

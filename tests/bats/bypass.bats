@@ -84,12 +84,13 @@ supervised() { # POLICY ATTEMPT
 	run "$WL/bypass" mremap-exec <<<"go"
 	assert_success
 	assert_line --regexp '^mremap-fixed ok '
-	# The executable memory is made under "log" (a JIT would be exempt);
-	# then W^X is set to deny at run time and the program tries to move it.
-	policy log '{"version": 1, "wx": "log"}'
+	# The executable memory is made while the program is exempt (a JIT);
+	# then the exemption is dropped at run time and the program tries to
+	# move it. (Deny must be there from launch: docs/policy.md.)
+	policy allow "{\"version\": 1, \"wx\": \"deny\", \"wx_allow\": [\"$(readlink -f "$WL/bypass")\"]}"
 	policy deny '{"version": 1, "wx": "deny"}'
 	mkfifo "$TMP/in"
-	"$MEMVISOR" run --policy "$TMP/log.json" --socket "$SOCK" --stats-json "$TMP/s.json" -- \
+	"$MEMVISOR" run --policy "$TMP/allow.json" --socket "$SOCK" --stats-json "$TMP/s.json" -- \
 		"$WL/bypass" mremap-exec <"$TMP/in" >"$TMP/out" 2>&1 &
 	mv=$!
 	remember_pid $mv

@@ -153,11 +153,59 @@ print("exact:", len(mmap.mmap(-1, rest)) == rest)'
 	assert_failure 12
 }
 
+@test "max_mapped: RLIMIT_AS cannot be lifted with high bits set in the resource number" {
+	policy p '{"version": 1, "limits": {"max_mapped": "1G"}}'
+	for how in prlimit64 setrlimit; do
+		run "$MEMVISOR" run --policy "$TMP/p.json" -- "$WL/rlimit_hi" "$how"
+		assert_failure 1
+		assert_output "$how errno 1 EPERM"
+	done
+}
+
 @test "max_regions: a process never has more regions than the limit" {
 	policy p '{"version": 1, "limits": {"max_regions": 100}}'
 	run "$MEMVISOR" run --policy "$TMP/p.json" -- "$WL/region_fill" 1000
 	assert_success
 	assert_output --regexp '^made [0-9]+, stopped by ENOMEM, regions 100$'
+}
+
+# Split regions by HOW (region_calls) under max_regions 100: the calls
+# outside mmap/mprotect must be counted too.
+regions_by() { # HOW
+	policy p '{"version": 1, "limits": {"max_regions": 100}}'
+	run "$WL/region_calls" "$1" 300
+	[ "$status" -ne 77 ] || skip "$1: not supported by this kernel ($output)"
+	assert_output --regexp '^made 300, stopped by none, regions [0-9]+$'
+	run "$MEMVISOR" run --policy "$TMP/p.json" --stats-json "$TMP/s.json" -- "$WL/region_calls" "$1" 300
+	assert_success
+	assert_output --regexp '^made [0-9]+, stopped by ENOMEM, regions (9[0-9]|100)$'
+}
+
+@test "max_regions: mbind splitting a mapping is counted (Linux 2.6.7)" {
+	regions_by mbind
+}
+
+@test "max_regions: mseal splitting a mapping is counted (Linux 6.10)" {
+	regions_by mseal
+}
+
+@test "max_regions: UFFDIO_REGISTER splitting a mapping is counted (Linux 4.3)" {
+	regions_by uffd
+}
+
+@test "max_regions: PR_SET_VMA_ANON_NAME splitting a mapping is counted (Linux 5.17)" {
+	regions_by anon_name
+}
+
+@test "max_regions: io_setup mapping AIO rings is counted (Linux 2.6)" {
+	regions_by io_setup
+}
+
+@test "max_regions: madvise with high bits set in its int advice is still counted" {
+	policy p '{"version": 1, "limits": {"max_regions": 100}}'
+	# MADV_DONTFORK (10) | 1 << 32: the kernel reads an int and splits.
+	run "$MEMVISOR" run --policy "$TMP/p.json" --stats-json "$TMP/s.json" -- "$WL/try_syscall" madvise 8192 0x10000000a
+	[ "$(json_get "$TMP/s.json" 'd["totals"]["calls"]["madvise"]["allow"]')" -ge 1 ]
 }
 
 @test "max_mapped_tree: the limit holds across forked children" {

@@ -94,13 +94,42 @@ finish() {
 	[ "$RC" -eq 0 ] # still the default policy
 }
 
-@test "ctl policy set: under --notify-all, W^X can be turned on at run time" {
+@test "ctl policy set: W^X turned on at run time is refused, naming the bypasses it would leave open" {
+	# --notify-all: the filter notifies everything, but writes to
+	# /proc/PID/mem (Landlock) and READ_IMPLIES_EXEC (cleared and guarded)
+	# are set up at launch only.
 	printf '{"version": 1, "wx": "deny"}\n' >"$TMP/wx.json"
 	start_waiting --notify-all -- "$WL/wx_test" rwx-mmap
 	run "$MEMVISOR" ctl --socket "$SOCK" policy set "$TMP/wx.json"
+	assert_failure
+	assert_output --partial "would leave open"
+	assert_output --partial "READ_IMPLIES_EXEC"
+	assert_output --partial "/proc/PID/mem"
+	finish
+	[ "$RC" -eq 0 ] # still the default policy: the RWX mapping was made
+}
+
+@test "ctl policy set: W^X log (which refuses nothing) can be turned on at run time" {
+	printf '{"version": 1, "wx": "log"}\n' >"$TMP/log.json"
+	start_waiting --notify-all -- "$WL/wx_test" rwx-mmap
+	run "$MEMVISOR" ctl --socket "$SOCK" policy set "$TMP/log.json"
 	assert_success
 	finish
-	[ "$RC" -eq 13 ]
+	[ "$RC" -eq 0 ]
+}
+
+@test "ctl policy set: W^X deny, relaxed to log and back to deny, is refused (READ_IMPLIES_EXEC was allowed meanwhile)" {
+	printf '{"version": 1, "wx": "deny", "wx_mdwe": false}\n' >"$TMP/wx.json"
+	printf '{"version": 1, "wx": "log", "wx_mdwe": false}\n' >"$TMP/log.json"
+	start_waiting --policy "$TMP/wx.json" -- "$WL/wx_test" rwx-mmap
+	run "$MEMVISOR" ctl --socket "$SOCK" policy set "$TMP/wx.json"
+	assert_success # the same deny again: nothing changed
+	run "$MEMVISOR" ctl --socket "$SOCK" policy set "$TMP/log.json"
+	assert_success
+	run "$MEMVISOR" ctl --socket "$SOCK" policy set "$TMP/wx.json"
+	assert_failure
+	assert_output --partial "READ_IMPLIES_EXEC"
+	finish
 }
 
 @test "ctl policy set: PR_SET_MDWE set at launch cannot be lifted" {

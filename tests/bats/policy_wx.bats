@@ -159,3 +159,68 @@ print(r.stdout.strip())
 	assert_success
 	assert_output 42
 }
+
+# A program that prints how many of its mappings are writable and
+# executable, built into $TMP with extra linker options.
+build_rwx_probe() { # NAME CC-ARGS...
+	skip_unless_cmd cc
+	local name=$1; shift
+	cat >"$TMP/probe.c" <<'C'
+#include <stdio.h>
+int main(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char l[512], p[5];
+	int rwx = 0;
+	while (f && fgets(l, sizeof(l), f))
+		if (sscanf(l, "%*s %4s", p) == 1 && p[0] == 'r' && p[1] == 'w' && p[2] == 'x')
+			rwx++;
+	printf("ran rwx %d\n", rwx);
+	return 0;
+}
+C
+	cc -o "$TMP/$name" "$TMP/probe.c" "$@" 2>/dev/null || skip "cc cannot build with $*"
+	run "$TMP/$name"
+	[ "$output" = "ran rwx 1" ] || skip "natively $name has no writable+executable mapping: $output"
+}
+
+@test "bypass closed: exec of a binary linked with -z execstack (even with MDWE)" {
+	build_rwx_probe xstack -z execstack
+	for p in deny deny-nomdwe; do
+		run "$MEMVISOR" run --policy "$TMP/$p.json" --log-level info -- "$TMP/xstack"
+		assert_failure 126
+		assert_output --partial "execve denied by wx: exec of a program with an executable stack"
+		refute_output --partial "ran rwx"
+	done
+	# From inside the tree too, through a #! script naming it, and by execveat-less sh.
+	run "$MEMVISOR" run --policy "$TMP/deny.json" -- sh -c "\"$TMP/xstack\"; echo rc \$?"
+	assert_output --partial "rc 126"
+	printf '#!%s\n' "$TMP/xstack" >"$TMP/script"
+	chmod +x "$TMP/script"
+	run "$MEMVISOR" run --policy "$TMP/deny.json" -- "$TMP/script"
+	assert_failure 126
+	# Exempt by wx_allow, and allowed without W^X.
+	printf '{"version": 1, "wx": "deny", "wx_allow": ["%s"]}\n' "$TMP/xstack" >"$TMP/allow.json"
+	run "$MEMVISOR" run --policy "$TMP/allow.json" -- "$TMP/xstack"
+	assert_success
+	assert_output "ran rwx 1"
+	run "$MEMVISOR" run -- "$TMP/xstack"
+	assert_success
+	assert_output "ran rwx 1"
+}
+
+@test "bypass closed: exec of a binary with a writable and executable PT_LOAD segment" {
+	printf '__asm__(".section .rwxdata,\\"awx\\",@progbits\\n.byte 1\\n.previous");\n' >"$TMP/rwx.c"
+	build_rwx_probe rwxseg "$TMP/rwx.c"
+	for p in deny deny-nomdwe; do
+		run "$MEMVISOR" run --policy "$TMP/$p.json" --log-level info -- "$TMP/rwxseg"
+		assert_failure 126
+		assert_output --partial "execve denied by wx: exec of a program with a writable and executable segment"
+	done
+	run "$MEMVISOR" run --policy "$TMP/log.json" --stats-json "$TMP/s.json" -- "$TMP/rwxseg"
+	assert_success
+	[ "$(stat_of 'd["totals"]["calls"]["execve"]["log"]')" -eq 1 ]
+	# An ordinary binary is not affected.
+	run "$MEMVISOR" run --policy "$TMP/deny.json" -- "$WL/wx_test" mdwe
+	refute_output --partial "Permission denied"
+}

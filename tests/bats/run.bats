@@ -75,6 +75,16 @@ teardown() { teardown_tmp; }
 	assert_output --regexp '^Seccomp:[[:space:]]+2$'
 }
 
+@test "nested supervision is refused with what it means (one listener per filter chain)" {
+	# The kernel allows one user-notification listener per filter chain
+	# (has_duplicate_listener): the inner memvisor's filter gets EBUSY.
+	run "$MEMVISOR" run -- "$MEMVISOR" run -- sh -c 'echo ran'
+	assert_failure 125
+	assert_output --partial "already under a seccomp user-notification supervisor; nested supervision is not possible"
+	refute_output --partial "ran"
+	refute_output --partial "Device or resource busy"
+}
+
 @test "the command's stdin, stdout, exit code and environment pass through" {
 	run bash -c 'echo hello | FOO=bar "$MEMVISOR" run -- sh -c "cat; echo \$FOO; exit 3"'
 	assert_failure 3

@@ -2,6 +2,7 @@
  * positions, the canonical form, JSON pointers. */
 #include "common/syscalls.h"
 #include "common/util.h"
+#include "policy/decide.h"
 #include "policy/jpos.h"
 #include "policy/names.h"
 #include "policy/policy.h"
@@ -246,6 +247,68 @@ static void test_mprotect_covers_pkey(void)
 	policy_free(p);
 }
 
+static struct policy *parse_ok(const char *text)
+{
+	struct policy *p = NULL;
+	struct pol_diag d;
+	first_error(text, &p, &d);
+	pol_diag_free(&d);
+	return p;
+}
+
+static void test_runtime_gaps(void)
+{
+	struct policy *deny = parse_ok("{\"version\": 1, \"wx\": \"deny\"}");
+	struct policy *log = parse_ok("{\"version\": 1, \"wx\": \"log\"}");
+	char msg[512];
+	struct pol_launch_setup full = {true, true}, none = {false, false},
+				no_mem = {false, true}, no_rie = {true, false};
+	ok(policy_runtime_gaps(&full, deny, msg, sizeof(msg)) == 0,
+	   "gaps: deny over a deny launch is enforceable");
+	ok(policy_runtime_gaps(&none, log, msg, sizeof(msg)) == 0, "gaps: log refuses nothing");
+	ok(policy_runtime_gaps(&none, deny, msg, sizeof(msg)) == -EINVAL &&
+	       strstr(msg, "/proc/PID/mem") && strstr(msg, "READ_IMPLIES_EXEC"),
+	   "gaps: deny over an off launch names both gaps");
+	ok(policy_runtime_gaps(&no_mem, deny, msg, sizeof(msg)) == -EINVAL &&
+	       strstr(msg, "/proc/PID/mem") && !strstr(msg, "READ_IMPLIES_EXEC"),
+	   "gaps: without Landlock only /proc/PID/mem");
+	ok(policy_runtime_gaps(&no_rie, deny, msg, sizeof(msg)) == -EINVAL &&
+	       !strstr(msg, "/proc/PID/mem") && strstr(msg, "READ_IMPLIES_EXEC"),
+	   "gaps: READ_IMPLIES_EXEC allowed since launch");
+	policy_free(deny);
+	policy_free(log);
+}
+
+static void test_region_delta(void)
+{
+	static const struct {
+		enum mv_sc sc;
+		uint64_t a0, a1, a2, a3;
+		uint32_t want;
+		const char *what;
+	} cases[] = {
+	    {MV_SC_mbind, 0x1000, 4096, 4, 0, 2, "mbind splits at both ends"},
+	    {MV_SC_set_mempolicy_home_node, 0x1000, 4096, 0, 0, 2, "set_mempolicy_home_node"},
+	    {MV_SC_mseal, 0x1000, 4096, 0, 0, 2, "mseal"},
+	    {MV_SC_io_setup, 1, 0, 0, 0, 1, "io_setup maps a ring"},
+	    {MV_SC_prctl, 0x53564d41, 0, 0, 0, 2, "prctl(PR_SET_VMA)"},
+	    {MV_SC_prctl, 15, 0, 0, 0, 0, "prctl(PR_SET_NAME) makes no region"},
+	    {MV_SC_ioctl, 3, 0xc020aa00, 0, 0, 2, "UFFDIO_REGISTER"},
+	    {MV_SC_ioctl, 3, 0x10000c020aa00ULL, 0, 0, 2, "UFFDIO_REGISTER with high bits"},
+	    {MV_SC_ioctl, 3, 0x5401, 0, 0, 0, "TCGETS makes no region"},
+	    {MV_SC_madvise, 0x1000, 4096, 0x10000000aULL, 0, 2, "MADV_DONTFORK with high bits"},
+	    {MV_SC_madvise, 0x1000, 4096, 4, 0, 0, "MADV_DONTNEED does not split"},
+	    {MV_SC_process_madvise, 3, 0, 3, 10, 6, "process_madvise: 2 per range"},
+	    {MV_SC_process_madvise, 3, 0, 1 << 20, 10, 2048, "process_madvise: at most 1024 ranges"},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct mv_call c = {.sc = cases[i].sc, .abi = MV_ABI_X86_64,
+				    .args = {cases[i].a0, cases[i].a1, cases[i].a2, cases[i].a3}};
+		uint32_t got = limits_region_delta(&c);
+		ok(got == cases[i].want, "region delta: %s (%u)", cases[i].what, got);
+	}
+}
+
 int main(void)
 {
 	syscalls_init();
@@ -256,5 +319,7 @@ int main(void)
 	test_jpos();
 	test_names();
 	test_mprotect_covers_pkey();
+	test_runtime_gaps();
+	test_region_delta();
 	return tap_done();
 }

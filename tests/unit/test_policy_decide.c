@@ -87,7 +87,7 @@ static int f_rie(void *e, bool *yes)
 }
 
 static const struct pol_env_ops fake_ops = {f_vm,      f_range,	  f_fd,	  f_mapped, f_brk,
-					    f_shm,     f_regions, f_tree, f_rie};
+					    f_shm,     f_regions, f_tree, f_rie, NULL};
 
 static struct fake F;
 static struct pol_caller who = {.exe = "/bin/prog", .ops = &fake_ops, .env = &F};
