@@ -46,6 +46,7 @@ struct ctl_client {
 	char *raw_result; /* a handler's result as JSON text (ctl_client_raw_result) */
 	uid_t uid;
 	uint64_t last_ns; /* connected, or last request read */
+	bool following;	  /* its last `job` answer said running: it polls for the end */
 	struct ctl_client *next, *prev;
 };
 
@@ -297,6 +298,12 @@ static char *request_reply(struct ctl_client *c, const char *line, size_t len)
 			json_decref(result);
 			reply = raw_reply_line(id, mv_steal_ptr(c->raw_result));
 		} else if (hrc == 0) {
+			/* A client polling a job is owed its end (drain_clients). */
+			if (strcmp(cc->name, "job") == 0) {
+				json_t *st = json_object_get(result, "state");
+				c->following = json_is_string(st) &&
+					       strcmp(json_string_value(st), "running") == 0;
+			}
 			reply = json_line(json_pack("{s:O?, s:b, s:o}", "id", id, "ok", 1, "result",
 						    result ? result : json_null()));
 		} else {
@@ -704,17 +711,19 @@ int ctl_server_start(struct mv *mv)
  * would reset those connections ("closed the connection", "Broken
  * pipe") and hide how the job ended. So the socket keeps answering,
  * outside the event loop (whose other watchers are done), until every
- * client has been quiet for DRAIN_QUIET_NS (a job follower asks every
- * 100 ms, then hangs up), and at most DRAIN_MAX_NS. New jobs are
- * refused by then (jobs_start). */
+ * client has been quiet for DRAIN_QUIET_NS, and none that polls a job
+ * (`ctl ... --wait` asks every 100 ms) has been told it ended, for at
+ * most DRAIN_MAX_NS. A quiet period alone was not enough: on a loaded
+ * machine a follower's 100 ms sleep can last longer than 500 ms, and it
+ * then found memvisor gone. New jobs are refused by then (jobs_start). */
 #define DRAIN_QUIET_NS (500 * 1000000ull)
-#define DRAIN_MAX_NS   (3000 * 1000000ull)
+#define DRAIN_MAX_NS   (10000 * 1000000ull)
 
 static bool client_busy(const struct ctl_client *c, uint64_t now)
 {
 	if (c->dead || c->lingering)
 		return false;
-	return out_pending(c) || c->in_len || now - c->last_ns < DRAIN_QUIET_NS;
+	return c->following || out_pending(c) || c->in_len || now - c->last_ns < DRAIN_QUIET_NS;
 }
 
 static void drain_clients(struct mv *mv)

@@ -409,6 +409,35 @@ mf() { json_get "$1/manifest.json" "$2"; }
 	echo "# outcomes: ${seen[image]:-0} images, ${seen[exited]:-0} no_such_process" >&3
 }
 
+@test "a slow --wait client still learns how the job ended when the program exits meanwhile" {
+	# memvisor answered until its clients had been quiet for 500 ms; on
+	# a loaded machine the client's 100 ms sleep between polls lasted
+	# longer, and it found memvisor gone ("memvisor exited before saying
+	# how job N ended"). A client polling a running job is now owed its
+	# end. Here the client is stopped (SIGSTOP) for 4 s while the
+	# program exits.
+	start "$WL/ckpt_churn" big 384
+	ctl checkpoint "$TMP/img" --wait >"$TMP/ck.out" 2>"$TMP/ck.err" 7>&- &
+	ck=$!
+	# It polls once the job runs: its progress line is on stderr.
+	wait_for 30 grep -q "checkpoint" "$TMP/ck.err" || { cat "$TMP/ck.err"; false; }
+	kill -STOP $ck
+	exec 7>&-
+	sleep 4
+	kill -CONT $ck
+	rc=0
+	wait $ck || rc=$?
+	wait $MVPID || true
+	cat "$TMP/ck.err"
+	! grep -q "exited before saying" "$TMP/ck.err"
+	if [ $rc = 0 ]; then
+		"$MEMVISOR" image verify "$TMP/img" >/dev/null
+	else
+		[ $rc = 1 ]
+		grep -q "no_such_process" "$TMP/ck.err"
+	fi
+}
+
 @test "a vfork parent, which cannot be stopped, does not hold the checkpoint up" {
 	start "$WL/ckpt_churn" vfork
 	sleep 0.3
