@@ -15,6 +15,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <strings.h>
 
 /* Policy files are small; a bigger one is a mistake (or an attack on
@@ -685,25 +686,32 @@ int policy_parse(const char *text, size_t len, const char *file, struct policy *
 	return 0;
 }
 
-int policy_load(const char *path, struct policy **out, struct pol_diag *d)
+int policy_read_file(const char *path, bool regular_only, char **out, size_t *len,
+		     struct pol_diag *d)
 {
 	*out = NULL;
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0) {
+	*len = 0;
+	int flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | (regular_only ? O_NONBLOCK : 0);
+	_cleanup_close_ int fd = open(path, flags);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0) {
 		int err = errno;
 		pol_diag_add(d, "%s: cannot open: %s", path, strerror(err));
 		return -err;
 	}
+	if (regular_only && !S_ISREG(st.st_mode)) {
+		pol_diag_add(d, "%s: not a regular file: a policy is read from a file", path);
+		return -EINVAL;
+	}
+	/* One byte more than the limit tells a file over it. */
 	size_t cap = 4096, n = 0;
 	_cleanup_free_ char *buf = xmalloc(cap);
 	for (;;) {
 		if (n == cap) {
-			if (cap >= POLICY_MAX_BYTES) {
-				pol_diag_add(d, "%s: larger than %d bytes: not a policy", path,
-					     POLICY_MAX_BYTES);
-				return -EFBIG;
-			}
-			buf = xrealloc(buf, cap *= 2);
+			if (cap > POLICY_MAX_BYTES)
+				break;
+			cap = MV_MIN(cap * 2, (size_t)POLICY_MAX_BYTES + 1);
+			buf = xrealloc(buf, cap);
 		}
 		ssize_t r = read(fd, buf + n, cap - n);
 		if (r < 0 && errno == EINTR)
@@ -717,7 +725,22 @@ int policy_load(const char *path, struct policy **out, struct pol_diag *d)
 			break;
 		n += (size_t)r;
 	}
-	return policy_parse(buf, n, path, out, d);
+	if (n > POLICY_MAX_BYTES) {
+		pol_diag_add(d, "%s: larger than %d bytes: not a policy", path, POLICY_MAX_BYTES);
+		return -EFBIG;
+	}
+	*out = mv_steal_ptr(buf);
+	*len = n;
+	return 0;
+}
+
+int policy_load(const char *path, struct policy **out, struct pol_diag *d)
+{
+	*out = NULL;
+	_cleanup_free_ char *buf = NULL;
+	size_t n;
+	int rc = policy_read_file(path, false, &buf, &n, d);
+	return rc < 0 ? rc : policy_parse(buf, n, path, out, d);
 }
 
 struct policy *policy_default(void)

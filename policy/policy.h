@@ -86,6 +86,14 @@ int policy_parse(const char *text, size_t len, const char *file, struct policy *
 
 /* Read and parse a file. -errno when it cannot be read (with a message in
  * d), -EINVAL when it is not a valid policy. */
+/* Read a policy file's text (at most 1 MiB) into *out (malloc'd).
+ * regular_only: open O_NONBLOCK and accept a regular file only, for a
+ * caller that must never block (the main loop's `policy set`: a FIFO's
+ * open waits for a writer, its read for data); otherwise pipes and FIFOs
+ * are read too (`run --policy <(...)`). 0, or -errno with the reason in d. */
+int policy_read_file(const char *path, bool regular_only, char **out, size_t *len,
+		     struct pol_diag *d);
+
 int policy_load(const char *path, struct policy **out, struct pol_diag *d);
 
 /* The built-in policy used without --policy: allow everything, no limits,
