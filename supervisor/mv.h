@@ -31,6 +31,7 @@ struct mv_opts {
 	bool kill_descendants;
 	int kill_grace_ms;
 	bool notify_all; /* --notify-all: no kernel-side fast path */
+	const char *user; /* --user USER[:GROUP] */
 	int argc;
 	char **argv;
 };

@@ -16,6 +16,7 @@
 #include "supervisor/notify.h"
 #include "supervisor/procfs.h"
 #include "supervisor/reaper.h"
+#include "supervisor/runas.h"
 #include "supervisor/statsjson.h"
 
 #include <fcntl.h>
@@ -48,6 +49,8 @@ static const struct cli_opt run_opts[] = {
     {"kill-descendants", no_argument, 'k', NULL, "when the command exits, end what it left behind"},
     {"kill-grace", required_argument, OPT_KILL_GRACE, "SECONDS",
      "SIGTERM to SIGKILL delay for --kill-descendants (default 2)"},
+    {"user", required_argument, 'u', "USER[:GROUP]",
+     "run the command as USER (memvisor keeps its uid; needs root)"},
     {"notify-all", no_argument, OPT_NOTIFY_ALL, NULL,
      "notify every memory call (complete statistics; no kernel fast path)"},
     {"help", no_argument, 'h', NULL, "show this help"},
@@ -108,6 +111,9 @@ static int parse_run_opts(int argc, char **argv, struct mv_opts *o)
 			break;
 		case OPT_NOTIFY_ALL:
 			o->notify_all = true;
+			break;
+		case 'u':
+			o->user = optarg;
 			break;
 		case 'h':
 			run_usage(stdout);
@@ -231,6 +237,8 @@ static const char *stage_name(int stage)
 		return "clear READ_IMPLIES_EXEC";
 	case LAUNCH_LANDLOCK:
 		return "restrict /proc/PID writes with Landlock";
+	case LAUNCH_USER:
+		return "switch to the --user identity";
 	default:
 		return "start";
 	}
@@ -304,6 +312,19 @@ static int start_command(struct mv *mv)
 	spec->candidates = launch_candidates(mv->opts.argv[0], getenv("PATH"));
 	if ((rc = enforce_launch_spec(mv, spec)) < 0)
 		return rc;
+	struct runas ra = {0};
+	if (mv->opts.user) {
+		char err[256];
+		if ((rc = runas_parse(mv->opts.user, &ra, err, sizeof(err))) < 0) {
+			fprintf(stderr, "memvisor: %s\n", err);
+			return rc;
+		}
+		spec->set_ids = true;
+		spec->uid = ra.uid;
+		spec->gid = ra.gid;
+		spec->groups = ra.groups;
+		spec->n_groups = ra.n_groups;
+	}
 	sigset_t blocked;
 	if ((rc = prepare_signals(spec, &blocked)) < 0) {
 		fprintf(stderr, "memvisor: cannot set up signals: %s\n", strerror(-rc));
@@ -323,6 +344,7 @@ static int start_command(struct mv *mv)
 	}
 	close(sv[1]);
 	enforce_launch_done(mv, spec);
+	runas_free(&ra);
 	filter_free(&spec->prog);
 	for (char **c = (char **)spec->candidates; *c; c++)
 		free(*c);

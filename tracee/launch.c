@@ -2,6 +2,8 @@
 #include "common/compat.h"
 #include "common/util.h"
 
+#include <errno.h>
+#include <grp.h>
 #include <linux/seccomp.h>
 #include <stdio.h>
 #include <string.h>
@@ -148,6 +150,20 @@ void launch_exec(const struct launch_spec *s)
 	if (n != 1)
 		_exit(125); /* the supervisor is gone */
 	close(listener);
+	/* --user, last: the filter and the rest were set up with memvisor's
+	 * privilege (no no_new_privs needed); setgroups and set*id are not
+	 * notified. A change of credentials clears the parent-death signal
+	 * (kernel/cred.c commit_creds), so it is set again, and the parent
+	 * checked again for the same race as above. */
+	if (s->set_ids) {
+		if (setgroups(s->n_groups, s->groups) < 0 || setresgid(s->gid, s->gid, s->gid) < 0 ||
+		    setresuid(s->uid, s->uid, s->uid) < 0)
+			fail(s, LAUNCH_USER, errno, 125);
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+			fail(s, LAUNCH_PDEATHSIG, errno, 125);
+		if (getppid() != s->parent)
+			fail(s, LAUNCH_PARENT_GONE, ESRCH, 125);
+	}
 	int err = exec_candidates(s);
 	fail(s, LAUNCH_EXEC, err, launch_exec_status(err));
 }

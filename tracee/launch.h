@@ -27,6 +27,7 @@ enum launch_stage {
 	LAUNCH_RLIMIT,
 	LAUNCH_PERSONALITY,
 	LAUNCH_LANDLOCK,
+	LAUNCH_USER,
 };
 
 /* One message on the launch socket: the first carries the listener fd
@@ -58,6 +59,12 @@ struct launch_spec {
 	bool clear_read_implies_exec; /* drop an inherited READ_IMPLIES_EXEC */
 	bool landlock;		      /* landlock_restrict_self(landlock_fd) */
 	int landlock_fd;
+	/* --user: the identity to take once the listener is handed over. */
+	bool set_ids;
+	uid_t uid;
+	gid_t gid;
+	const gid_t *groups;
+	size_t n_groups;
 };
 
 /* Runs in the child: never returns. Exits 125 when the supervision cannot

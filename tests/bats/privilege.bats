@@ -67,3 +67,55 @@ suid_probe() {
 	assert_output --partial "memvisor: warning: $TMP/probe is setuid or setgid, but memvisor has no CAP_SYS_ADMIN"
 	assert_output --partial "nnp 1"
 }
+
+@test "--user: the command runs as that user while memvisor keeps its uid, and cannot reach the socket" {
+	require_root "--user needs root"
+	run "$MEMVISOR" run --user nobody -- id -u
+	assert_success
+	assert_output 65534
+	run "$MEMVISOR" run --user nobody:nogroup -- sh -c 'id -g; id -G'
+	assert_success
+	assert_output "$(printf '%s\n%s' "$(getent group nogroup | cut -d: -f3)" "$(getent group nogroup | cut -d: -f3)")"
+	# Supervised as usual: its memory calls reach memvisor, and memvisor
+	# (root) answers ctl; the program itself, as nobody, cannot connect.
+	SOCK=$TMP/ctl.sock
+	"$MEMVISOR" run --user nobody --socket "$SOCK" -- sh -c 'sleep 1; ls -l /proc/self/status >/dev/null; python3 -c "
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect(sys.argv[1]); print(\"connected\")
+except OSError as e:
+    print(\"refused\", e.errno)
+" "$0"' "$SOCK" >"$TMP/out" 2>&1 &
+	mv=$!
+	remember_pid $mv
+	wait_for 10 test -S "$SOCK"
+	run "$MEMVISOR" ctl --socket "$SOCK" ps
+	assert_success
+	assert_output --partial "sleep"
+	wait $mv
+	cat "$TMP/out"
+	grep -q "^refused 13" "$TMP/out"
+	# The parent-death signal survives the change of credentials: a
+	# SIGKILL of memvisor still ends the command.
+	"$MEMVISOR" run --user nobody -- sleep 300 &
+	mv=$!
+	remember_pid $mv
+	wait_for 10 sh -c "pgrep -u 65534 -f 'sleep 300' >/dev/null"
+	kill -9 $mv
+	wait_for 10 sh -c "! pgrep -u 65534 -f 'sleep 300' >/dev/null"
+}
+
+@test "--user: an unknown user, a bad spec, and a caller that is not root are refused before the command starts" {
+	require_root "switches to nobody to try it unprivileged"
+	run "$MEMVISOR" run --user no-such-user-xyz -- true
+	[ "$status" = 125 ]
+	assert_output --partial "no user 'no-such-user-xyz'"
+	run "$MEMVISOR" run --user nobody: -- true
+	[ "$status" = 125 ]
+	assert_output --partial "is not USER or USER:GROUP"
+	run setpriv --reuid=65534 --regid=65534 --clear-groups -- "$MEMVISOR" run --user root -- touch "$TMP/ran"
+	[ "$status" = 125 ]
+	assert_output --partial "--user needs root"
+	[ ! -e "$TMP/ran" ]
+}
