@@ -30,7 +30,7 @@ struct mv_opts {
 	const char *stats_json;
 	bool kill_descendants;
 	int kill_grace_ms;
-	bool notify_all; /* --notify-all: no kernel-side fast path */
+	bool notify_all;  /* --notify-all: no kernel-side fast path */
 	const char *user; /* --user USER[:GROUP] */
 	int argc;
 	char **argv;

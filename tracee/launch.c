@@ -156,8 +156,8 @@ void launch_exec(const struct launch_spec *s)
 	 * (kernel/cred.c commit_creds), so it is set again, and the parent
 	 * checked again for the same race as above. */
 	if (s->set_ids) {
-		if (setgroups(s->n_groups, s->groups) < 0 || setresgid(s->gid, s->gid, s->gid) < 0 ||
-		    setresuid(s->uid, s->uid, s->uid) < 0)
+		if (setgroups(s->n_groups, s->groups) < 0 ||
+		    setresgid(s->gid, s->gid, s->gid) < 0 || setresuid(s->uid, s->uid, s->uid) < 0)
 			fail(s, LAUNCH_USER, errno, 125);
 		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
 			fail(s, LAUNCH_PDEATHSIG, errno, 125);
