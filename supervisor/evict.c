@@ -61,7 +61,7 @@ struct evspace {
 	uint64_t features; /* granted by UFFDIO_API */
 	pid_t tgid;	   /* the process whose mm this is, when known (a fork child: its
 			    * first fault tells) */
-	struct as_range *wipe; /* MADV_WIPEONFORK regions, as last read: empty in a child */
+	struct as_range *wipe; /* MADV_WIPEONFORK regions inherited at fork (a fork child) */
 	size_t n_wipe;
 	uint64_t poisoned; /* pages made unservable */
 	char id[33];
@@ -429,11 +429,13 @@ static int unservable(struct evspace *s, uint64_t addr, pid_t who, const struct 
 	if (s->features & UFFD_FEATURE_POISON)
 		rc = uffd_poison(s->uffd, addr);
 	bool first = __atomic_fetch_add(&s->poisoned, 1, __ATOMIC_RELAXED) == 0;
-	if (rc == 0 || rc == -EEXIST) {
+	bool poisoned = rc == 0 || rc == -EEXIST;
+	if (poisoned) {
 		if (first)
 			log_error("evict: the image %s cannot give back the extent at pages offset "
 				  "%#llx (%s): process %d gets SIGBUS where it touches those pages",
 				  s->dir, (unsigned long long)e->off, strerror(-err), pid);
+		rc = 0;
 	} else if (rc != -EAGAIN) {
 		log_error("evict: the image %s cannot give back the extent at pages offset %#llx "
 			  "(%s): killing process %d, whose memory it holds",
@@ -448,9 +450,7 @@ static int unservable(struct evspace *s, uint64_t addr, pid_t who, const struct 
 		notify_cb("evict_unservable",
 			  json_pack("{s:i, s:s, s:s, s:I, s:s, s:s}", "pid", pid, "image", s->dir,
 				    "address", a, "extent_offset", (json_int_t)e->off, "error",
-				    strerror(-err), "outcome",
-				    rc == 0 && (s->features & UFFD_FEATURE_POISON) ? "sigbus"
-										   : "killed"));
+				    strerror(-err), "outcome", poisoned ? "sigbus" : "killed"));
 	}
 	return rc;
 }
@@ -565,11 +565,6 @@ static void on_fork(struct evspace *s, int ufd)
 			memcpy(wf, s->wipe, n_wf * sizeof(*wf));
 	}
 	pthread_mutex_lock(&s->mu);
-	free(s->wipe);
-	s->n_wipe = n_wf;
-	s->wipe = n_wf ? xmalloc(n_wf * sizeof(*wf)) : NULL;
-	if (n_wf)
-		memcpy(s->wipe, wf, n_wf * sizeof(*wf));
 	c->n_ext = s->n_ext;
 	c->ext = xcalloc(MV_MAX(c->n_ext, 1), sizeof(*c->ext));
 	for (size_t i = 0; i < c->n_ext; i++)
@@ -1041,9 +1036,8 @@ static int copy_ext(struct evspace *s, uint32_t ext, const void *buf, unsigned *
  * loader's UFFDIO_COPY at X -> ENOENT; worker reads the event, the chunk
  * moves to Y. So wait for the workers; pages still unreachable after
  * 100 tries (100 ms at least), with no message waiting on the uffd, are
- * dropped: no access can fault on them
- * through this uffd (a fork child's MADV_DONTFORK range it made itself,
- * for instance). */
+ * dropped: no access can fault on them through this uffd (a fork child's
+ * MADV_DONTFORK range it made itself, for instance). */
 static int range_gone(struct evspace *s, uint32_t ext)
 {
 	usleep(1000);
@@ -1095,7 +1089,7 @@ int evict_load_step(struct evspace *s, void *buf, uint64_t *bytes_read)
 			  rc == -EBADMSG ? "it fails its checksum" : strerror(-rc));
 		return rc;
 	}
-	unsigned enoent = 0;
+	unsigned enoent;
 	for (int tries = 0;; tries++) {
 		enoent = 0;
 		pthread_rwlock_rdlock(&s->lay);
