@@ -30,7 +30,7 @@ DEPS_PKGS := build-essential pkg-config libseccomp-dev libev-dev libjansson-dev 
 
 # Pure code (no event loop): linked into the binary and into unit tests.
 CORE_SRC := $(wildcard common/*.c policy/*.c state/*.c tracee/*.c)
-SUP_SRC  := $(wildcard supervisor/*.c)
+SUP_SRC  := $(wildcard supervisor/*/*.c)
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
 SUP_OBJ  := $(SUP_SRC:%.c=$(BUILD)/obj/%.o)
 
@@ -53,7 +53,7 @@ FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fn
 FUZZ_SECONDS ?= 60
 FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN     := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
-FUZZ_OBJ     := $(filter-out %/supervisor/main.o,$(CORE_SRC:%.c=$(BUILD)/fuzz/obj/%.o) \
+FUZZ_OBJ     := $(filter-out %/supervisor/cli/main.o,$(CORE_SRC:%.c=$(BUILD)/fuzz/obj/%.o) \
 		  $(SUP_SRC:%.c=$(BUILD)/fuzz/obj/%.o))
 HAVE_FUZZER  = $(shell printf 'int LLVMFuzzerTestOneInput(const char *d, long n) { return 0; }' | \
 		 $(FUZZ_CC) -x c -fsanitize=fuzzer -o /dev/null - 2>/dev/null && echo yes)
@@ -156,10 +156,10 @@ lint:
 		"-Djson_array_foreach(a,i,v)=for(i=0;(v=json_array_get(a,i));i++)" \
 		"-Djson_object_foreach(o,k,v)=for(k=0,v=0;k;)" \
 		common policy state tracee supervisor tests/fuzz
-	clang-format --dry-run --Werror $(CORE_SRC) $(SUP_SRC) $(wildcard */*.h)
+	clang-format --dry-run --Werror $(CORE_SRC) $(SUP_SRC) $(wildcard */*.h supervisor/*/*.h)
 
 format:
-	clang-format -i $(CORE_SRC) $(SUP_SRC) $(wildcard */*.h)
+	clang-format -i $(CORE_SRC) $(SUP_SRC) $(wildcard */*.h supervisor/*/*.h)
 
 clean:
 	rm -rf build

@@ -1,6 +1,6 @@
 /* Kernel constants newer than the installed headers, each with a fallback
  * definition. The values are the kernel's UAPI; the features themselves are
- * probed at run time (see supervisor/features.c), never assumed. */
+ * probed at run time (see supervisor/kernel/features.c), never assumed. */
 #ifndef MV_COMPAT_H
 #define MV_COMPAT_H
 

@@ -3,7 +3,7 @@
  * Pure: whatever the decision needs to know about the calling process
  * beyond the call's registers (what is mapped at an address, what an fd
  * is, how much is mapped) it asks through struct pol_env_ops. The
- * supervisor answers from /proc (supervisor/enforce.c); unit tests answer
+ * supervisor answers from /proc (supervisor/supervise/enforce.c); unit tests answer
  * from tables. Every op returns 0 or -errno; -ESRCH means the process is
  * gone, and then the answer no longer matters.
  *

@@ -35,7 +35,7 @@ struct proc {
 	unsigned execs;	     /* successful execs seen */
 
 	/* An execve/execveat was let through and its outcome is unknown until
-	 * the process is next looked at (see supervisor/lifecycle.c). */
+	 * the process is next looked at (see supervisor/supervise/lifecycle.c). */
 	bool exec_pending;
 	int exec_probe_fd; /* /proc/PID/mem opened at the execve: pins the old mm */
 	char *exec_path;   /* the path and argv the execve asked for, */

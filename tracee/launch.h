@@ -52,7 +52,7 @@ struct launch_spec {
 	unsigned char ignored[_NSIG]; /* 1: the signal was ignored when memvisor started */
 	unsigned long mdwe;	      /* PR_SET_MDWE flags, 0 for none */
 	bool no_new_privs;	      /* PR_SET_NO_NEW_PRIVS before the filter */
-	/* The policy's kernel-side pieces (supervisor/enforce.c), applied
+	/* The policy's kernel-side pieces (supervisor/supervise/enforce.c), applied
 	 * after NO_NEW_PRIVS and before the filter: */
 	bool set_rlimit_as; /* setrlimit(RLIMIT_AS, &rlimit_as) */
 	struct rlimit rlimit_as;

@@ -7,10 +7,10 @@
 #include "common/log.h"
 #include "common/syscalls.h"
 #include "common/util.h"
-#include "supervisor/ctl_server.h"
-#include "supervisor/enforce.h"
-#include "supervisor/events.h"
-#include "supervisor/mv.h"
+#include "supervisor/ctl/server.h"
+#include "supervisor/supervise/enforce.h"
+#include "supervisor/supervise/events.h"
+#include "supervisor/supervise/mv.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,0 +1,238 @@
+/* The checkpoint job: its stages (job.h) in order, the
+ * commit, the result. */
+#include "supervisor/checkpoint/job.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "common/crc32c.h"
+#include "supervisor/ctl/ctl.h"
+#include "supervisor/reload/evict.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/utsname.h>
+
+/* ---- committing ------------------------------------------------------- */
+
+static void fill_identity(struct ckpt *c)
+{
+	struct utsname u;
+	img_new_id(c->im.id);
+	snprintf(c->im.memvisor, sizeof(c->im.memvisor), "%s", MV_VERSION);
+	if (uname(&u) == 0) {
+		snprintf(c->im.kernel, sizeof(c->im.kernel), "%s %s", u.sysname, u.release);
+		snprintf(c->im.arch, sizeof(c->im.arch), "%s", u.machine);
+	}
+	c->im.pages_size = c->off;
+	c->im.pause_ns = c->pause_end - c->pause_start;
+	img_totals(&c->im, &c->im.recorded);
+}
+
+static int commit(struct ckpt *c)
+{
+	job_progress(c->j, "syncing", c->done, c->total);
+	uint64_t t0 = mv_now_ns();
+	fill_identity(c);
+	char err[IMG_ERR_LEN];
+	/* Never commit an image we would refuse to read. */
+	if (img_validate(&c->im, err, sizeof(err)) < 0)
+		return ckpt_fail(c, -EINVAL, CTL_E_INTERNAL, "the image is inconsistent: %s", err);
+	uint64_t t1 = mv_now_ns();
+	size_t len;
+	_cleanup_free_ char *text = img_manifest_write(&c->im, &len);
+	uint64_t t2 = mv_now_ns();
+	struct img_header h = {.version = IMG_VERSION,
+			       .pages_size = c->off,
+			       .data_bytes = c->im.recorded.data_bytes,
+			       .manifest_size = len,
+			       .manifest_crc = crc32c(text, len)};
+	memcpy(h.id, c->im.id, sizeof(h.id));
+	/* The pages' last fdatasync and the manifest's fsync run at once:
+	 * on one journal they often share a commit and a device flush. */
+	int rc = pagesw_seal(c->w, &h);
+	if (rc < 0)
+		return ckpt_fail(c, rc, CKPT_E_IO, "writing %s/%s: %s", c->req->dir.dir, IMG_PAGES,
+				 strerror(-rc));
+	uint64_t t3 = mv_now_ns();
+	rc = imgdir_write_file(&c->req->dir, IMG_MANIFEST, text, len);
+	if (rc < 0)
+		return ckpt_fail(c, rc, CKPT_E_IO, "writing %s/%s: %s", c->req->dir.dir,
+				 IMG_MANIFEST, strerror(-rc));
+	if ((rc = pagesw_sealed(c->w)) < 0)
+		return ckpt_fail(c, rc, CKPT_E_IO, "syncing %s/%s: %s", c->req->dir.dir, IMG_PAGES,
+				 strerror(-rc));
+	uint64_t t4 = mv_now_ns();
+	if ((rc = imgdir_commit(&c->req->dir, err, sizeof(err))) < 0)
+		return ckpt_fail(c, rc, CKPT_E_IO, "%s", err);
+	c->t_end = mv_now_ns();
+	log_debug("checkpoint: commit: validate %.1f ms, manifest %.1f ms, drain+header %.1f ms, "
+		  "manifest write and both syncs %.1f ms, rename+syncs %.1f ms",
+		  (double)(t1 - t0) / 1e6, (double)(t2 - t1) / 1e6, (double)(t3 - t2) / 1e6,
+		  (double)(t4 - t3) / 1e6, (double)(c->t_end - t4) / 1e6);
+	return 0;
+}
+
+/* ---- the job ---------------------------------------------------------- */
+
+/* An image without a single process is no checkpoint: the program ended
+ * before it could be stopped, or while it was held. */
+static int require_a_process(struct ckpt *c)
+{
+	for (size_t i = 0; i < c->im.n_p; i++)
+		if (!c->im.p[i].gone)
+			return 0;
+	return ckpt_fail(c, -ESRCH, CTL_E_NO_SUCH_PROCESS,
+			 "the program exited during the checkpoint: no process is left to save");
+}
+
+static json_t *evict_json(const struct evict_stats *st, json_t *skipped)
+{
+	return json_pack(
+	    "{s:I, s:I, s:I, s:I, s:s, s:o}", "regions", (json_int_t)st->regions, "bytes",
+	    (json_int_t)st->bytes, "kept_regions", (json_int_t)st->kept_regions, "shared_regions",
+	    (json_int_t)st->shared_regions, "shared", "resident (shared memory is not evicted)",
+	    "skipped", skipped ? json_incref(skipped) : json_array());
+}
+
+static json_t *result_json(struct ckpt *c)
+{
+	json_t *procs = json_array();
+	for (size_t i = 0; i < c->im.n_p; i++) {
+		struct img_proc *p = &c->im.p[i];
+		uint64_t bytes = 0;
+		for (size_t k = 0; k < p->n_r; k++)
+			for (size_t x = 0; x < p->r[k].ext.n; x++)
+				bytes += img_extent_len(&p->r[k].ext.v[x]);
+		json_array_append_new(
+		    procs, json_pack("{s:i, s:s, s:I, s:I, s:I, s:I}", "pid", p->pid, "state",
+				     p->gone ? "gone" : "dumped", "threads", (json_int_t)p->n_t,
+				     "regions", (json_int_t)p->n_r, "bytes", (json_int_t)bytes,
+				     "pause_ns", (json_int_t)p->pause_ns));
+	}
+	for (size_t i = 0; i < c->n; i++)
+		if (c->p[i].img < 0) /* gone before its layout was read */
+			json_array_append_new(
+			    procs, json_pack("{s:i, s:s}", "pid", c->p[i].pt.pid, "state", "gone"));
+	const struct img_totals *t = &c->im.recorded;
+	uint64_t busy = c->t_end - c->t_start;
+	/* With --evict the program resumes after the commit. */
+	uint64_t synced = c->t_end > c->t_resumed ? c->t_end - c->t_resumed : 0;
+	return json_pack(
+	    "{s:s, s:s, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
+	    "s:I, s:I, s:f, s:b, s:s, s:s}",
+	    "dir", c->req->dir.dir, "id", c->im.id, "processes", procs, "threads",
+	    (json_int_t)t->threads, "regions", (json_int_t)t->regions, "extents",
+	    (json_int_t)t->extents, "bytes", (json_int_t)t->data_bytes, "shared_bytes",
+	    (json_int_t)t->shared_bytes, "committed", (json_int_t)t->committed, "pages_size",
+	    (json_int_t)c->off, "pause_ns", (json_int_t)(c->pause_end - c->pause_start),
+	    "prepare_ns", (json_int_t)(c->pause_start - c->t_start), "stop_ns",
+	    (json_int_t)(c->t_stopped - c->pause_start), "layout_ns",
+	    (json_int_t)(c->t_planned - c->t_stopped), "copy_ns",
+	    (json_int_t)(c->t_copied - c->t_planned), "sync_ns", (json_int_t)synced, "elapsed_ns",
+	    (json_int_t)busy, "rate", busy ? (double)t->data_bytes / ((double)busy / 1e9) : 0.0,
+	    "direct", pagesw_direct(c->w), "checksum", crc32c_impl(), "layout_source",
+	    c->layout_how ? c->layout_how : "");
+}
+
+static void init_procs(struct ckpt *c)
+{
+	struct checkpoint_req *req = c->req;
+	for (size_t i = 0; i < req->n; i++) {
+		ckpt_add_proc(c, req->pids[i], req->pidfds[i], true);
+		req->pidfds[i] = -1; /* the cproc has it */
+	}
+}
+
+static void cleanup(struct ckpt *c)
+{
+	for (size_t i = 0; i < c->n; i++) {
+		if (c->p[i].memfd >= 0)
+			close(c->p[i].memfd);
+		ptrace_proc_free(&c->p[i].pt);
+	}
+	free(c->p);
+	for (size_t k = 0; k < c->im.n_o; k++) {
+		if (c->obj[k].fd >= 0)
+			close(c->obj[k].fd);
+		free(c->obj[k].pc);
+		free(c->obj[k].mapped);
+	}
+	free(c->obj);
+	img_free(&c->im);
+	json_decref(c->evict_skipped);
+}
+
+int checkpoint_run(struct job *j)
+{
+	struct ckpt c = {.j = j, .mv = j->mv, .req = j->ctx};
+	c.t_start = mv_now_ns();
+	img_init(&c.im);
+	c.im.created_ns = mv_wall_ns();
+	init_procs(&c);
+	/* The buffers are made before the program stops: making them
+	 * would otherwise add to the pause. */
+	int rc = pagesw_open(c.req->dir.tmpfd, c.req->buffer, &c.w);
+	if (rc < 0) {
+		ckpt_fail(&c, rc, CKPT_E_IO, "creating %s/%s: %s", c.req->dir.dir, IMG_PAGES,
+			  strerror(-rc));
+		goto out_remove;
+	}
+	rc = ckpt_stop_all(&c);
+	if (rc == 0)
+		rc = ckpt_plan_all(&c);
+	if (rc == 0)
+		rc = ckpt_copy_all(&c);
+	/* --evict keeps the program stopped until the image is durable and
+	 * its pages are dropped and registered. */
+	if (!c.req->evict)
+		ckpt_resume_all(&c);
+	pagesw_flush_now(c.w);
+	if (rc == 0)
+		rc = ckpt_settle(&c);
+	if (rc == 0)
+		rc = require_a_process(&c);
+	if (rc == 0)
+		rc = commit(&c);
+	struct evict_stats est = {0};
+	int erc = 0;
+	if (rc == 0 && c.req->evict)
+		erc = ckpt_evict_all(&c, &est);
+	if (c.req->evict)
+		ckpt_resume_all(&c);
+	if (rc < 0)
+		goto out_remove;
+	if (erc < 0)
+		goto out_failed;
+	j->result = result_json(&c);
+	if (c.req->evict)
+		json_object_set_new(j->result, "evicted", evict_json(&est, c.evict_skipped));
+	pagesw_close(c.w);
+	cleanup(&c);
+	return 0;
+
+out_remove:
+	if (c.w)
+		pagesw_close(c.w);
+	c.w = NULL;
+	imgdir_abort(&c.req->dir);
+out_failed:
+	if (c.w)
+		pagesw_close(c.w);
+	job_fail(j, c.code ? c.code : CTL_E_INTERNAL, "%s", c.code ? c.msg : strerror(-rc));
+	cleanup(&c);
+	return rc < 0 ? rc : -EIO;
+}
+
+void checkpoint_req_free(void *ctx)
+{
+	struct checkpoint_req *req = ctx;
+	if (!req)
+		return;
+	imgdir_abort(&req->dir);
+	imgdir_free(&req->dir);
+	for (size_t i = 0; i < req->n; i++)
+		if (req->pidfds[i] >= 0)
+			close(req->pidfds[i]);
+	free(req->pids);
+	free(req->pidfds);
+	free(req);
+}

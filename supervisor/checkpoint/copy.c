@@ -1,0 +1,278 @@
+/* A checkpoint's copy stage: committed pages read with process_vm_readv
+ * (or through a shared-memory file) into the writer's staging buffers,
+ * back to back in pages-file order (supervisor/checkpoint/job.h). */
+#include "supervisor/checkpoint/job.h"
+#include "common/fault.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "supervisor/kernel/backing.h"
+#include "supervisor/ctl/ctl.h"
+#include "supervisor/kernel/vm.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/uio.h>
+
+/* ---- copying ------------------------------------------------------------ */
+
+struct reader {
+	struct ckpt *c;
+	struct pagesw_buf *buf;
+	/* The pending process_vm_readv: ranges of one process, landing back
+	 * to back in buf from byte at. */
+	size_t proc;
+	struct iovec iov[BATCH_IOV];
+	struct img_extent *ext[BATCH_IOV];
+	size_t n, bytes, at;
+};
+
+static int writer_failed(struct ckpt *c)
+{
+	int e = pagesw_error(c->w);
+	return ckpt_fail(c, e, CKPT_E_IO, "writing %s/%s: %s", c->req->dir.dir, IMG_PAGES,
+			 strerror(-e));
+}
+
+/* Read one extent through /proc/TID/mem: pages process_vm_readv refuses
+ * (PROT_NONE, write-only) can be read that way. */
+static int read_forced(struct ckpt *c, struct cproc *p, uint64_t addr, void *dst, size_t len)
+{
+	if (p->memfd < 0) {
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/%d/mem", p->tid);
+		p->memfd = open(path, O_RDONLY | O_CLOEXEC);
+		if (p->memfd < 0)
+			return -errno;
+	}
+	return vm_pread_mem(p->memfd, addr, dst, len);
+}
+
+static int read_batch(struct reader *r, struct cproc *p, char *dst)
+{
+	size_t i0 = 0;
+	while (i0 < r->n) {
+		size_t done;
+		int rc = fault_hit("ckpt_read")
+			     ? (done = 0, -EIO)
+			     : vm_readv(p->tid, &r->iov[i0], r->n - i0, dst, &done);
+		if (rc == 0)
+			return 0;
+		size_t k = i0, acc = 0;
+		while (k < r->n && acc + r->iov[k].iov_len <= done)
+			acc += r->iov[k++].iov_len;
+		if (rc == -EFAULT && k < r->n)
+			rc = read_forced(r->c, p, (uint64_t)(uintptr_t)r->iov[k].iov_base,
+					 dst + acc, r->iov[k].iov_len);
+		if (rc < 0) {
+			if (rc == -ESRCH || ckpt_proc_dead(p))
+				return -ESRCH;
+			return ckpt_fail(r->c, rc, CTL_E_INTERNAL,
+					 "reading %zu bytes of process %d at %#llx: %s",
+					 r->iov[k].iov_len, p->pt.pid,
+					 (unsigned long long)(uintptr_t)r->iov[k].iov_base,
+					 strerror(-rc));
+		}
+		dst += acc + r->iov[k].iov_len;
+		i0 = k + 1;
+	}
+	return 0;
+}
+
+static void add_sum(struct pagesw_buf *b, uint32_t *crc, size_t off, size_t len)
+{
+	b->sums[b->n_sums++] = (struct pagesw_sum){crc, (uint32_t)off, (uint32_t)len};
+}
+
+static int flush_batch(struct reader *r)
+{
+	if (!r->n)
+		return 0;
+	struct ckpt *c = r->c;
+	struct cproc *p = &c->p[r->proc];
+	char *dst = (char *)r->buf->data + r->at;
+	uint64_t t0 = mv_now_ns();
+	int rc = p->died ? -ESRCH : read_batch(r, p, dst);
+	c->ns_read += mv_now_ns() - t0;
+	if (rc == -ESRCH) {
+		/* Killed while stopped (only SIGKILL ends a stopped
+		 * process): its remaining extents become zeros that nothing
+		 * refers to. */
+		p->died = true;
+		memset(dst, 0, r->bytes);
+	} else if (rc < 0) {
+		return rc;
+	}
+	/* The writer threads checksum them, off the pause. */
+	size_t at = r->at;
+	for (size_t k = 0; k < r->n; k++) {
+		add_sum(r->buf, &r->ext[k]->crc, at, r->iov[k].iov_len);
+		at += r->iov[k].iov_len;
+	}
+	c->done += r->bytes;
+	r->n = r->bytes = 0;
+	return 0;
+}
+
+static int submit(struct reader *r)
+{
+	int rc = flush_batch(r);
+	if (rc < 0)
+		return rc;
+	if (r->buf) {
+		pagesw_submit(r->c->w, r->buf);
+		r->buf = NULL;
+		job_progress(r->c->j, "copying", r->c->done, r->c->total);
+	}
+	return 0;
+}
+
+/* Make room for extent e at the end of the current buffer (a new buffer
+ * starts at e). */
+static int place(struct reader *r, const struct img_extent *e)
+{
+	uint64_t len = img_extent_len(e);
+	int rc;
+	if (r->buf && r->buf->len + len > r->buf->cap && (rc = submit(r)) < 0)
+		return rc;
+	if (!r->buf) {
+		uint64_t t0 = mv_now_ns();
+		r->buf = pagesw_get(r->c->w);
+		r->c->ns_wait += mv_now_ns() - t0;
+		if (!r->buf)
+			return writer_failed(r->c);
+		r->buf->off = e->off;
+	}
+	if (r->buf->off + r->buf->len != e->off || len > r->buf->cap)
+		return ckpt_fail(r->c, -EINVAL, CTL_E_INTERNAL,
+				 "extent at pages offset %#llx out of order",
+				 (unsigned long long)e->off);
+	return 0;
+}
+
+static int copy_vm(struct reader *r, size_t proc, uint64_t addr, struct img_extent *e)
+{
+	size_t len = img_extent_len(e);
+	int rc = place(r, e);
+	if (rc < 0)
+		return rc;
+	if (r->n && (r->proc != proc || r->n == BATCH_IOV || r->bytes + len > BATCH_BYTES) &&
+	    (rc = flush_batch(r)) < 0)
+		return rc;
+	if (!r->n) {
+		r->proc = proc;
+		r->at = r->buf->len;
+	}
+	r->iov[r->n] = (struct iovec){.iov_base = (void *)(uintptr_t)addr, .iov_len = len};
+	r->ext[r->n++] = e;
+	r->bytes += len;
+	r->buf->len += len;
+	return 0;
+}
+
+static int copy_fd(struct reader *r, int fd, const char *what, struct img_extent *e)
+{
+	size_t len = img_extent_len(e);
+	int rc = flush_batch(r);
+	if (rc < 0 || (rc = place(r, e)) < 0)
+		return rc;
+	char *dst = (char *)r->buf->data + r->buf->len;
+	rc = backing_read(fd, e->addr, dst, len);
+	if (rc < 0)
+		return ckpt_fail(r->c, rc, CTL_E_INTERNAL, "reading %s at %#llx: %s", what,
+				 (unsigned long long)e->addr, strerror(-rc));
+	add_sum(r->buf, &e->crc, r->buf->len, len);
+	r->buf->len += len;
+	r->c->done += len;
+	return 0;
+}
+
+static int copy_object(struct reader *r, size_t k)
+{
+	struct cobj *o = &r->c->obj[k];
+	struct img_object *io = &r->c->im.o[k];
+	size_t q = 0;
+	for (size_t x = 0; x < io->ext.n; x++) {
+		struct img_extent *e = &io->ext.v[x];
+		int rc;
+		if (o->fd >= 0) {
+			rc = copy_fd(r, o->fd, io->path ? io->path : "a shared memory object", e);
+		} else {
+			while (q < o->n_pc && o->pc[q].end <= e->addr)
+				q++;
+			const struct piece *pc = &o->pc[q];
+			rc = copy_vm(r, pc->proc, pc->addr + (e->addr - pc->start), e);
+		}
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* Extents of an object read through a process that was killed hold
+ * zeros, not the object's bytes: drop them. */
+static void drop_dead_pieces(struct ckpt *c, size_t k)
+{
+	struct cobj *o = &c->obj[k];
+	struct img_extents *x = &c->im.o[k].ext;
+	size_t q = 0, kept = 0;
+	if (o->fd >= 0)
+		return;
+	for (size_t i = 0; i < x->n; i++) {
+		while (q < o->n_pc && o->pc[q].end <= x->v[i].addr)
+			q++;
+		if (q < o->n_pc && !c->p[o->pc[q].proc].died)
+			x->v[kept++] = x->v[i];
+	}
+	x->n = kept;
+}
+
+int ckpt_copy_all(struct ckpt *c)
+{
+	struct reader *r = xcalloc(1, sizeof(*r));
+	r->c = c;
+	job_progress(c->j, "copying", 0, c->total);
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < c->n; i++) {
+		if (c->p[i].img < 0)
+			continue;
+		struct img_proc *ip = ckpt_iproc(c, i);
+		for (size_t k = 0; rc == 0 && k < ip->n_r; k++)
+			for (size_t x = 0; rc == 0 && x < ip->r[k].ext.n; x++)
+				rc = copy_vm(r, i, ip->r[k].ext.v[x].addr, &ip->r[k].ext.v[x]);
+	}
+	for (size_t k = 0; rc == 0 && k < c->im.n_o; k++)
+		rc = copy_object(r, k);
+	if (rc == 0)
+		rc = submit(r);
+	if (r->buf)
+		pagesw_submit(c->w, (r->buf->len = 0, r->buf));
+	free(r);
+	c->t_copied = mv_now_ns();
+	log_debug("checkpoint: copy %.1f ms: read %.1f, waiting for buffers %.1f",
+		  (double)(c->t_copied - c->t_planned) / 1e6, (double)c->ns_read / 1e6,
+		  (double)c->ns_wait / 1e6);
+	return rc;
+}
+
+/* After the writers are done with the extents (their checksums land in
+ * them): drop what was read from processes killed meanwhile. */
+int ckpt_settle(struct ckpt *c)
+{
+	uint64_t t0 = mv_now_ns();
+	int rc = pagesw_drain(c->w);
+	log_debug("checkpoint: drain %.1f ms after resume", (double)(mv_now_ns() - t0) / 1e6);
+	if (rc < 0)
+		return ckpt_fail(c, rc, CKPT_E_IO, "writing %s/%s: %s", c->req->dir.dir, IMG_PAGES,
+				 strerror(-rc));
+	for (size_t k = 0; k < c->im.n_o; k++)
+		drop_dead_pieces(c, k);
+	for (size_t i = 0; i < c->n; i++) {
+		if (!c->p[i].died || c->p[i].img < 0)
+			continue;
+		img_proc_forget(ckpt_iproc(c, i));
+		if (ckpt_proc_lost(c, &c->p[i]) < 0)
+			return -ESRCH;
+	}
+	return 0;
+}

@@ -1,0 +1,102 @@
+/* `checkpoint --evict`: the step between a durable image and the resume,
+ * every thread still stopped (supervisor/checkpoint/job.h, supervisor/reload/evict.h). */
+#include "supervisor/checkpoint/job.h"
+#include "common/log.h"
+#include "supervisor/reload/evict.h"
+
+#include <linux/kcmp.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* A thread of p that waits in vfork (ptrace_classify_laggard). */
+static bool in_vfork(const struct cproc *p)
+{
+	for (size_t k = 0; k < p->pt.n; k++)
+		if (p->pt.t[k].state == PT_BLOCKED)
+			return true;
+	return false;
+}
+
+static bool same_mm(pid_t a, pid_t b)
+{
+	return a != b && syscall(SYS_kcmp, a, b, KCMP_VM, 0, 0) == 0;
+}
+
+/* Why process i is not to be evicted, in why, or false. A vfork parent
+ * sleeps in vfork until its child execs or exits, and the child runs on
+ * the parent's memory until then: the parent has no thread that can run
+ * an injected call, and an evict through the child would hand the
+ * parent's memory to a userfaultfd made in a process that is about to
+ * exec. Both keep their memory; the next evict, once the child has
+ * exec'd, takes it. */
+static bool vfork_skip(struct ckpt *c, size_t i, char *why, size_t len)
+{
+	struct cproc *p = &c->p[i];
+	for (size_t q = 0; q < c->n; q++) {
+		struct cproc *o = &c->p[q];
+		if (q == i || o->pt.gone || !same_mm(p->pt.pid, o->pt.pid))
+			continue;
+		if (in_vfork(p)) {
+			snprintf(why, len,
+				 "waits in vfork for its child %d to exec or exit, and they share "
+				 "this memory until then: left resident (evict again once the "
+				 "child has exec'd)",
+				 o->pt.pid);
+			return true;
+		}
+		if (in_vfork(o)) {
+			snprintf(
+			    why, len,
+			    "is a vfork child that has not exec'd yet: it runs on the memory of "
+			    "its parent %d, which waits for it: left resident (evict again "
+			    "once it has exec'd)",
+			    o->pt.pid);
+			return true;
+		}
+	}
+	if (in_vfork(p) && !ptrace_stopped_count(&p->pt)) {
+		snprintf(why, len,
+			 "waits in vfork for a child that has not exec'd yet: no thread of it can "
+			 "run a system call; left resident (evict again once the child has "
+			 "exec'd)");
+		return true;
+	}
+	return false;
+}
+
+static void skip(struct ckpt *c, size_t i, const char *why)
+{
+	if (!c->evict_skipped)
+		c->evict_skipped = json_array();
+	json_array_append_new(c->evict_skipped,
+			      json_pack("{s:i, s:s}", "pid", c->p[i].pt.pid, "reason", why));
+	log_info("evict: process %d %s", c->p[i].pt.pid, why);
+}
+
+int ckpt_evict_all(struct ckpt *c, struct evict_stats *st)
+{
+	job_progress(c->j, "evicting", c->done, c->total);
+	for (size_t i = 0; i < c->n; i++) {
+		struct cproc *p = &c->p[i];
+		if (p->pt.gone || p->img < 0 || p->died || ckpt_proc_dead(p))
+			continue;
+		char err[512];
+		if (vfork_skip(c, i, err, sizeof(err))) {
+			skip(c, i, err);
+			continue;
+		}
+		int rc = evict_proc_stopped(&p->pt, ckpt_iproc(c, i), c->req->dir.dir, c->im.id, st,
+					    err, sizeof(err));
+		if (rc < 0)
+			return ckpt_fail(c, rc, CKPT_E_EVICT,
+					 "%s; the image at %s is complete and the program keeps "
+					 "its memory",
+					 err, c->req->dir.dir);
+	}
+	log_info("evict: %llu regions, %llu bytes dropped (%llu left resident, %llu shared)",
+		 (unsigned long long)st->regions, (unsigned long long)st->bytes,
+		 (unsigned long long)st->kept_regions, (unsigned long long)st->shared_regions);
+	return 0;
+}

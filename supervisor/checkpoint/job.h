@@ -1,0 +1,121 @@
+/* The checkpoint job's own state and stages, shared by its files:
+ *   checkpoint.c  the job: run, commit, result
+ *   stop.c        stopping and resuming every thread (ptrace)
+ *   plan.c        registers, layout, committed pages, objects
+ *   copy.c        reading the pages into the writer's buffers
+ * Everything here runs on the job's thread (the ptrace tracer).
+ * Failure points (MEMVISOR_FAULT): ckpt_seize (EPERM from PTRACE_SEIZE),
+ * ckpt_read (EIO from process_vm_readv), and those of image/pagesw.h and
+ * image/dir.h. Stages
+ * return 0 or -errno, recording the first failure with ckpt_fail. */
+#ifndef MV_CHECKPOINT_JOB_H
+#define MV_CHECKPOINT_JOB_H
+
+#include "state/image.h"
+#include "supervisor/checkpoint/checkpoint.h"
+#include "supervisor/image/pagesw.h"
+#include "supervisor/kernel/ptrace.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* A thread that has not stopped after this long may be a vfork parent. */
+#define VFORK_CHECK_NS (50 * 1000000ull)
+/* A thread that has not stopped this long after its last interrupt is
+ * interrupted again (ptrace_reinterrupt). */
+#define REINTERRUPT_NS (100 * 1000000ull)
+/* One process_vm_readv: at most this much (so the data is still in the
+ * cache when it is checksummed) and IOV_MAX ranges. */
+#define BATCH_BYTES (512u << 10)
+#define BATCH_IOV   1024
+
+/* Where the bytes of an object's pages come from when its file cannot be
+ * opened: a mapping of it in one of the processes. */
+struct piece {
+	uint64_t start, end; /* in the object */
+	size_t proc;
+	uint64_t addr; /* of start, in that process */
+};
+
+struct cobj {
+	int fd; /* the object's file, or -1 */
+	struct piece *pc;
+	size_t n_pc, cap_pc;
+	struct as_range *mapped; /* object ranges whose pages are planned */
+	size_t n_m, cap_m;
+};
+
+struct cproc {
+	struct ptrace_proc pt;
+	bool requested;
+	pid_t tid; /* memory and /proc are read through this thread */
+	int memfd; /* /proc/TID/mem, opened on first need */
+	long img;  /* index into im.p, or -1 */
+	bool died; /* killed while we held it */
+};
+
+struct ckpt {
+	struct job *j;
+	struct mv *mv;
+	struct checkpoint_req *req;
+	struct cproc *p;
+	size_t n, cap;
+	struct img im;
+	struct cobj *obj;
+	size_t cap_obj;
+	uint64_t off; /* the next free byte of the pages file */
+	uint64_t total, done;
+	struct pagesw *w;
+	const char *layout_how;
+	uint64_t t_start, t_stopped, t_planned, t_copied, t_resumed, t_end;
+	uint64_t pause_start, pause_end;
+	uint64_t ns_read, ns_wait; /* where the copy's time went */
+	json_t *evict_skipped;	   /* [{pid, reason}]: processes --evict left resident */
+	const char *code;
+	char msg[512];
+};
+
+/* Record the first failure (code and message for the job), return rc. */
+int ckpt_fail(struct ckpt *c, int rc, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Add a process to hold (pidfd taken over). */
+struct cproc *ckpt_add_proc(struct ckpt *c, pid_t pid, int pidfd, bool requested);
+
+/* Has the process gone (killed while stopped)? */
+bool ckpt_proc_dead(const struct cproc *p);
+
+/* p is gone: recorded, or the job fails when p was asked for (-ESRCH). */
+int ckpt_proc_lost(struct ckpt *c, struct cproc *p);
+
+/* The image record of process i (after ckpt_plan_all made it). */
+struct img_proc *ckpt_iproc(struct ckpt *c, size_t i);
+
+/* Seize, interrupt and wait for every thread (and, for all processes,
+ * every process that appears meanwhile). */
+int ckpt_stop_all(struct ckpt *c);
+
+/* Detach every thread we hold; measure the pauses. Every path. */
+void ckpt_resume_all(struct ckpt *c);
+
+/* Registers, regions, committed pages and objects, with their offsets in
+ * the pages file. */
+int ckpt_plan_all(struct ckpt *c);
+
+/* Read every extent into the writer's buffers. */
+int ckpt_copy_all(struct ckpt *c);
+
+struct evict_stats;
+
+/* --evict, after the commit and before the resume: evict every process
+ * (supervisor/checkpoint/evict_stage.c). A failure leaves the processes as they were
+ * except those evicted already, which are served on demand. */
+int ckpt_evict_all(struct ckpt *c, struct evict_stats *st);
+
+/* After the resume: wait for the writers (the checksums land), drop what
+ * was read from processes killed meanwhile. */
+int ckpt_settle(struct ckpt *c);
+
+#endif

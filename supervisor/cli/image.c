@@ -1,0 +1,246 @@
+/* memvisor image: look at a checkpoint image without a supervisor.
+ *
+ *   memvisor image info [--json] DIR     a summary
+ *   memvisor image verify [--json] DIR   every checksum and the manifest
+ *
+ * Exit status: 0 good, 1 a bad image (the message names the first bad
+ * part), 2 usage. */
+#include "supervisor/cli/image.h"
+#include "common/util.h"
+#include "supervisor/cli/options.h"
+#include "supervisor/image/read.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { EXIT_GOOD = 0, EXIT_BAD = 1, EXIT_USAGE = 2 };
+
+struct image_opts {
+	bool json;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "Usage: memvisor image info [--json] DIR\n"
+		   "       memvisor image verify [--json] DIR\n"
+		   "Summarise a checkpoint image, or check every checksum in it.\n"
+		   "Exit status: 0 good, 1 bad image, 2 usage.\n");
+}
+
+static const char *human(uint64_t b, char *buf, size_t len)
+{
+	return mv_human_size(b, buf, len);
+}
+
+static void print_cmdline(const struct img_proc *p, int width)
+{
+	int used = 0;
+	for (size_t at = 0; at < p->cmdline_len && used < width;) {
+		size_t n = strnlen(p->cmdline + at, p->cmdline_len - at);
+		used += printf("%s%.*s", at ? " " : "", (int)n, p->cmdline + at);
+		at += n + 1;
+	}
+	if (!p->cmdline_len)
+		printf("%s", p->exe ? p->exe : "?");
+}
+
+static uint64_t proc_bytes(const struct img_proc *p)
+{
+	uint64_t b = 0;
+	for (size_t k = 0; k < p->n_r; k++)
+		for (size_t x = 0; x < p->r[k].ext.n; x++)
+			b += img_extent_len(&p->r[k].ext.v[x]);
+	return b;
+}
+
+static uint64_t proc_committed(const struct img_proc *p)
+{
+	uint64_t b = 0;
+	for (size_t k = 0; k < p->n_r; k++)
+		b += p->r[k].committed;
+	return b;
+}
+
+static void info_text(const char *dir, const struct imgread *r)
+{
+	const struct img *im = &r->im;
+	const struct img_totals *t = &im->recorded;
+	char a[32], b[32], c[32];
+	char when[64] = "?";
+	time_t secs = (time_t)(im->created_ns / 1000000000ull);
+	struct tm tm;
+	if (localtime_r(&secs, &tm))
+		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+	printf("image:     %s\n", dir);
+	printf("format:    %s %d, id %s\n", IMG_FORMAT, IMG_VERSION, im->id);
+	printf("created:   %s by memvisor %s on %s (%s)\n", when, im->memvisor, im->kernel,
+	       im->arch);
+	printf("pause:     %.1f ms\n", (double)im->pause_ns / 1e6);
+	printf("size:      %s of pages (%s of data), %s of manifest\n",
+	       human(im->pages_size, a, sizeof(a)), human(t->data_bytes, b, sizeof(b)),
+	       human(r->manifest_size, c, sizeof(c)));
+	printf("contents:  %zu processes (%zu gone), %zu threads, %zu regions, %zu extents, %zu "
+	       "shared objects\n",
+	       t->processes, t->gone, t->threads, t->regions, t->extents, t->objects);
+	printf("by kind:  ");
+	for (int k = 0; k < AS_KIND_COUNT; k++)
+		if (t->by_kind[k])
+			printf(" %s %s", as_kind_name((enum as_kind)k),
+			       human(t->by_kind[k], a, sizeof(a)));
+	printf("\n\n%7s %7s %4s %7s %10s %10s %9s  %s\n", "PID", "PPID", "THR", "REGIONS", "IMAGE",
+	       "COMMITTED", "PAUSE", "COMMAND");
+	for (size_t i = 0; i < im->n_p; i++) {
+		const struct img_proc *p = &im->p[i];
+		if (p->gone) {
+			printf("%7d %7s %4s %7s %10s %10s %9s  (gone)\n", p->pid, "-", "-", "-",
+			       "-", "-", "-");
+			continue;
+		}
+		printf("%7d %7d %4zu %7zu %10s %10s %7.1fms  ", p->pid, p->ppid, p->n_t, p->n_r,
+		       human(proc_bytes(p), a, sizeof(a)), human(proc_committed(p), b, sizeof(b)),
+		       (double)p->pause_ns / 1e6);
+		print_cmdline(p, 50);
+		printf("\n");
+	}
+	if (!im->n_o)
+		return;
+	printf("\n%3s %10s %10s %-9s %-6s %s\n", "OBJ", "IMAGE", "SIZE", "SOURCE", "COVER", "PATH");
+	for (size_t k = 0; k < im->n_o; k++) {
+		const struct img_object *o = &im->o[k];
+		uint64_t bytes = 0;
+		for (size_t x = 0; x < o->ext.n; x++)
+			bytes += img_extent_len(&o->ext.v[x]);
+		printf("%3zu %10s %10s %-9s %-6s %s\n", k, human(bytes, a, sizeof(a)),
+		       human(o->size, b, sizeof(b)), o->source, img_coverage_name(o->coverage),
+		       o->path ? o->path : "");
+	}
+}
+
+static json_t *info_json(const char *dir, const struct imgread *r)
+{
+	const struct img *im = &r->im;
+	const struct img_totals *t = &im->recorded;
+	json_t *kinds = json_object(), *procs = json_array();
+	for (int k = 0; k < AS_KIND_COUNT; k++)
+		if (t->by_kind[k])
+			json_object_set_new(kinds, as_kind_name((enum as_kind)k),
+					    json_integer((json_int_t)t->by_kind[k]));
+	for (size_t i = 0; i < im->n_p; i++) {
+		const struct img_proc *p = &im->p[i];
+		json_array_append_new(
+		    procs,
+		    json_pack("{s:i, s:i, s:s, s:I, s:I, s:I, s:I, s:I}", "pid", p->pid, "ppid",
+			      p->ppid, "state", p->gone ? "gone" : "dumped", "threads",
+			      (json_int_t)p->n_t, "regions", (json_int_t)p->n_r, "bytes",
+			      (json_int_t)proc_bytes(p), "committed", (json_int_t)proc_committed(p),
+			      "pause_ns", (json_int_t)p->pause_ns));
+	}
+	return json_pack(
+	    "{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}",
+	    "dir", dir, "id", im->id, "memvisor", im->memvisor, "created_ns",
+	    (json_int_t)im->created_ns, "pause_ns", (json_int_t)im->pause_ns, "pages_size",
+	    (json_int_t)im->pages_size, "manifest_size", (json_int_t)r->manifest_size, "processes",
+	    (json_int_t)t->processes, "threads", (json_int_t)t->threads, "regions",
+	    (json_int_t)t->regions, "extents", (json_int_t)t->extents, "objects",
+	    (json_int_t)t->objects, "data_bytes", (json_int_t)t->data_bytes, "committed",
+	    (json_int_t)t->committed, "by_kind", kinds, "process_list", procs);
+}
+
+static void print_json(json_t *o)
+{
+	char *s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+	printf("%s\n", s);
+	free(s);
+	json_decref(o);
+}
+
+static int cmd_info(const char *dir, const struct image_opts *o)
+{
+	struct imgread r;
+	char err[IMG_ERR_LEN];
+	int rc = imgread_open(dir, &r, err, sizeof(err));
+	if (rc < 0) {
+		fprintf(stderr, "memvisor image: %s: %s\n", dir, err);
+		imgread_close(&r);
+		return EXIT_BAD;
+	}
+	if (o->json)
+		print_json(info_json(dir, &r));
+	else
+		info_text(dir, &r);
+	imgread_close(&r);
+	return EXIT_GOOD;
+}
+
+static void on_progress(uint64_t done, uint64_t total, void *arg)
+{
+	if (!isatty(STDERR_FILENO))
+		return;
+	fprintf(stderr, "\rverifying: %3.0f%%",
+		total ? 100.0 * (double)done / (double)total : 100.0);
+	if (done == total)
+		fprintf(stderr, "\r              \r");
+}
+
+static int cmd_verify(const char *dir, const struct image_opts *o)
+{
+	struct imgread r;
+	char err[IMG_ERR_LEN];
+	uint64_t t0 = mv_now_ns();
+	int rc = imgread_open(dir, &r, err, sizeof(err));
+	if (rc == 0)
+		rc = imgread_verify(&r, on_progress, NULL, err, sizeof(err));
+	double secs = (double)(mv_now_ns() - t0) / 1e9;
+	if (o->json) {
+		print_json(rc == 0
+			       ? json_pack("{s:s, s:b, s:I, s:I, s:f}", "dir", dir, "ok", 1,
+					   "extents", (json_int_t)r.im.recorded.extents, "bytes",
+					   (json_int_t)r.im.recorded.data_bytes, "seconds", secs)
+			       : json_pack("{s:s, s:b, s:s}", "dir", dir, "ok", 0, "error", err));
+	} else if (rc == 0) {
+		char a[32];
+		printf("%s: ok: %zu extents, %s checked in %.2f s\n", dir, r.im.recorded.extents,
+		       human(r.im.recorded.data_bytes, a, sizeof(a)), secs);
+	}
+	if (rc < 0)
+		fprintf(stderr, "memvisor image: %s: %s\n", dir, err);
+	imgread_close(&r);
+	return rc < 0 ? EXIT_BAD : EXIT_GOOD;
+}
+
+int image_main(int argc, char **argv)
+{
+	struct image_opts o = {0};
+	const char *sub = NULL, *dir = NULL;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--json") == 0) {
+			o.json = true;
+		} else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+			usage(stdout);
+			return EXIT_GOOD;
+		} else if (argv[i][0] == '-' && argv[i][1]) {
+			fprintf(stderr, "memvisor image: unknown option '%s'\n", argv[i]);
+			return EXIT_USAGE;
+		} else if (!sub) {
+			sub = argv[i];
+		} else if (!dir) {
+			dir = argv[i];
+		} else {
+			fprintf(stderr, "memvisor image: unexpected argument '%s'\n", argv[i]);
+			return EXIT_USAGE;
+		}
+	}
+	if (!sub || !dir) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	if (strcmp(sub, "info") == 0)
+		return cmd_info(dir, &o);
+	if (strcmp(sub, "verify") == 0)
+		return cmd_verify(dir, &o);
+	fprintf(stderr, "memvisor image: unknown command '%s' (info or verify)\n", sub);
+	return EXIT_USAGE;
+}

@@ -1,0 +1,696 @@
+/* memvisor run: start the command under the filter and supervise it until
+ * it and every descendant are gone. */
+#include "supervisor/cli/run.h"
+#include "common/compat.h"
+#include "common/log.h"
+#include "common/syscalls.h"
+#include "common/util.h"
+#include "policy/filter.h"
+#include "supervisor/cli/options.h"
+#include "supervisor/ctl/server.h"
+#include "supervisor/supervise/enforce.h"
+#include "supervisor/supervise/events.h"
+#include "supervisor/reload/evict.h"
+#include "supervisor/supervise/jobs.h"
+#include "supervisor/supervise/lifecycle.h"
+#include "supervisor/supervise/notify.h"
+#include "supervisor/kernel/procfs.h"
+#include "supervisor/supervise/reaper.h"
+#include "supervisor/cli/runas.h"
+#include "supervisor/cli/statsjson.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+extern char **environ;
+
+/* Signals memvisor passes on to the command (when a process sent them;
+ * the terminal already delivers its own to the command's process group). */
+static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH};
+
+enum { OPT_KILL_GRACE = 256, OPT_NOTIFY_ALL };
+
+static const struct cli_opt run_opts[] = {
+    {"socket", required_argument, 's', "PATH",
+     "control socket (default $XDG_RUNTIME_DIR/memvisor/PID.sock)"},
+    {"policy", required_argument, 'p', "FILE", "policy file (docs/policy.md)"},
+    {"log", required_argument, 'l', "FILE", "log to FILE instead of stderr"},
+    {"log-level", required_argument, 'L', "LEVEL", "error, warn (default), info or debug"},
+    {"stats-json", required_argument, 'j', "FILE", "write per-process counters to FILE at exit"},
+    {"kill-descendants", no_argument, 'k', NULL, "when the command exits, end what it left behind"},
+    {"kill-grace", required_argument, OPT_KILL_GRACE, "SECONDS",
+     "SIGTERM to SIGKILL delay for --kill-descendants (default 2)"},
+    {"user", required_argument, 'u', "USER[:GROUP]",
+     "run the command as USER (memvisor keeps its uid; needs root)"},
+    {"notify-all", no_argument, OPT_NOTIFY_ALL, NULL,
+     "notify every memory call (complete statistics; no kernel fast path)"},
+    {"help", no_argument, 'h', NULL, "show this help"},
+};
+
+void run_usage(FILE *f)
+{
+	fprintf(f, "Usage: memvisor run [OPTION]... [--] COMMAND [ARG]...\n"
+		   "Run COMMAND with its memory system calls supervised.\n\n");
+	cli_print_opts(f, run_opts, ARRAY_SIZE(run_opts));
+	fprintf(f, "\nExit status: the command's; 128+N if it was killed by signal N;\n"
+		   "125 if memvisor fails; 126 if COMMAND cannot run; 127 if it is not found.\n");
+}
+
+static int parse_run_opts(int argc, char **argv, struct mv_opts *o)
+{
+	struct option longopts[ARRAY_SIZE(run_opts) + 1];
+	char shortopts[3 * ARRAY_SIZE(run_opts) + 3];
+	cli_getopt_tables(run_opts, ARRAY_SIZE(run_opts), longopts, shortopts);
+	o->log_level = MV_LOG_WARN;
+	o->kill_grace_ms = 2000;
+	optind = 1;
+	opterr = 0;
+	int c;
+	while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			o->socket_path = optarg;
+			break;
+		case 'p':
+			o->policy_path = optarg;
+			break;
+		case 'l':
+			o->log_path = optarg;
+			break;
+		case 'L':
+			if (log_parse_level(optarg, &o->log_level) < 0) {
+				fprintf(stderr,
+					"memvisor: --log-level: '%s' is not one of error, warn, "
+					"info, debug\n",
+					optarg);
+				return -EINVAL;
+			}
+			break;
+		case 'j':
+			o->stats_json = optarg;
+			break;
+		case 'k':
+			o->kill_descendants = true;
+			break;
+		case OPT_KILL_GRACE:
+			if (cli_parse_seconds_ms(optarg, &o->kill_grace_ms) < 0) {
+				fprintf(stderr,
+					"memvisor: --kill-grace: '%s' is not a number of seconds\n",
+					optarg);
+				return -EINVAL;
+			}
+			break;
+		case OPT_NOTIFY_ALL:
+			o->notify_all = true;
+			break;
+		case 'u':
+			o->user = optarg;
+			break;
+		case 'h':
+			run_usage(stdout);
+			exit(0);
+		case ':':
+			fprintf(stderr, "memvisor: option '%s' needs an argument\n",
+				argv[optind - 1]);
+			return -EINVAL;
+		default:
+			fprintf(stderr, "memvisor: unknown option '%s' (see memvisor run --help)\n",
+				argv[optind - 1]);
+			return -EINVAL;
+		}
+	}
+	if (optind >= argc) {
+		fprintf(stderr, "memvisor: run: no command given (see memvisor run --help)\n");
+		return -EINVAL;
+	}
+	o->argc = argc - optind;
+	o->argv = argv + optind;
+	return 0;
+}
+
+int mv_exit_code(int status)
+{
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return 125;
+}
+
+/* ---- start-up ------------------------------------------------------- */
+
+/* Record the dispositions and mask memvisor inherited, for the launcher to
+ * restore, then block what the supervisor reads from its signalfd. */
+static int prepare_signals(struct launch_spec *spec, sigset_t *blocked)
+{
+	if (sigprocmask(SIG_SETMASK, NULL, &spec->mask) < 0)
+		return -errno;
+	for (int sig = 1; sig < _NSIG; sig++) {
+		struct sigaction sa;
+		if (sigaction(sig, NULL, &sa) == 0 && sa.sa_handler == SIG_IGN)
+			spec->ignored[sig] = 1;
+	}
+	sigemptyset(blocked);
+	for (size_t i = 0; i < ARRAY_SIZE(forwarded); i++)
+		sigaddset(blocked, forwarded[i]);
+	sigaddset(blocked, SIGCHLD);
+	if (sigprocmask(SIG_BLOCK, blocked, NULL) < 0)
+		return -errno;
+	/* Control clients may vanish mid-write. */
+	signal(SIGPIPE, SIG_IGN);
+	return 0;
+}
+
+/* Evicted pages the image cannot give back, on the event stream. */
+static struct mv *notify_mv;
+static void evict_notify(const char *type, json_t *obj)
+{
+	events_emit(notify_mv, type, obj);
+}
+
+static int fork_reaper(struct mv *mv, struct launch_spec *spec, int child_sock)
+{
+	int to_reaper[2], from_reaper[2];
+	/* Datagrams with SCM_RIGHTS: the reaper also holds the userfaultfds
+	 * of evicted memory (reaper_hold_fd). */
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, to_reaper) < 0)
+		return -errno;
+	if (pipe2(from_reaper, O_CLOEXEC) < 0) {
+		close(to_reaper[0]);
+		close(to_reaper[1]);
+		return -errno;
+	}
+	spec->sock = child_sock;
+	pid_t pid = fork();
+	if (pid < 0) {
+		int err = errno;
+		close(to_reaper[0]);
+		close(to_reaper[1]);
+		close(from_reaper[0]);
+		close(from_reaper[1]);
+		return -err;
+	}
+	if (pid == 0) {
+		close(to_reaper[1]);
+		close(from_reaper[0]);
+		close(mv->launch_sock);
+		reaper_main(spec, to_reaper[0], from_reaper[1]);
+	}
+	close(to_reaper[0]);
+	close(from_reaper[1]);
+	mv->reaper_pid = pid;
+	mv->reaper_wr = to_reaper[1];
+	reaper_set_channel(to_reaper[1]);
+	mv->reaper_rd = from_reaper[0];
+	return 0;
+}
+
+static const char *stage_name(int stage)
+{
+	switch (stage) {
+	case LAUNCH_PDEATHSIG:
+		return "set the parent-death signal";
+	case LAUNCH_PARENT_GONE:
+		return "start (memvisor's reaper died)";
+	case LAUNCH_SIGNALS:
+		return "restore signal dispositions";
+	case LAUNCH_NO_NEW_PRIVS:
+		return "set no_new_privs";
+	case LAUNCH_MDWE:
+		return "set memory-deny-write-execute";
+	case LAUNCH_SECCOMP:
+		return "load the seccomp filter";
+	case LAUNCH_HANDOVER:
+		return "hand the seccomp listener to memvisor";
+	case LAUNCH_RLIMIT:
+		return "set RLIMIT_AS for max_mapped";
+	case LAUNCH_PERSONALITY:
+		return "clear READ_IMPLIES_EXEC";
+	case LAUNCH_LANDLOCK:
+		return "restrict /proc/PID writes with Landlock";
+	case LAUNCH_USER:
+		return "switch to the --user identity";
+	default:
+		return "start";
+	}
+}
+
+/* Wait for the launcher's first message: the listener fd, or why it failed. */
+static int receive_listener(struct mv *mv)
+{
+	struct launch_msg m;
+	struct iovec iov = {.iov_base = &m, .iov_len = sizeof(m)};
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct msghdr msg = {
+	    .msg_iov = &iov,
+	    .msg_iovlen = 1,
+	    .msg_control = u.buf,
+	    .msg_controllen = sizeof(u.buf),
+	};
+	ssize_t n;
+	do
+		n = recvmsg(mv->launch_sock, &msg, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	if (n != (ssize_t)sizeof(m))
+		return -EPIPE; /* the launcher died before it could say anything */
+	if (m.stage != LAUNCH_OK) {
+		mv->launch_stage = m.stage;
+		mv->launch_err = m.err;
+		return -m.err;
+	}
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	if (!c || c->cmsg_type != SCM_RIGHTS)
+		return -EPROTO;
+	memcpy(&mv->listener, CMSG_DATA(c), sizeof(int));
+	mv->feat.wait_killable_recv =
+	    (m.filter_flags & SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV) != 0;
+	return 0;
+}
+
+static void raise_fd_limit(void)
+{
+	/* One pidfd and one /proc fd per process, plus clients: the soft
+	 * limit of 1024 is too low for a fork storm. The command keeps the
+	 * limits it was given: the launcher was forked before this. */
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+static int start_command(struct mv *mv)
+{
+	struct sock_fprog prog;
+	int rc = enforce_filter(mv, &prog);
+	if (rc < 0) {
+		fprintf(stderr, "memvisor: cannot build the seccomp filter: %s\n", strerror(-rc));
+		return rc;
+	}
+	struct launch_spec *spec = xcalloc(1, sizeof(*spec));
+	spec->prog = prog;
+	spec->filter_flags =
+	    SECCOMP_FILTER_FLAG_NEW_LISTENER | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV;
+	spec->fallback_flags = SECCOMP_FILTER_FLAG_NEW_LISTENER;
+	spec->argv = mv->opts.argv;
+	spec->argc = mv->opts.argc;
+	spec->envp = environ;
+	spec->candidates = launch_candidates(mv->opts.argv[0], getenv("PATH"));
+	if ((rc = enforce_launch_spec(mv, spec)) < 0)
+		return rc;
+	struct runas ra = {0};
+	if (mv->opts.user) {
+		char err[256];
+		if ((rc = runas_parse(mv->opts.user, &ra, err, sizeof(err))) < 0) {
+			fprintf(stderr, "memvisor: %s\n", err);
+			return rc;
+		}
+		spec->set_ids = true;
+		spec->uid = ra.uid;
+		spec->gid = ra.gid;
+		spec->groups = ra.groups;
+		spec->n_groups = ra.n_groups;
+	}
+	sigset_t blocked;
+	if ((rc = prepare_signals(spec, &blocked)) < 0) {
+		fprintf(stderr, "memvisor: cannot set up signals: %s\n", strerror(-rc));
+		return rc;
+	}
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+		rc = -errno;
+		fprintf(stderr, "memvisor: socketpair: %s\n", strerror(-rc));
+		return rc;
+	}
+	mv->launch_sock = sv[0];
+	if ((rc = fork_reaper(mv, spec, sv[1])) < 0) {
+		fprintf(stderr, "memvisor: cannot fork: %s\n", strerror(-rc));
+		close(sv[1]);
+		return rc;
+	}
+	close(sv[1]);
+	enforce_launch_done(mv, spec);
+	runas_free(&ra);
+	filter_free(&spec->prog);
+	for (char **c = (char **)spec->candidates; *c; c++)
+		free(*c);
+	free((void *)spec->candidates);
+	free(spec);
+	raise_fd_limit();
+
+	mv->sigfd = signalfd(-1, &blocked, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (mv->sigfd < 0)
+		return -errno;
+	rc = receive_listener(mv);
+	if (rc < 0)
+		return rc;
+	if ((rc = notify_setup(mv)) < 0) {
+		fprintf(stderr, "memvisor: seccomp listener: %s\n", strerror(-rc));
+		return rc;
+	}
+	if ((rc = notify_start(mv)) < 0) {
+		fprintf(stderr, "memvisor: cannot start the notify thread: %s\n", strerror(-rc));
+		return rc;
+	}
+	char ack = 1;
+	if (send(mv->launch_sock, &ack, 1, MSG_NOSIGNAL) != 1)
+		return -errno;
+	return 0;
+}
+
+/* ---- main loop ------------------------------------------------------ */
+
+/* Is pid one of the supervised processes (a descendant of the reaper)? */
+static bool is_supervised(struct mv *mv, pid_t pid)
+{
+	for (int depth = 0; pid > 1 && depth < 256; depth++) {
+		if (pid == mv->reaper_pid)
+			return true;
+		struct proc_stat st;
+		if (procfs_stat(pid, &st) < 0)
+			return false;
+		pid = st.ppid;
+	}
+	return false;
+}
+
+static void forward_signal(struct mv *mv, const struct signalfd_siginfo *si)
+{
+	/* The terminal sends its signals to the whole foreground process
+	 * group, the command included: passing them on would deliver them
+	 * twice. So would a signal a supervised process sent to its own
+	 * process group, which memvisor shares (kill(0, sig)). */
+	if (si->ssi_code == SI_KERNEL)
+		return;
+	if (mv->cmd_pid <= 0 || mv->cmd_exited)
+		return;
+	if (si->ssi_pid > 0 && is_supervised(mv, (pid_t)si->ssi_pid))
+		return;
+	log_info("forwarding signal %d to %d", si->ssi_signo, mv->cmd_pid);
+	kill(mv->cmd_pid, (int)si->ssi_signo);
+}
+
+static void on_signal(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct mv *mv = w->data;
+	struct signalfd_siginfo si;
+	while (read(mv->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		if (si.ssi_signo == SIGCHLD)
+			continue; /* the reaper is our only child; its pipe tells */
+		forward_signal(mv, &si);
+	}
+}
+
+static void command_exited(struct mv *mv, int status)
+{
+	mv->cmd_exited = true;
+	mv->cmd_status = status;
+	log_info("command %d exited: status %d", mv->cmd_pid, mv_exit_code(status));
+	if (mv->opts.kill_descendants) {
+		struct reaper_cmd c = {.op = 'K', .grace_ms = mv->opts.kill_grace_ms};
+		(void)send(mv->reaper_wr, &c, sizeof(c), MSG_NOSIGNAL);
+	}
+}
+
+static void note_exit_status(struct mv *mv, pid_t pid, int status)
+{
+	pthread_mutex_lock(&mv->lock);
+	struct proc *p = proctab_get(&mv->procs, pid);
+	if (p) {
+		p->wait_status = status;
+	} else {
+		for (size_t i = mv->procs.n_exited; i-- > 0;) {
+			if (mv->procs.exited[i]->pid == pid) {
+				mv->procs.exited[i]->wait_status = status;
+				break;
+			}
+		}
+	}
+	pthread_mutex_unlock(&mv->lock);
+}
+
+/* SIGKILL every running process memvisor knows, and their descendants
+ * (one not seen yet is a child of one that is). Through the pidfd where
+ * there is one, so a reused pid is never hit. Returns how many were
+ * signalled. */
+static size_t kill_known_locked(struct mv *mv)
+{
+	pid_t *v = NULL;
+	size_t n = 0, cap = 0, sent = 0;
+	struct proc *p;
+	for (size_t i = 0; (p = proctab_next(&mv->procs, &i));) {
+		if (p->pidfd >= 0 ? syscall(SYS_pidfd_send_signal, p->pidfd, SIGKILL, NULL, 0) == 0
+				  : kill(p->pid, SIGKILL) == 0)
+			sent++;
+		procfs_children(p->pid, &v, &n, &cap);
+	}
+	/* Children first seen here were found before their parents died:
+	 * a fork in a process with SIGKILL pending fails (copy_process). */
+	for (size_t i = 0; i < n; i++) {
+		procfs_children(v[i], &v, &n, &cap);
+		sent += kill(v[i], SIGKILL) == 0;
+	}
+	free(v);
+	return sent;
+}
+
+/* The reaper died with the tree still there: its orphans went to init,
+ * out of its reach, and their notified calls would now fail with ENOSYS.
+ * End them as the reaper would have. */
+static void kill_orphaned_tree(struct mv *mv)
+{
+	pthread_mutex_lock(&mv->lock);
+	size_t n = kill_known_locked(mv);
+	pthread_mutex_unlock(&mv->lock);
+	log_error("memvisor's reaper process died unexpectedly: killed %zu supervised processes",
+		  n);
+}
+
+static void on_reaper(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct mv *mv = w->data;
+	struct reaper_msg m;
+	ssize_t n = read(mv->reaper_rd, &m, sizeof(m));
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return;
+	if (n != (ssize_t)sizeof(m)) {
+		if (!mv->tree_empty)
+			kill_orphaned_tree(mv);
+		ev_io_stop(loop, w);
+		mv->tree_empty = true;
+		ev_break(loop, EVBREAK_ALL);
+		return;
+	}
+	switch (m.type) {
+	case REAPER_STARTED:
+		mv->cmd_pid = m.pid;
+		break;
+	case REAPER_FORK_FAILED:
+		fprintf(stderr, "memvisor: cannot start the command: %s\n", strerror(m.status));
+		mv->launch_stage = LAUNCH_PARENT_GONE;
+		mv->launch_err = m.status;
+		break;
+	case REAPER_EXITED:
+		note_exit_status(mv, m.pid, m.status);
+		if (m.pid == mv->cmd_pid)
+			command_exited(mv, m.status);
+		break;
+	case REAPER_EMPTY:
+		mv->tree_empty = true;
+		ev_break(loop, EVBREAK_ALL);
+		break;
+	}
+}
+
+/* The launcher's socket: EOF when the exec succeeded (close-on-exec), a
+ * message when it failed. */
+static void on_launch(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct mv *mv = w->data;
+	struct launch_msg m;
+	ssize_t n = recv(mv->launch_sock, &m, sizeof(m), MSG_DONTWAIT);
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return;
+	if (n == (ssize_t)sizeof(m) && m.stage != LAUNCH_OK) {
+		mv->launch_stage = m.stage;
+		mv->launch_err = m.err;
+	}
+	ev_io_stop(loop, w);
+	close(mv->launch_sock);
+	mv->launch_sock = -1;
+}
+
+static void on_wake(struct ev_loop *loop, ev_async *w, int revents)
+{
+	struct mv *mv = w->data;
+	events_flush(mv);
+	jobs_reap(mv);
+}
+
+static void on_exits(struct ev_loop *loop, ev_io *w, int revents)
+{
+	lifecycle_exits_ready(w->data);
+}
+
+static void on_late_timer(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	lifecycle_late_exits(w->data, false);
+}
+
+static void setup_loop(struct mv *mv)
+{
+	ev_set_userdata(mv->loop, mv);
+	ev_io_init(&mv->sig_io, on_signal, mv->sigfd, EV_READ);
+	mv->sig_io.data = mv;
+	ev_io_start(mv->loop, &mv->sig_io);
+	ev_io_init(&mv->reaper_io, on_reaper, mv->reaper_rd, EV_READ);
+	mv->reaper_io.data = mv;
+	ev_io_start(mv->loop, &mv->reaper_io);
+	ev_io_init(&mv->launch_io, on_launch, mv->launch_sock, EV_READ);
+	mv->launch_io.data = mv;
+	ev_io_start(mv->loop, &mv->launch_io);
+	ev_async_init(&mv->wake, on_wake);
+	mv->wake.data = mv;
+	ev_async_start(mv->loop, &mv->wake);
+	ev_timer_init(&mv->late_timer, on_late_timer, 0.02, 0.02);
+	mv->late_timer.data = mv;
+	ev_io_init(&mv->exits_io, on_exits, mv->exits_epfd, EV_READ);
+	mv->exits_io.data = mv;
+	ev_io_start(mv->loop, &mv->exits_io);
+}
+
+/* Processes still in the table when everything is over: their exit
+ * watchers had not run yet. */
+static void retire_all(struct mv *mv)
+{
+	pthread_mutex_lock(&mv->lock);
+	struct proc *p;
+	size_t i = 0;
+	while ((p = proctab_next(&mv->procs, &i))) {
+		lifecycle_exit_locked(mv, p);
+		i = 0; /* the table changed under the iterator */
+	}
+	pthread_mutex_unlock(&mv->lock);
+}
+
+static int final_status(struct mv *mv)
+{
+	if (mv->launch_stage == LAUNCH_EXEC) {
+		fprintf(stderr, "memvisor: %s: %s\n", mv->opts.argv[0], strerror(mv->launch_err));
+		return launch_exec_status(mv->launch_err);
+	}
+	if (mv->launch_stage == LAUNCH_SECCOMP && mv->launch_err == EBUSY) {
+		/* seccomp_set_mode_filter() refuses SECCOMP_FILTER_FLAG_NEW_LISTENER
+		 * with EBUSY only when has_duplicate_listener() finds a listener
+		 * already in the chain: one supervisor per process, and a filter
+		 * cannot be removed. */
+		fprintf(stderr,
+			"memvisor: cannot load the seccomp filter: already under a seccomp "
+			"user-notification supervisor; nested supervision is not possible\n");
+		return 125;
+	}
+	if (mv->launch_stage) {
+		fprintf(stderr, "memvisor: cannot %s: %s\n", stage_name(mv->launch_stage),
+			strerror(mv->launch_err));
+		return 125;
+	}
+	if (!mv->cmd_exited) {
+		fprintf(stderr, "memvisor: lost track of the command\n");
+		return 125;
+	}
+	return mv_exit_code(mv->cmd_status);
+}
+
+/* An exit before the command starts: free what run_main has set up so
+ * far (each piece may still be unset), and return 125. */
+static int run_abandon(struct mv *mv)
+{
+	events_free(mv);
+	proctab_free(&mv->procs);
+	enforce_free(mv);
+	if (mv->exits_epfd >= 0)
+		close(mv->exits_epfd);
+	free(mv);
+	return 125;
+}
+
+int run_main(int argc, char **argv)
+{
+	struct mv *mv = xcalloc(1, sizeof(*mv));
+	mv->listener = mv->sigfd = mv->reaper_rd = mv->reaper_wr = mv->launch_sock = -1;
+	mv->exits_epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (mv->exits_epfd < 0) {
+		fprintf(stderr, "memvisor: epoll_create1: %s\n", strerror(errno));
+		return run_abandon(mv);
+	}
+	if (parse_run_opts(argc, argv, &mv->opts) < 0)
+		return run_abandon(mv);
+	int rc = log_open(mv->opts.log_path, mv->opts.log_level);
+	if (rc < 0) {
+		fprintf(stderr, "memvisor: cannot open log file %s: %s\n", mv->opts.log_path,
+			strerror(-rc));
+		return run_abandon(mv);
+	}
+	if ((rc = syscalls_init()) < 0) {
+		fprintf(stderr, "memvisor: cannot resolve system call numbers: %s\n",
+			strerror(-rc));
+		return run_abandon(mv);
+	}
+	mv->self = getpid();
+	mv->main_thread = pthread_self();
+	mv->start_ns = mv_now_ns();
+	mv->start_wall_ns = mv_wall_ns();
+	features_probe(&mv->feat);
+	/* A bad policy stops everything before the command starts. */
+	if (enforce_init(mv) < 0)
+		return run_abandon(mv);
+	pthread_mutex_init(&mv->lock, NULL);
+	proctab_init(&mv->procs, 4096);
+	mv->loop = ev_default_loop(EVBACKEND_EPOLL | EVFLAG_NOSIGMASK);
+	events_init(mv);
+	notify_mv = mv;
+	evict_set_notify(evict_notify);
+	if (ctl_server_start(mv) < 0) {
+		/* An explicit --socket must work; the default place is a
+		 * convenience, and the command can run without it. */
+		if (mv->opts.socket_path)
+			return run_abandon(mv);
+		fprintf(stderr, "memvisor: warning: running without a control socket\n");
+	}
+	rc = start_command(mv);
+	if (rc < 0 && !mv->launch_stage) {
+		if (rc == -EPIPE)
+			fprintf(stderr, "memvisor: the command's launcher died before starting\n");
+		else if (mv->listener < 0)
+			fprintf(stderr, "memvisor: cannot receive the seccomp listener: %s\n",
+				strerror(-rc));
+		ctl_server_stop(mv);
+		return 125;
+	}
+	setup_loop(mv);
+	if (!mv->launch_stage || mv->launch_stage == LAUNCH_EXEC)
+		ev_run(mv->loop, 0);
+	jobs_wait_all(mv);
+	notify_stop(mv);
+	retire_all(mv);
+	lifecycle_late_exits(mv, true);
+	int code = final_status(mv);
+	ctl_server_stop(mv);
+	if (mv->opts.stats_json && statsjson_write(mv, mv->opts.stats_json, code) < 0 && code == 0)
+		code = 125;
+	return code;
+}

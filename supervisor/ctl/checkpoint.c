@@ -1,0 +1,162 @@
+#include "supervisor/ctl/checkpoint.h"
+#include "common/util.h"
+#include "supervisor/checkpoint/checkpoint.h"
+#include "supervisor/reload/evict.h"
+#include "supervisor/supervise/jobs.h"
+#include "supervisor/supervise/lifecycle.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+
+/* A pidfd of our own for a supervised process: the job checks with it
+ * that the pid it stops is still that process. */
+static int pidfd_of_locked(struct proc *p)
+{
+	if (p->pidfd >= 0)
+		return fcntl(p->pidfd, F_DUPFD_CLOEXEC, 0);
+	return (int)syscall(SYS_pidfd_open, p->pid, 0);
+}
+
+static int add_pid(struct mv *mv, struct checkpoint_req *req, json_t *v, size_t idx,
+		   struct ctl_err *err)
+{
+	json_t *args = json_pack("{s:O}", "pid", v);
+	pid_t pid;
+	int rc = ctl_arg_pid(mv, args, "pid", &pid, err);
+	json_decref(args);
+	if (rc < 0) {
+		if (err->code && strcmp(err->code, CTL_E_BAD_REQUEST) == 0)
+			snprintf(err->message, sizeof(err->message),
+				 "args.pids[%zu]: expected a process id", idx);
+		return -1;
+	}
+	for (size_t i = 0; i < req->n; i++)
+		if (req->pids[i] == pid)
+			return 0;
+	pthread_mutex_lock(&mv->lock);
+	struct proc *p = proctab_get(&mv->procs, pid);
+	int fd = p ? pidfd_of_locked(p) : -1;
+	pthread_mutex_unlock(&mv->lock);
+	if (!p)
+		return ctl_fail(err, CTL_E_NO_SUCH_PROCESS, "process %d has exited", pid);
+	req->pids[req->n] = pid;
+	req->pidfds[req->n++] = fd;
+	return 0;
+}
+
+static int parse_pids(struct mv *mv, json_t *args, struct checkpoint_req *req, struct ctl_err *err)
+{
+	json_t *a = json_object_get(args, "pids"), *v;
+	size_t i;
+	if (!a) {
+		req->all = true;
+		return 0;
+	}
+	if (!json_is_array(a) || json_array_size(a) == 0)
+		return ctl_fail(err, CTL_E_BAD_REQUEST,
+				"args.pids: expected a non-empty array of process ids");
+	req->pids = xcalloc(json_array_size(a), sizeof(*req->pids));
+	req->pidfds = xcalloc(json_array_size(a), sizeof(*req->pidfds));
+	json_array_foreach(a, i, v) if (add_pid(mv, req, v, i, err) < 0) return -1;
+	return 0;
+}
+
+static int parse_opts(json_t *args, struct checkpoint_req *req, bool *force, struct ctl_err *err)
+{
+	long long buffer = CKPT_BUFFER_DEFAULT, timeout = CKPT_STOP_TIMEOUT_MS;
+	if (ctl_arg_bool_opt(args, "force", force, err) < 0 ||
+	    ctl_arg_bool_opt(args, "evict", &req->evict, err) < 0 ||
+	    ctl_arg_int_opt(args, "buffer", &buffer, err) < 0 ||
+	    ctl_arg_int_opt(args, "stop_timeout_ms", &timeout, err) < 0)
+		return -1;
+	if (buffer < (16 << 20) || buffer > (16ll << 30))
+		return ctl_fail(err, CTL_E_BAD_REQUEST, "args.buffer: between 16 MiB and 16 GiB");
+	if (timeout < 1 || timeout > 3600 * 1000)
+		return ctl_fail(err, CTL_E_BAD_REQUEST,
+				"args.stop_timeout_ms: between 1 and 3600000");
+	req->buffer = (size_t)buffer;
+	req->stop_timeout_ms = (int)timeout;
+	return 0;
+}
+
+static int any_running(struct mv *mv, struct ctl_err *err)
+{
+	lifecycle_scan_tree(mv);
+	pthread_mutex_lock(&mv->lock);
+	size_t n = proctab_running(&mv->procs);
+	pthread_mutex_unlock(&mv->lock);
+	if (!n)
+		return ctl_fail(err, CTL_E_NO_SUCH_PROCESS, "no supervised process is running");
+	return 0;
+}
+
+static int prepare_dir(const char *dir, bool force, struct checkpoint_req *req, struct ctl_err *err)
+{
+	char msg[512];
+	int rc = imgdir_prepare(dir, force, &req->dir, msg, sizeof(msg));
+	if (rc == 0)
+		return 0;
+	const char *code = rc == -EACCES || rc == -EPERM || rc == -EROFS ? CTL_E_PERMISSION
+			   : rc == -ENOMEM || rc == -EIO		 ? CTL_E_INTERNAL
+									 : CTL_E_INVALID;
+	return ctl_fail(err, code, "%s", msg);
+}
+
+/* An evicted process's pages are in its image, not in its memory: a new
+ * checkpoint would miss them. */
+static int evicted_refusal(struct ctl_err *err)
+{
+	char id[40], dir[4096];
+	if (!evict_some_image(id, sizeof(id), dir, sizeof(dir)))
+		return 0;
+	return ctl_fail(err, CTL_E_BUSY,
+			"memory is evicted to %s: reload it first (memvisor ctl reload %s --wait)",
+			dir, dir);
+}
+
+int ctl_cmd_checkpoint(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
+		       struct ctl_err *err)
+{
+	const char *dir;
+	bool force = false;
+	if (ctl_arg_string(args, "dir", &dir, err) < 0)
+		return -1;
+	if (dir[0] != '/')
+		return ctl_fail(err, CTL_E_BAD_REQUEST, "args.dir: '%s' is not an absolute path",
+				dir);
+	struct checkpoint_req *req = xcalloc(1, sizeof(*req));
+	req->dir.parentfd = req->dir.tmpfd = -1;
+	if (parse_opts(args, req, &force, err) < 0 || parse_pids(mv, args, req, err) < 0 ||
+	    (req->all && any_running(mv, err) < 0))
+		goto fail;
+	pthread_mutex_lock(&mv->lock);
+	bool busy = jobs_running_locked(mv, "checkpoint");
+	pthread_mutex_unlock(&mv->lock);
+	if (busy) {
+		ctl_fail(err, CTL_E_BUSY, "a checkpoint is already running");
+		goto fail;
+	}
+	if (evicted_refusal(err) < 0)
+		goto fail;
+	if (prepare_dir(dir, force, req, err) < 0)
+		goto fail;
+	struct job *j;
+	int rc = jobs_start(mv, "checkpoint", checkpoint_run, req, checkpoint_req_free, &j);
+	if (rc == -ESHUTDOWN) {
+		ctl_fail(err, CTL_E_NO_SUCH_PROCESS,
+			 "the supervised command has exited and memvisor is exiting");
+		goto fail;
+	}
+	if (rc < 0) {
+		/* jobs_start keeps a failed job without its ctx: ours to free. */
+		ctl_fail(err, CTL_E_INTERNAL, "cannot start the checkpoint: %s", strerror(-rc));
+		goto fail;
+	}
+	*result = json_pack("{s:i, s:s}", "job", j->id, "dir", req->dir.dir);
+	return 0;
+fail:
+	checkpoint_req_free(req);
+	return -1;
+}

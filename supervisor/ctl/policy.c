@@ -1,0 +1,62 @@
+#include "supervisor/ctl/policy.h"
+#include "common/util.h"
+#include "policy/policy.h"
+#include "supervisor/supervise/enforce.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int ctl_policy_show(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
+		    struct ctl_err *err)
+{
+	*result = enforce_show(mv);
+	return 0;
+}
+
+/* Every validation error, as many as fit the message. */
+static void diag_message(const struct pol_diag *d, char *buf, size_t len)
+{
+	size_t off = 0;
+	buf[0] = '\0';
+	for (size_t i = 0; i < d->n && off + 1 < len; i++) {
+		int k = snprintf(buf + off, len - off, "%s%s", i ? "; " : "", d->msg[i]);
+		if (k < 0 || (size_t)k >= len - off) {
+			snprintf(buf + (len > 40 ? len - 40 : 0), len > 40 ? 40 : len,
+				 " ... (%zu errors)", d->n);
+			return;
+		}
+		off += (size_t)k;
+	}
+}
+
+int ctl_policy_set(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
+		   struct ctl_err *err)
+{
+	json_t *p = args ? json_object_get(args, "path") : NULL;
+	if (!json_is_string(p) || !*json_string_value(p))
+		return ctl_fail(err, CTL_E_BAD_REQUEST,
+				"args.path: expected the policy file's path");
+	/* The supervisor reads the file itself: a relative path is relative
+	 * to memvisor's working directory, so clients send absolute ones. */
+	const char *path = json_string_value(p);
+	struct policy *pol;
+	struct pol_diag d = {0};
+	_cleanup_free_ char *text = NULL;
+	size_t len = 0;
+	/* Never blocks the main loop (policy_read_file, regular_only). */
+	if (policy_read_file(path, true, &text, &len, &d) < 0 ||
+	    policy_parse(text, len, path, &pol, &d) < 0) {
+		diag_message(&d, err->message, sizeof(err->message));
+		err->code = CTL_E_INVALID;
+		pol_diag_free(&d);
+		return -1;
+	}
+	pol_diag_free(&d);
+	char why[sizeof(err->message)];
+	if (enforce_set_policy(mv, pol, why, sizeof(why)) < 0) {
+		policy_free(pol);
+		return ctl_fail(err, CTL_E_NOT_SUPPORTED, "%s", why);
+	}
+	*result = enforce_show(mv);
+	return 0;
+}

@@ -1,0 +1,17 @@
+/* Control commands for the policy (docs/protocol.md):
+ *
+ *   policy                     -> the active policy, how it is enforced
+ *   policy set {"path": FILE}  -> validate FILE, then swap it in atomically
+ *
+ * Handlers for the table in supervisor/ctl/ctl.h; main thread. */
+#ifndef MV_CTL_POLICY_H
+#define MV_CTL_POLICY_H
+
+#include "supervisor/ctl/ctl.h"
+
+int ctl_policy_show(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
+		    struct ctl_err *err);
+int ctl_policy_set(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
+		   struct ctl_err *err);
+
+#endif

@@ -1,0 +1,34 @@
+/* The control socket server: newline-delimited JSON requests from
+ * `memvisor ctl` and scripts (docs/protocol.md). Main thread only. */
+#ifndef MV_CTL_SERVER_H
+#define MV_CTL_SERVER_H
+
+#include "supervisor/supervise/mv.h"
+
+/* Create the socket and start accepting. 0, or -errno after printing why. */
+int ctl_server_start(struct mv *mv);
+
+/* Close every client and remove the socket file. */
+void ctl_server_stop(struct mv *mv);
+
+struct ctl_client;
+
+/* The reply to one request line (without its newline), as the socket would
+ * send it: malloc'd, newline-terminated; NULL only when the reply cannot be
+ * encoded. The server answers every line through this; a request that
+ * subscribes (events) is answered but subscribes nothing. Main thread. */
+char *ctl_reply_line(struct mv *mv, const char *line, size_t len);
+
+/* Queue one event line (without newline) to a subscriber; a subscriber
+ * whose buffer is full loses it, and is told how many it lost. */
+void ctl_client_event(struct ctl_client *c, const char *line);
+void ctl_client_dropped(struct ctl_client *c, uint64_t n);
+
+/* A handler's result given as JSON text (for large results, written
+ * without building a jansson tree); the server takes ownership. */
+void ctl_client_raw_result(struct ctl_client *c, char *json_text);
+
+/* Make the client an event subscriber (the events command). */
+void ctl_client_subscribe(struct ctl_client *c);
+
+#endif

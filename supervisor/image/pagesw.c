@@ -1,0 +1,378 @@
+#include "supervisor/image/pagesw.h"
+#include "common/crc32c.h"
+#include "common/fault.h"
+#include "common/log.h"
+#include "common/util.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+
+#define STAGE_BUF  (8u << 20) /* one pwrite */
+#define N_WRITERS  2	      /* one checksums while the other waits on its write */
+#define FLUSH_STEP (512ull << 20)
+
+/* The staging buffers, kept between checkpoints (one runs at a time). */
+static struct {
+	pthread_mutex_t lock;
+	void *mem;
+	size_t len;
+	struct pagesw_buf *bufs;
+	size_t n;
+} pool = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+struct pagesw {
+	int fd;
+	bool direct;
+	pthread_t writers[N_WRITERS], flusher;
+	size_t n_writers;
+	bool flusher_started;
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* any change: a buffer freed or queued, bytes written, the end */
+	/* Under lock: */
+	struct pagesw_buf **free_list, **queue;
+	size_t n_free, q_head, q_len, n_bufs;
+	size_t busy;		    /* buffers a writer holds */
+	bool stop;		    /* give up: drop what is queued */
+	bool eager;		    /* the reading is over: flush whatever is written */
+	bool final_req, final_done; /* the flush after the header */
+	bool flusher_done;	    /* the flusher has left (error, or stop) */
+	int final_err;
+	int error;
+	uint64_t written, flushed;
+	uint64_t ns_write, ns_sync;
+};
+
+/* Touch every page of the buffers once the way a checkpoint will: a
+ * kernel write (process_vm_readv from ourselves) and a user read. */
+static void warm(void *mem, size_t len)
+{
+	static char src[1u << 20];
+	memset(src, 0x5a, sizeof(src));
+	for (size_t off = 0; off < len; off += sizeof(src)) {
+		struct iovec l = {(char *)mem + off, MV_MIN(sizeof(src), len - off)};
+		struct iovec r = {src, l.iov_len};
+		if (process_vm_readv(getpid(), &l, 1, &r, 1, 0) < 0)
+			break;
+	}
+	volatile uint32_t sink = crc32c(mem, len);
+	(void)sink;
+}
+
+static int pool_make(size_t buffer)
+{
+	size_t n = MV_MAX(buffer / STAGE_BUF, (size_t)N_WRITERS + 1);
+	if (pool.mem && pool.n == n)
+		return 0;
+	if (pool.mem) {
+		munmap(pool.mem, pool.len);
+		for (size_t i = 0; i < pool.n; i++)
+			free(pool.bufs[i].sums);
+		free(pool.bufs);
+		pool.mem = NULL;
+	}
+	size_t len = n * STAGE_BUF;
+	void *mem = fault_hit("ckpt_alloc")
+			? (errno = ENOMEM, MAP_FAILED)
+			: mmap(NULL, len, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	if (mem == MAP_FAILED)
+		return -errno;
+	/* Not copied into a child should the supervisor ever fork. */
+	madvise(mem, len, MADV_DONTFORK);
+	uint64_t t0 = mv_now_ns();
+	warm(mem, len);
+	log_info("checkpoint: %zu MiB of staging buffers made in %.1f ms", len >> 20,
+		 (double)(mv_now_ns() - t0) / 1e6);
+	pool.mem = mem;
+	pool.len = len;
+	pool.n = n;
+	pool.bufs = xcalloc(n, sizeof(*pool.bufs));
+	for (size_t i = 0; i < n; i++) {
+		pool.bufs[i].data = (char *)mem + i * STAGE_BUF;
+		pool.bufs[i].cap = STAGE_BUF;
+		pool.bufs[i].sums = xcalloc(STAGE_BUF / IMG_PAGE, sizeof(*pool.bufs[i].sums));
+	}
+	return 0;
+}
+
+/* One whole buffer at its offset. O_DIRECT needs aligned memory, offset
+ * and length, which every buffer has; a file system that takes O_DIRECT
+ * at open but refuses it at write (EINVAL) gets buffered writes. */
+static int write_buf(struct pagesw *w, const struct pagesw_buf *b)
+{
+	size_t done = 0;
+	while (done < b->len) {
+		ssize_t n = fault_hit("ckpt_pages_write")
+				? (errno = EIO, -1)
+				: pwrite(w->fd, (const char *)b->data + done, b->len - done,
+					 (off_t)(b->off + done));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EINVAL && w->direct) {
+			int fl = fcntl(w->fd, F_GETFL);
+			if (fl >= 0 && fcntl(w->fd, F_SETFL, fl & ~O_DIRECT) == 0) {
+				w->direct = false;
+				continue;
+			}
+		}
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EIO;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+static void checksum(struct pagesw_buf *b)
+{
+	for (size_t i = 0; i < b->n_sums; i++)
+		*b->sums[i].crc = crc32c((const char *)b->data + b->sums[i].off, b->sums[i].len);
+}
+
+static void *writer(void *arg)
+{
+	struct pagesw *w = arg;
+	pthread_mutex_lock(&w->lock);
+	for (;;) {
+		while (!w->q_len && !w->stop)
+			pthread_cond_wait(&w->cond, &w->lock);
+		if (!w->q_len)
+			break;
+		struct pagesw_buf *b = w->queue[w->q_head];
+		w->q_head = (w->q_head + 1) % w->n_bufs;
+		w->q_len--;
+		w->busy++;
+		int err = w->error;
+		bool drop = w->stop;
+		pthread_mutex_unlock(&w->lock);
+		/* After a failure, or when the job gives up, the rest is
+		 * dropped. */
+		uint64_t t0 = mv_now_ns();
+		if (!err && !drop) {
+			checksum(b);
+			err = write_buf(w, b);
+		}
+		uint64_t dt = mv_now_ns() - t0;
+		pthread_mutex_lock(&w->lock);
+		if (err && !w->error)
+			w->error = err;
+		if (!err)
+			w->written += b->len;
+		w->ns_write += dt;
+		w->busy--;
+		w->free_list[w->n_free++] = b;
+		pthread_cond_broadcast(&w->cond);
+	}
+	pthread_mutex_unlock(&w->lock);
+	return NULL;
+}
+
+/* Make written bytes durable while the rest is read: the device's cache
+ * flush is the slowest part of a checkpoint on a virtual disk, and it
+ * overlaps the reading this way. Once the reading is over (eager) and
+ * the writers have caught up, what is left is flushed at once, while the
+ * job thread builds the manifest; the final flush (after the header)
+ * runs here too, while the job thread writes the manifest. */
+static bool flush_due(const struct pagesw *w)
+{
+	/* Eagerly only once the writers have caught up: flushes queued
+	 * behind every write of a backlog would serialise them. */
+	return (w->final_req && !w->final_done) || w->written - w->flushed >= FLUSH_STEP ||
+	       (w->eager && w->written > w->flushed && !w->q_len && !w->busy);
+}
+
+static void *flusher(void *arg)
+{
+	struct pagesw *w = arg;
+	pthread_mutex_lock(&w->lock);
+	for (;;) {
+		while (!w->stop && !w->error && !flush_due(w))
+			pthread_cond_wait(&w->cond, &w->lock);
+		if (w->stop || w->error)
+			break;
+		bool final = w->final_req && !w->final_done;
+		uint64_t upto = w->written;
+		pthread_mutex_unlock(&w->lock);
+		uint64_t t0 = mv_now_ns();
+		int err = fault_hit("ckpt_pages_sync") ? -EIO : fdatasync(w->fd) < 0 ? -errno : 0;
+		pthread_mutex_lock(&w->lock);
+		if (final) {
+			w->ns_sync = mv_now_ns() - t0;
+			w->final_done = true;
+			w->final_err = err;
+		} else if (err && !w->error) {
+			w->error = err;
+		}
+		w->flushed = upto;
+		pthread_cond_broadcast(&w->cond);
+	}
+	w->flusher_done = true;
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	return NULL;
+}
+
+static int open_file(int dirfd, struct pagesw *w)
+{
+	int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
+	FAULT_RETURN("ckpt_pages_open", EMFILE);
+	w->fd = openat(dirfd, IMG_PAGES, flags | O_DIRECT, 0600);
+	w->direct = w->fd >= 0;
+	if (w->fd < 0 && errno == EINVAL)
+		w->fd = openat(dirfd, IMG_PAGES, flags, 0600);
+	if (w->fd < 0 || fchmod(w->fd, 0600) < 0)
+		return -errno;
+	return 0;
+}
+
+int pagesw_open(int dirfd, size_t buffer, struct pagesw **out)
+{
+	struct pagesw *w = xcalloc(1, sizeof(*w));
+	w->fd = -1;
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_cond_init(&w->cond, NULL);
+	int rc = open_file(dirfd, w);
+	pthread_mutex_lock(&pool.lock);
+	if (rc == 0)
+		rc = pool_make(buffer);
+	pthread_mutex_unlock(&pool.lock);
+	if (rc < 0)
+		goto fail;
+	w->n_bufs = pool.n;
+	w->free_list = xcalloc(pool.n, sizeof(*w->free_list));
+	w->queue = xcalloc(pool.n, sizeof(*w->queue));
+	for (size_t i = 0; i < pool.n; i++)
+		w->free_list[w->n_free++] = &pool.bufs[i];
+	for (; w->n_writers < N_WRITERS; w->n_writers++)
+		if ((rc = -pthread_create(&w->writers[w->n_writers], NULL, writer, w)) < 0)
+			goto fail;
+	if ((rc = -pthread_create(&w->flusher, NULL, flusher, w)) < 0)
+		goto fail;
+	w->flusher_started = true;
+	*out = w;
+	return 0;
+fail:
+	pagesw_close(w);
+	return rc;
+}
+
+struct pagesw_buf *pagesw_get(struct pagesw *w)
+{
+	pthread_mutex_lock(&w->lock);
+	while (!w->n_free && !w->error)
+		pthread_cond_wait(&w->cond, &w->lock);
+	struct pagesw_buf *b = w->error ? NULL : w->free_list[--w->n_free];
+	pthread_mutex_unlock(&w->lock);
+	if (b)
+		b->len = b->n_sums = 0;
+	return b;
+}
+
+void pagesw_submit(struct pagesw *w, struct pagesw_buf *b)
+{
+	pthread_mutex_lock(&w->lock);
+	if (b->len) {
+		w->queue[(w->q_head + w->q_len) % w->n_bufs] = b;
+		w->q_len++;
+	} else {
+		w->free_list[w->n_free++] = b;
+	}
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+}
+
+int pagesw_error(struct pagesw *w)
+{
+	pthread_mutex_lock(&w->lock);
+	int e = w->error;
+	pthread_mutex_unlock(&w->lock);
+	return e;
+}
+
+int pagesw_drain(struct pagesw *w)
+{
+	pthread_mutex_lock(&w->lock);
+	while (w->q_len || w->busy)
+		pthread_cond_wait(&w->cond, &w->lock);
+	int err = w->error;
+	pthread_mutex_unlock(&w->lock);
+	return err;
+}
+
+void pagesw_flush_now(struct pagesw *w)
+{
+	pthread_mutex_lock(&w->lock);
+	w->eager = true;
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+}
+
+int pagesw_seal(struct pagesw *w, const struct img_header *h)
+{
+	int err = pagesw_drain(w);
+	if (err)
+		return err;
+	/* The header goes last: a pages file with a valid header has all
+	 * its extents written. Every buffer is free now. */
+	struct pagesw_buf hb = pool.bufs[0];
+	img_header_encode(h, hb.data);
+	hb.len = IMG_HEADER_SIZE;
+	hb.off = 0;
+	if ((err = write_buf(w, &hb)) < 0)
+		return err;
+	/* fdatasync also makes the file size durable (fsync(2)). */
+	pthread_mutex_lock(&w->lock);
+	w->final_req = true;
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	return 0;
+}
+
+int pagesw_sealed(struct pagesw *w)
+{
+	pthread_mutex_lock(&w->lock);
+	/* The flusher leaves at its first error, maybe before it saw the
+	 * request. */
+	while (!w->final_done && !w->flusher_done)
+		pthread_cond_wait(&w->cond, &w->lock);
+	int err = w->final_done ? w->final_err : w->error ? w->error : -EIO;
+	pthread_mutex_unlock(&w->lock);
+	return err;
+}
+
+void pagesw_close(struct pagesw *w)
+{
+	if (!w)
+		return;
+	pthread_mutex_lock(&w->lock);
+	w->stop = true;
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	for (size_t i = 0; i < w->n_writers; i++)
+		pthread_join(w->writers[i], NULL);
+	if (w->flusher_started)
+		pthread_join(w->flusher, NULL);
+	if (w->fd >= 0)
+		close(w->fd);
+	free(w->free_list);
+	free(w->queue);
+	pthread_mutex_destroy(&w->lock);
+	pthread_cond_destroy(&w->cond);
+	free(w);
+}
+
+bool pagesw_direct(const struct pagesw *w)
+{
+	return w->direct;
+}
+
+void pagesw_times(const struct pagesw *w, uint64_t *write_ns, uint64_t *sync_ns)
+{
+	*write_ns = w->ns_write;
+	*sync_ns = w->ns_sync;
+}

@@ -1,0 +1,209 @@
+#include "supervisor/image/read.h"
+#include "common/fault.h"
+#include "common/crc32c.h"
+#include "common/util.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static int read_header(struct imgread *r, const char *dir, char *err, size_t errlen)
+{
+	unsigned char buf[IMG_HEADER_SIZE];
+	r->pagesfd = openat(r->dirfd, IMG_PAGES, O_RDONLY | O_CLOEXEC);
+	if (r->pagesfd < 0)
+		return mv_fail_msg(err, errlen, -errno, "%s/%s: %s", dir, IMG_PAGES,
+				   strerror(errno));
+	ssize_t n = pread(r->pagesfd, buf, sizeof(buf), 0);
+	if (n < 0)
+		return mv_fail_msg(err, errlen, -errno, "%s/%s: %s", dir, IMG_PAGES,
+				   strerror(errno));
+	if (n != (ssize_t)sizeof(buf))
+		return mv_fail_msg(err, errlen, -EINVAL, "%s/%s: shorter than its header", dir,
+				   IMG_PAGES);
+	return img_header_decode(buf, &r->h, err, errlen);
+}
+
+static int read_manifest(struct imgread *r, const char *dir, char *err, size_t errlen)
+{
+	_cleanup_free_ char *text = NULL;
+	size_t len = 0;
+	int rc = mv_read_file_at(r->dirfd, IMG_MANIFEST, &text, &len);
+	if (rc < 0)
+		return mv_fail_msg(err, errlen, rc, "%s/%s: %s", dir, IMG_MANIFEST, strerror(-rc));
+	r->manifest_size = len;
+	if (len != r->h.manifest_size)
+		return mv_fail_msg(err, errlen, -EBADMSG,
+				   "%s: %zu bytes, the pages header says %llu", IMG_MANIFEST, len,
+				   (unsigned long long)r->h.manifest_size);
+	uint32_t crc = crc32c(text, len);
+	if (crc != r->h.manifest_crc)
+		return mv_fail_msg(
+		    err, errlen, -EBADMSG,
+		    "%s: checksum mismatch (pages header says %08x, the file has %08x)",
+		    IMG_MANIFEST, r->h.manifest_crc, crc);
+	return img_manifest_parse(text, len, &r->im, err, errlen);
+}
+
+static int check_agree(struct imgread *r, char *err, size_t errlen)
+{
+	struct stat st;
+	if (fstat(r->pagesfd, &st) < 0)
+		return mv_fail_msg(err, errlen, -errno, "%s: %s", IMG_PAGES, strerror(errno));
+	if (strcmp(r->h.id, r->im.id) != 0)
+		return mv_fail_msg(err, errlen, -EINVAL,
+				   "%s and %s belong to different images (%s, %s)", IMG_PAGES,
+				   IMG_MANIFEST, r->h.id, r->im.id);
+	if (r->h.pages_size != r->im.pages_size || (uint64_t)st.st_size != r->h.pages_size)
+		return mv_fail_msg(err, errlen, -EINVAL,
+				   "%s is %llu bytes; its header says %llu and the manifest %llu",
+				   IMG_PAGES, (unsigned long long)st.st_size,
+				   (unsigned long long)r->h.pages_size,
+				   (unsigned long long)r->im.pages_size);
+	if (r->h.data_bytes != r->im.recorded.data_bytes)
+		return mv_fail_msg(err, errlen, -EINVAL,
+				   "the pages header counts %llu data bytes, the manifest %llu",
+				   (unsigned long long)r->h.data_bytes,
+				   (unsigned long long)r->im.recorded.data_bytes);
+	return 0;
+}
+
+int imgread_open(const char *dir, struct imgread *r, char *err, size_t errlen)
+{
+	memset(r, 0, sizeof(*r));
+	r->pagesfd = -1;
+	img_init(&r->im);
+	r->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (r->dirfd < 0)
+		return mv_fail_msg(err, errlen, -errno, "%s: %s", dir, strerror(errno));
+	int rc = read_header(r, dir, err, errlen);
+	if (rc == 0)
+		rc = read_manifest(r, dir, err, errlen);
+	if (rc == 0)
+		rc = img_validate(&r->im, err, errlen);
+	if (rc == 0)
+		rc = check_agree(r, err, errlen);
+	return rc;
+}
+
+void imgread_close(struct imgread *r)
+{
+	if (r->pagesfd >= 0)
+		close(r->pagesfd);
+	if (r->dirfd >= 0)
+		close(r->dirfd);
+	img_free(&r->im);
+	r->pagesfd = r->dirfd = -1;
+}
+
+static int cmp_ref(const void *a, const void *b)
+{
+	const struct imgread_ref *x = a, *y = b;
+	return x->e->off < y->e->off ? -1 : x->e->off > y->e->off;
+}
+
+static void push_refs(const struct img_extents *x, size_t proc, size_t owner, struct imgread_ref *v,
+		      size_t *n)
+{
+	for (size_t i = 0; i < x->n; i++)
+		v[(*n)++] = (struct imgread_ref){&x->v[i], proc, owner, i};
+}
+
+size_t imgread_refs(const struct imgread *r, struct imgread_ref **refs)
+{
+	const struct img *im = &r->im;
+	size_t n = 0, cap = 1;
+	for (size_t i = 0; i < im->n_p; i++)
+		for (size_t k = 0; k < im->p[i].n_r; k++)
+			cap += im->p[i].r[k].ext.n;
+	for (size_t k = 0; k < im->n_o; k++)
+		cap += im->o[k].ext.n;
+	struct imgread_ref *v = xcalloc(cap, sizeof(*v));
+	for (size_t i = 0; i < im->n_p; i++)
+		for (size_t k = 0; k < im->p[i].n_r; k++)
+			push_refs(&im->p[i].r[k].ext, i, k, v, &n);
+	for (size_t k = 0; k < im->n_o; k++)
+		push_refs(&im->o[k].ext, SIZE_MAX, k, v, &n);
+	qsort(v, n, sizeof(*v), cmp_ref);
+	*refs = v;
+	return n;
+}
+
+void imgread_describe(const struct imgread *r, const struct imgread_ref *ref, char *buf, size_t len)
+{
+	const struct img_extent *e = ref->e;
+	char where[160];
+	if (ref->proc == SIZE_MAX) {
+		const struct img_object *o = &r->im.o[ref->owner];
+		snprintf(where, sizeof(where), "object %zu (%s) extent %zu at object offset %#llx",
+			 ref->owner, o->path ? o->path : "shared memory", ref->index,
+			 (unsigned long long)e->addr);
+	} else {
+		const struct img_proc *p = &r->im.p[ref->proc];
+		const struct img_region *g = &p->r[ref->owner];
+		snprintf(where, sizeof(where), "process %d region %#llx-%#llx extent %zu at %#llx",
+			 p->pid, (unsigned long long)g->start, (unsigned long long)g->end,
+			 ref->index, (unsigned long long)e->addr);
+	}
+	snprintf(buf, len, "%s (%u pages at pages offset %#llx)", where, e->pages,
+		 (unsigned long long)e->off);
+}
+
+static int read_full(int fd, void *buf, size_t len, uint64_t off)
+{
+	size_t got = 0;
+	while (got < len) {
+		ssize_t n = fault_hit("img_read")
+				? (errno = EIO, -1)
+				: pread(fd, (char *)buf + got, len - got, (off_t)(off + got));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EIO;
+		got += (size_t)n;
+	}
+	return 0;
+}
+
+int imgread_verify(const struct imgread *r, void (*progress)(uint64_t, uint64_t, void *), void *arg,
+		   char *err, size_t errlen)
+{
+	struct imgread_ref *refs;
+	size_t n = imgread_refs(r, &refs);
+	uint64_t total = r->im.recorded.data_bytes, done = 0, last = 0;
+	void *buf = xmalloc(IMG_EXTENT_MAX);
+	posix_fadvise(r->pagesfd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	int rc = 0;
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		const struct img_extent *e = refs[i].e;
+		size_t len = img_extent_len(e);
+		char where[256];
+		rc = read_full(r->pagesfd, buf, len, e->off);
+		if (rc < 0) {
+			imgread_describe(r, &refs[i], where, sizeof(where));
+			rc = mv_fail_msg(err, errlen, rc, "%s: %s", where, strerror(-rc));
+			break;
+		}
+		uint32_t crc = crc32c(buf, len);
+		if (crc != e->crc) {
+			imgread_describe(r, &refs[i], where, sizeof(where));
+			rc = mv_fail_msg(err, errlen, -EBADMSG,
+					 "%s: checksum mismatch (stored %08x, computed %08x)",
+					 where, e->crc, crc);
+			break;
+		}
+		done += len;
+		if (progress && done - last >= (64u << 20)) {
+			progress(done, total, arg);
+			last = done;
+		}
+	}
+	if (rc == 0 && progress)
+		progress(done, total, arg);
+	free(buf);
+	free(refs);
+	return rc;
+}

@@ -1,0 +1,132 @@
+#include "supervisor/kernel/backing.h"
+#include "common/util.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#define PAGE 4096ull
+
+static bool same_file(const struct stat *st, const struct as_region *r)
+{
+	return st->st_ino == r->inode && major(st->st_dev) == r->dev_major &&
+	       minor(st->st_dev) == r->dev_minor;
+}
+
+static int open_map_file(pid_t tid, const struct as_region *r)
+{
+	char path[96];
+	snprintf(path, sizeof(path), "/proc/%d/map_files/%llx-%llx", tid,
+		 (unsigned long long)r->start, (unsigned long long)r->end);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	struct stat st;
+	if (fstat(fd, &st) < 0 || !same_file(&st, r)) {
+		close(fd);
+		return -ESTALE;
+	}
+	return fd;
+}
+
+static int open_from_fds(pid_t tid, const struct as_region *r)
+{
+	char dir[64];
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", tid);
+	DIR *d = opendir(dir);
+	if (!d)
+		return -errno;
+	int fd = -ENOENT, dfd = dirfd(d);
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		struct stat st;
+		if (e->d_name[0] == '.' || fstatat(dfd, e->d_name, &st, 0) < 0)
+			continue;
+		if (!S_ISREG(st.st_mode) || !same_file(&st, r))
+			continue;
+		/* Opening the magic link reopens the file itself; a memfd
+		 * allows it (and its seals still apply to writers). */
+		fd = openat(dfd, e->d_name, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0)
+			break;
+		fd = -errno;
+	}
+	closedir(d);
+	return fd;
+}
+
+int backing_open(pid_t tid, const struct as_region *r, const char **source)
+{
+	int fd = open_map_file(tid, r);
+	if (fd >= 0) {
+		*source = "map_files";
+		return fd;
+	}
+	fd = open_from_fds(tid, r);
+	if (fd >= 0) {
+		*source = "fd";
+		return fd;
+	}
+	return fd;
+}
+
+static void add_run(struct as_range **runs, size_t *n, size_t *cap, uint64_t s, uint64_t e)
+{
+	if (*n && (*runs)[*n - 1].end >= s) {
+		(*runs)[*n - 1].end = MV_MAX((*runs)[*n - 1].end, e);
+		return;
+	}
+	if (*n == *cap)
+		*runs = xrealloc(*runs, (*cap = *cap ? *cap * 2 : 64) * sizeof(**runs));
+	(*runs)[(*n)++] = (struct as_range){s, e};
+}
+
+int backing_data_runs(int fd, uint64_t size, struct as_range **runs, size_t *n, size_t *cap)
+{
+	uint64_t at = 0;
+	while (at < size) {
+		off_t data = lseek(fd, (off_t)at, SEEK_DATA);
+		if (data < 0) {
+			if (errno == ENXIO)
+				break; /* no data after at */
+			if (errno == EINVAL) {
+				/* No SEEK_DATA here: all of it is data. */
+				add_run(runs, n, cap, at, (size + PAGE - 1) & ~(PAGE - 1));
+				break;
+			}
+			return -errno;
+		}
+		off_t hole = lseek(fd, data, SEEK_HOLE);
+		if (hole < 0)
+			return -errno;
+		uint64_t s = (uint64_t)data & ~(PAGE - 1);
+		uint64_t e = ((uint64_t)hole + PAGE - 1) & ~(PAGE - 1);
+		if (e > s)
+			add_run(runs, n, cap, s, e);
+		if ((uint64_t)hole <= at)
+			break;
+		at = (uint64_t)hole;
+	}
+	return 0;
+}
+
+int backing_read(int fd, uint64_t off, void *buf, size_t len)
+{
+	size_t got = 0;
+	while (got < len) {
+		ssize_t n = pread(fd, (char *)buf + got, len - got, (off_t)(off + got));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0) {
+			memset((char *)buf + got, 0, len - got);
+			break;
+		}
+		got += (size_t)n;
+	}
+	return 0;
+}

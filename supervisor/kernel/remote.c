@@ -1,0 +1,170 @@
+/* Remote syscalls (supervisor/kernel/remote.h). The raw PTRACE_GETREGS,
+ * SETREGS and SINGLESTEP of an injection live here only. */
+#include "supervisor/kernel/remote.h"
+#include "common/fault.h"
+#include "common/log.h"
+#include "common/util.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+
+#define CS_64BIT	 0x33 /* __USER_CS: the thread runs 64-bit code */
+#define SYSCALL_INSN_LEN 2
+
+/* The call being injected (one at a time: one checkpoint job at a time
+ * injects), for the notify thread. */
+static _Atomic pid_t inj_tid;
+static _Atomic uint64_t inj_ip;
+
+bool remote_is_injected(pid_t tid, uint64_t ip)
+{
+	return tid == atomic_load(&inj_tid) && ip == atomic_load(&inj_ip);
+}
+
+static int find_vdso(pid_t tid, uint64_t *start, uint64_t *end)
+{
+	char path[64], line[512];
+	snprintf(path, sizeof(path), "/proc/%d/maps", tid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return errno == ENOENT ? -ESRCH : -errno;
+	int rc = -ENOEXEC;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long a, b;
+		if (strstr(line, "[vdso]") && sscanf(line, "%llx-%llx", &a, &b) == 2) {
+			*start = a;
+			*end = b;
+			rc = 0;
+			break;
+		}
+	}
+	fclose(f);
+	return rc;
+}
+
+/* The first `syscall` (0f 05) in the vdso's text. */
+static int find_syscall_insn(pid_t pid, uint64_t start, uint64_t end, uint64_t *addr)
+{
+	size_t len = (size_t)(end - start);
+	_cleanup_free_ unsigned char *buf = xmalloc(len);
+	struct iovec local = {buf, len}, remote = {(void *)(uintptr_t)start, len};
+	ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+	if (n < 0)
+		return errno == ESRCH ? -ESRCH : -errno;
+	for (ssize_t i = 0; i + 1 < n; i++)
+		if (buf[i] == 0x0f && buf[i + 1] == 0x05) {
+			*addr = start + (uint64_t)i;
+			return 0;
+		}
+	return -ENOEXEC;
+}
+
+static struct ptrace_thread *pick_thread(struct ptrace_proc *pp)
+{
+	/* A thread without a pending signal and not in a group stop is the
+	 * plainest to run an instruction on. */
+	for (size_t i = 0; i < pp->n; i++)
+		if (pp->t[i].state == PT_STOPPED && !pp->t[i].signal && !pp->t[i].group_stop)
+			return &pp->t[i];
+	for (size_t i = 0; i < pp->n; i++)
+		if (pp->t[i].state == PT_STOPPED)
+			return &pp->t[i];
+	return NULL;
+}
+
+int remote_open_stopped(struct remote *r, struct ptrace_proc *pp)
+{
+	memset(r, 0, sizeof(*r));
+	r->pid = pp->pid;
+	r->t = pick_thread(pp);
+	if (!r->t)
+		return -ESRCH;
+	int rc = find_vdso(r->t->tid, &r->vdso_start, &r->vdso_end);
+	if (rc == 0)
+		rc = find_syscall_insn(r->t->tid, r->vdso_start, r->vdso_end, &r->sc_addr);
+	return rc;
+}
+
+/* Wait for the single step's trap. Another signal that arrives first
+ * (a signal-delivery stop before the instruction ran) is queued again for
+ * after the injection and the step repeated. */
+static int wait_step(struct remote *r)
+{
+	pid_t tid = r->t->tid;
+	for (int tries = 0; tries < 64; tries++) {
+		int status;
+		pid_t w = waitpid(tid, &status, __WALL);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return errno == ECHILD ? -ESRCH : -errno;
+		if (WIFEXITED(status) || WIFSIGNALED(status)) {
+			r->t->state = PT_GONE;
+			return -ESRCH;
+		}
+		if (!WIFSTOPPED(status))
+			continue;
+		int sig = WSTOPSIG(status);
+		if (sig == SIGTRAP && (status >> 16) == 0)
+			return 0;
+		if ((status >> 16) == 0 && !r->t->signal)
+			r->t->signal = sig; /* delivered at detach */
+		if (ptrace(PTRACE_SINGLESTEP, tid, 0, 0) < 0)
+			return -errno;
+	}
+	return -EIO;
+}
+
+static void set_call(struct user_regs_struct *regs, uint64_t ip, long nr, const long a[6])
+{
+	regs->rip = ip;
+	regs->rax = (unsigned long long)nr;
+	regs->orig_rax = (unsigned long long)-1;
+	regs->rdi = (unsigned long long)a[0];
+	regs->rsi = (unsigned long long)a[1];
+	regs->rdx = (unsigned long long)a[2];
+	regs->r10 = (unsigned long long)a[3];
+	regs->r8 = (unsigned long long)a[4];
+	regs->r9 = (unsigned long long)a[5];
+}
+
+int remote_syscall_stopped(struct remote *r, long nr, const long args[6], long *ret)
+{
+	FAULT_RETURN("remote_syscall", EIO);
+	pid_t tid = r->t->tid;
+	struct user_regs_struct saved, regs;
+	if (ptrace(PTRACE_GETREGS, tid, 0, &saved) < 0)
+		return errno == ESRCH ? -ESRCH : -errno;
+	if (saved.cs != CS_64BIT)
+		return -ENOEXEC;
+	regs = saved;
+	set_call(&regs, r->sc_addr, nr, args);
+	if (ptrace(PTRACE_SETREGS, tid, 0, &regs) < 0)
+		return errno == ESRCH ? -ESRCH : -errno;
+	int rc = 0;
+	/* Tell the notify thread before the call can reach it. */
+	atomic_store(&inj_ip, r->sc_addr + SYSCALL_INSN_LEN);
+	atomic_store(&inj_tid, tid);
+	if (ptrace(PTRACE_SINGLESTEP, tid, 0, 0) < 0)
+		rc = -errno;
+	if (rc == 0)
+		rc = wait_step(r);
+	atomic_store(&inj_tid, 0);
+	if (rc == 0 && ptrace(PTRACE_GETREGS, tid, 0, &regs) < 0)
+		rc = -errno;
+	if (rc == 0)
+		*ret = (long)regs.rax;
+	if (ptrace(PTRACE_SETREGS, tid, 0, &saved) < 0 && rc == 0)
+		rc = errno == ESRCH ? -ESRCH : -errno;
+	if (rc < 0 && rc != -ESRCH)
+		log_warn("remote: syscall %ld in thread %d of process %d: %s", nr, tid, r->pid,
+			 strerror(-rc));
+	return rc;
+}

@@ -1,0 +1,52 @@
+/* Remote syscalls: making a stopped thread of a supervised process run
+ * one system call of our choosing, in its own context (its mm, its fd
+ * table, its credentials, its seccomp filter).
+ *
+ * How: the thread is in a ptrace stop held by the calling thread (the job
+ * thread that seized it, ptrace.h). Its registers are saved, rip is
+ * pointed at a `syscall` instruction found in the process's [vdso], rax
+ * and the argument registers are set, orig_rax is set to -1 (so that the
+ * kernel's syscall-restart logic does not rewind the instruction pointer
+ * of the interrupted call it was in), one PTRACE_SINGLESTEP runs the
+ * instruction, rax is read, and the saved registers are put back (with
+ * them the interrupted call's restart state).
+ *
+ * The injected call passes through the process's seccomp filter: if the
+ * filter notifies it, memvisor's notify thread answers it like any other
+ * call while the job thread waits here.
+ *
+ * Failure point (MEMVISOR_FAULT): remote_syscall (EIO before the call).
+ * Functions return 0 or -errno. */
+#ifndef MV_REMOTE_H
+#define MV_REMOTE_H
+
+#include "supervisor/kernel/ptrace.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct remote {
+	pid_t pid;
+	struct ptrace_thread *t; /* stopped, seized by the calling thread */
+	uint64_t sc_addr;	 /* a `syscall` instruction in the [vdso] */
+	uint64_t vdso_start, vdso_end;
+};
+
+/* Pick a stopped thread of pp to inject into and find the instruction.
+ * -ESRCH: no stopped thread; -ENOEXEC: no [vdso] or no `syscall` in it,
+ * or the thread runs 32-bit code. */
+int remote_open_stopped(struct remote *r, struct ptrace_proc *pp);
+
+/* Run syscall nr(args...) in r's thread; its return value (a negative
+ * errno for a failed call) in *ret. Returns 0, or -errno when the
+ * injection itself failed (-ESRCH: the thread is gone). The thread's
+ * registers are what they were on every path where it still lives. */
+int remote_syscall_stopped(struct remote *r, long nr, const long args[6], long *ret);
+
+/* For the notify thread: is the notified call of thread tid at
+ * instruction pointer ip (seccomp_data's: just after the `syscall`) one
+ * we are injecting? It is then let through (CONTINUE) without the policy,
+ * which is about the program's own calls. */
+bool remote_is_injected(pid_t tid, uint64_t ip);
+
+#endif

@@ -1,0 +1,125 @@
+#include "supervisor/kernel/vm.h"
+#include "common/util.h"
+
+#include <stdbool.h>
+#include <string.h>
+#include <sys/uio.h>
+
+ssize_t vm_read(pid_t pid, uint64_t addr, void *buf, size_t len)
+{
+	struct iovec local = {.iov_base = buf, .iov_len = len};
+	struct iovec remote = {.iov_base = (void *)(uintptr_t)addr, .iov_len = len};
+	ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+	return n < 0 ? -errno : n;
+}
+
+int vm_readv(pid_t pid, const struct iovec *remote, size_t n, void *buf, size_t *done)
+{
+	/* process_vm_readv takes at most IOV_MAX (1024) ranges a call and
+	 * may stop short, inside a range, at a page it cannot read. */
+	struct iovec rv[1024];
+	size_t i = 0, skip = 0; /* the next range, and bytes of it already read */
+	*done = 0;
+	while (i < n) {
+		size_t k = 0, want = 0;
+		for (; k < ARRAY_SIZE(rv) && i + k < n; k++) {
+			rv[k] = remote[i + k];
+			if (k == 0) {
+				rv[0].iov_base = (char *)rv[0].iov_base + skip;
+				rv[0].iov_len -= skip;
+			}
+			want += rv[k].iov_len;
+		}
+		struct iovec local = {.iov_base = (char *)buf + *done, .iov_len = want};
+		ssize_t got = process_vm_readv(pid, &local, 1, rv, k, 0);
+		if (got < 0)
+			return -errno;
+		if (got == 0)
+			return -EFAULT;
+		*done += (size_t)got;
+		/* Advance over what was read. */
+		size_t left = (size_t)got;
+		while (left) {
+			size_t rest = remote[i].iov_len - skip;
+			if (left >= rest) {
+				left -= rest;
+				i++;
+				skip = 0;
+			} else {
+				skip += left;
+				left = 0;
+			}
+		}
+	}
+	return 0;
+}
+
+int vm_pread_mem(int memfd, uint64_t addr, void *buf, size_t len)
+{
+	size_t got = 0;
+	while (got < len) {
+		ssize_t n = pread(memfd, (char *)buf + got, len - got, (off_t)(addr + got));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EIO; /* the mm is gone (fs/proc/base.c mem_rw) */
+		got += (size_t)n;
+	}
+	return 0;
+}
+
+ssize_t vm_write(pid_t pid, uint64_t addr, const void *buf, size_t len)
+{
+	struct iovec local = {.iov_base = (void *)buf, .iov_len = len};
+	struct iovec remote = {.iov_base = (void *)(uintptr_t)addr, .iov_len = len};
+	ssize_t n = process_vm_writev(pid, &local, 1, &remote, 1, 0);
+	return n < 0 ? -errno : n;
+}
+
+ssize_t vm_read_string(pid_t pid, uint64_t addr, char *buf, size_t max)
+{
+	size_t got = 0;
+	while (got + 1 < max) {
+		/* Read up to the next page boundary: the string may end just
+		 * before an unmapped page. */
+		size_t chunk = 4096 - ((addr + got) & 4095);
+		chunk = MV_MIN(chunk, max - 1 - got);
+		ssize_t n = vm_read(pid, addr + got, buf + got, chunk);
+		if (n <= 0) {
+			if (got)
+				break;
+			return n < 0 ? n : -EFAULT;
+		}
+		char *nul = memchr(buf + got, '\0', (size_t)n);
+		if (nul)
+			return nul - buf;
+		got += (size_t)n;
+	}
+	buf[got] = '\0';
+	return (ssize_t)got;
+}
+
+ssize_t vm_read_argv(pid_t pid, uint64_t argv, bool compat32, char *buf, size_t max,
+		     size_t max_args)
+{
+	uint64_t ptrs[64];
+	uint32_t ptrs32[64];
+	max_args = MV_MIN(max_args, ARRAY_SIZE(ptrs));
+	size_t width = compat32 ? 4 : 8;
+	ssize_t n = vm_read(pid, argv, compat32 ? (void *)ptrs32 : (void *)ptrs, max_args * width);
+	if (n < 0)
+		return n;
+	size_t count = (size_t)n / width, used = 0;
+	for (size_t i = 0; i < count && used + 1 < max; i++) {
+		uint64_t p = compat32 ? ptrs32[i] : ptrs[i];
+		if (!p)
+			break;
+		ssize_t len = vm_read_string(pid, p, buf + used, max - used);
+		if (len < 0)
+			break;
+		used += (size_t)len + 1;
+	}
+	return (ssize_t)used;
+}

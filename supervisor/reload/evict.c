@@ -1,0 +1,1160 @@
+/* Evicted spaces and their fault workers (supervisor/reload/evict.h). */
+#include "supervisor/reload/evict.h"
+#include "common/crc32c.h"
+#include "common/fault.h"
+#include "common/hist.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "supervisor/reload/thp.h"
+#include "supervisor/kernel/procfs.h"
+#include "supervisor/supervise/reaper.h"
+#include "supervisor/kernel/remote.h"
+#include "supervisor/kernel/uffd.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define PG	  4096ull
+#define EXT_WORDS (IMG_EXTENT_MAX / IMG_PAGE / 64)
+#define MSG_BATCH 16
+#define PROBE_MS  500
+
+/* An extent of the image: where its bytes are, and which of its pages
+ * are installed in this space already. */
+struct ev_ext {
+	uint64_t off;
+	uint32_t pages, crc;
+	uint64_t loaded[EXT_WORDS];
+};
+
+/* Pages [first, first+n) of extent ext, now at address addr. */
+struct ev_chunk {
+	uint64_t addr;
+	uint32_t ext, first, n;
+};
+
+/* Locks. s->lay orders the layout against page installs: a worker holds
+ * it for writing from the read(2) of the uffd's messages until the events
+ * among them are applied to the chunk map, and everything that installs
+ * pages (UFFDIO_COPY, ZEROPAGE, POISON) holds it for reading from looking
+ * up the chunk to the end of the ioctl. So events are applied in the
+ * order the kernel delivered them, a copy never uses a chunk an event
+ * read before it has changed, and an event read after a copy started
+ * (the madvise or munmap it releases runs after our read) finds the copy
+ * done. s->mu guards the chunk map's contents and counters for short
+ * steps; never held across storage I/O. */
+struct evspace {
+	pthread_mutex_t mu;
+	pthread_rwlock_t lay;
+	int refs;	   /* under reg_mu */
+	uint64_t keep_id;  /* the reaper holds a duplicate of uffd under this id (0: not held) */
+	uint64_t features; /* granted by UFFDIO_API */
+	pid_t tgid;	   /* the process whose mm this is, when known (a fork child: its
+			    * first fault tells) */
+	struct as_range *wipe; /* MADV_WIPEONFORK regions inherited at fork (a fork child) */
+	size_t n_wipe;
+	uint64_t poisoned; /* pages made unservable */
+	char id[33];
+	char *dir;
+	pid_t pid, parent;
+	int uffd, pagesfd, stopfd;
+	int pidfd;	      /* the evicted process (-1 for a fork child): THP collapse */
+	struct evict_thp thp; /* under mu */
+	uint64_t probe;	      /* an address of the mm never registered (the vdso) */
+	bool evicting; /* under lay: our own MADV_DONTNEED runs, its REMOVE events are ours */
+	bool dead, stopping, linked;
+	struct ev_ext *ext;
+	size_t n_ext;
+	struct ev_chunk *ch;
+	size_t n_ch, cap_ch;
+	uint64_t owed, loaded; /* bytes */
+	size_t cursor;	       /* the loader's place in ch[] */
+	unsigned enoent;       /* the loader's copies in a row that found no range */
+	uint64_t faults, fault_bytes, zero_faults;
+	struct hist lat;
+	struct evspace *next;
+};
+
+static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct evspace *reg_head;
+
+/* ---- the registry ------------------------------------------------------ */
+
+static void space_free(struct evspace *s)
+{
+	if (s->keep_id)
+		reaper_release_fd(s->keep_id);
+	if (s->uffd >= 0)
+		close(s->uffd); /* userfaultfd_release: every range unregistered */
+	if (s->pagesfd >= 0)
+		close(s->pagesfd);
+	if (s->stopfd >= 0)
+		close(s->stopfd);
+	if (s->pidfd >= 0)
+		close(s->pidfd);
+	evict_thp_free(&s->thp);
+	pthread_mutex_destroy(&s->mu);
+	pthread_rwlock_destroy(&s->lay);
+	free(s->wipe);
+	free(s->dir);
+	free(s->ext);
+	free(s->ch);
+	free(s);
+}
+
+static void unlink_locked(struct evspace *s)
+{
+	for (struct evspace **p = &reg_head; *p; p = &(*p)->next)
+		if (*p == s) {
+			*p = s->next;
+			s->linked = false;
+			s->refs--;
+			return;
+		}
+}
+
+void evict_put(struct evspace *s)
+{
+	pthread_mutex_lock(&reg_mu);
+	bool last = --s->refs == 0;
+	pthread_mutex_unlock(&reg_mu);
+	if (last)
+		space_free(s);
+}
+
+static void get_locked(struct evspace *s)
+{
+	s->refs++;
+}
+
+static void link_space(struct evspace *s)
+{
+	pthread_mutex_lock(&reg_mu);
+	s->next = reg_head;
+	reg_head = s;
+	s->linked = true;
+	s->refs++;
+	pthread_mutex_unlock(&reg_mu);
+}
+
+/* Stop the workers (they drop their references as they go). */
+static void stop_space(struct evspace *s)
+{
+	pthread_mutex_lock(&reg_mu);
+	s->stopping = true;
+	if (s->linked)
+		unlink_locked(s);
+	pthread_mutex_unlock(&reg_mu);
+	uint64_t one = 1;
+	if (write(s->stopfd, &one, sizeof(one)) < 0)
+		log_warn("evict: waking the workers of process %d: %s", s->pid, strerror(errno));
+}
+
+bool evict_any(void)
+{
+	pthread_mutex_lock(&reg_mu);
+	bool any = reg_head != NULL;
+	pthread_mutex_unlock(&reg_mu);
+	return any;
+}
+
+bool evict_some_image(char *id, size_t idlen, char *dir, size_t dirlen)
+{
+	pthread_mutex_lock(&reg_mu);
+	struct evspace *s = reg_head;
+	if (s) {
+		snprintf(id, idlen, "%s", s->id);
+		snprintf(dir, dirlen, "%s", s->dir);
+	}
+	pthread_mutex_unlock(&reg_mu);
+	return s != NULL;
+}
+
+size_t evict_spaces_of(const char *id, struct evspace ***out)
+{
+	size_t n = 0, cap = 4;
+	struct evspace **v = xcalloc(cap, sizeof(*v));
+	pthread_mutex_lock(&reg_mu);
+	for (struct evspace *s = reg_head; s; s = s->next) {
+		if (strcmp(s->id, id) != 0 || s->dead)
+			continue;
+		if (n == cap)
+			v = xrealloc(v, (cap *= 2) * sizeof(*v));
+		get_locked(s);
+		v[n++] = s;
+	}
+	pthread_mutex_unlock(&reg_mu);
+	*out = v;
+	return n;
+}
+
+pid_t evict_space_pid(const struct evspace *s)
+{
+	return s->pid ? s->pid : s->parent;
+}
+
+/* ---- chunks (under s->mu) ---------------------------------------------- */
+
+static uint64_t chunk_end(const struct ev_chunk *c)
+{
+	return c->addr + (uint64_t)c->n * PG;
+}
+
+/* The first chunk ending after addr. */
+static size_t lower_bound(const struct evspace *s, uint64_t addr)
+{
+	size_t lo = 0, hi = s->n_ch;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (chunk_end(&s->ch[mid]) <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static struct ev_chunk *find_chunk(struct evspace *s, uint64_t addr)
+{
+	size_t i = lower_bound(s, addr);
+	if (i < s->n_ch && s->ch[i].addr <= addr)
+		return &s->ch[i];
+	return NULL;
+}
+
+static void insert_chunk(struct evspace *s, size_t at, struct ev_chunk c)
+{
+	if (s->n_ch == s->cap_ch)
+		s->ch =
+		    xrealloc(s->ch, (s->cap_ch = s->cap_ch ? s->cap_ch * 2 : 64) * sizeof(*s->ch));
+	memmove(&s->ch[at + 1], &s->ch[at], (s->n_ch - at) * sizeof(*s->ch));
+	s->ch[at] = c;
+	s->n_ch++;
+}
+
+/* No chunk straddles addr afterwards. */
+static void split_at(struct evspace *s, uint64_t addr)
+{
+	size_t i = lower_bound(s, addr);
+	if (i >= s->n_ch || s->ch[i].addr >= addr)
+		return;
+	struct ev_chunk *c = &s->ch[i];
+	uint32_t k = (uint32_t)((addr - c->addr) / PG);
+	struct ev_chunk tail = {addr, c->ext, c->first + k, c->n - k};
+	c->n = k;
+	insert_chunk(s, i + 1, tail);
+}
+
+static bool page_loaded(const struct ev_ext *e, uint32_t p)
+{
+	return e->loaded[p / 64] >> (p % 64) & 1;
+}
+
+static uint64_t owed_in(const struct evspace *s, const struct ev_chunk *c)
+{
+	uint64_t n = 0;
+	for (uint32_t p = c->first; p < c->first + c->n; p++)
+		n += !page_loaded(&s->ext[c->ext], p);
+	return n * PG;
+}
+
+/* munmap, madvise(DONTNEED/FREE): the image no longer owes these pages. */
+static void drop_range(struct evspace *s, uint64_t start, uint64_t end)
+{
+	split_at(s, start);
+	split_at(s, end);
+	size_t a = lower_bound(s, start), b = a;
+	while (b < s->n_ch && s->ch[b].addr < end) {
+		uint64_t o = owed_in(s, &s->ch[b]);
+		s->owed -= MV_MIN(o, s->owed);
+		b++;
+	}
+	memmove(&s->ch[a], &s->ch[b], (s->n_ch - b) * sizeof(*s->ch));
+	s->n_ch -= b - a;
+}
+
+static int cmp_chunk(const void *x, const void *y)
+{
+	const struct ev_chunk *a = x, *b = y;
+	return a->addr < b->addr ? -1 : a->addr > b->addr;
+}
+
+/* mremap moved [from, from+len) to to (mm/mremap.c move_vma). */
+static void move_range(struct evspace *s, uint64_t from, uint64_t to, uint64_t len)
+{
+	split_at(s, from);
+	split_at(s, from + len);
+	for (size_t i = lower_bound(s, from); i < s->n_ch && s->ch[i].addr < from + len; i++)
+		s->ch[i].addr = s->ch[i].addr - from + to;
+	qsort(s->ch, s->n_ch, sizeof(*s->ch), cmp_chunk);
+}
+
+static void mark_loaded(struct evspace *s, uint32_t ext, uint32_t a, uint32_t b)
+{
+	struct ev_ext *e = &s->ext[ext];
+	for (uint32_t p = a; p < b; p++) {
+		if (page_loaded(e, p))
+			continue;
+		e->loaded[p / 64] |= 1ull << (p % 64);
+		s->loaded += PG;
+		s->owed -= MV_MIN(PG, s->owed);
+	}
+}
+
+/* ---- serving pages --------------------------------------------------- */
+
+/* Read extent e whole into buf and check its checksum. -EIO for a short
+ * read: the image was truncated under us. */
+static int read_extent(struct evspace *s, const struct ev_ext *e, void *buf)
+{
+	size_t len = (size_t)e->pages * PG, got = 0;
+	while (got < len) {
+		ssize_t n = pread(s->pagesfd, (char *)buf + got, len - got, (off_t)(e->off + got));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		got += (size_t)n;
+	}
+	return crc32c(buf, len) == e->crc ? 0 : -EBADMSG;
+}
+
+/* The chunk at addr now, copied out with its extent (under s->mu). */
+static bool chunk_at(struct evspace *s, uint64_t addr, struct ev_chunk *c, struct ev_ext *e)
+{
+	pthread_mutex_lock(&s->mu);
+	struct ev_chunk *cp = find_chunk(s, addr);
+	if (cp) {
+		*c = *cp;
+		if (e)
+			*e = s->ext[cp->ext];
+	}
+	pthread_mutex_unlock(&s->mu);
+	return cp != NULL;
+}
+
+/* Copy pages [p, q) of chunk c, one at a time: a copy that spans two vmas
+ * fails whole with ENOENT (mm/userfaultfd.c validate_dst_vma), which
+ * happens once the program mprotect()s part of an evicted region. Pages
+ * outside any registered vma are left owed (*enoent counts them). */
+static int copy_pages(struct evspace *s, const struct ev_chunk *c, uint32_t p, uint32_t q,
+		      const void *buf, unsigned *enoent)
+{
+	for (uint32_t k = p; k < q; k++) {
+		uint64_t got;
+		int rc = uffd_copy(s->uffd, c->addr + (uint64_t)(k - c->first) * PG,
+				   (const char *)buf + (uint64_t)k * PG, PG, &got);
+		if (rc == -ENOENT) {
+			(*enoent)++;
+			continue;
+		}
+		if (rc < 0)
+			return rc;
+		pthread_mutex_lock(&s->mu);
+		mark_loaded(s, c->ext, k, k + 1);
+		pthread_mutex_unlock(&s->mu);
+	}
+	return 0;
+}
+
+/* Install the pages of [a, b) (extent page indexes within chunk c) not
+ * known to be there, from buf (the whole extent). Under s->lay (read),
+ * with c looked up under it. *enoent counts the pages no registered vma
+ * holds (they stay owed). */
+static int copy_runs(struct evspace *s, const struct ev_chunk *c, uint32_t a, uint32_t b,
+		     const void *buf, unsigned *enoent)
+{
+	const struct ev_ext *e = &s->ext[c->ext];
+	uint32_t p = MV_MAX(a, c->first);
+	b = MV_MIN(b, c->first + c->n);
+	while (p < b) {
+		pthread_mutex_lock(&s->mu);
+		while (p < b && page_loaded(e, p))
+			p++;
+		uint32_t q = p;
+		while (q < b && !page_loaded(e, q))
+			q++;
+		pthread_mutex_unlock(&s->mu);
+		if (p == q)
+			break;
+		uint64_t dst = c->addr + (uint64_t)(p - c->first) * PG, got;
+		int rc = uffd_copy(s->uffd, dst, (const char *)buf + (uint64_t)p * PG,
+				   (uint64_t)(q - p) * PG, &got);
+		if (rc == -ENOENT) {
+			/* got: the pages before the failing one are in. */
+			uint32_t done = (uint32_t)(got / PG);
+			pthread_mutex_lock(&s->mu);
+			mark_loaded(s, c->ext, p, p + done);
+			pthread_mutex_unlock(&s->mu);
+			rc = copy_pages(s, c, p + done, q, buf, enoent);
+		} else if (rc == 0) {
+			pthread_mutex_lock(&s->mu);
+			mark_loaded(s, c->ext, p, q);
+			pthread_mutex_unlock(&s->mu);
+		}
+		if (rc < 0)
+			return rc;
+		p = q;
+	}
+	return 0;
+}
+
+/* Tell whoever listens (the control socket's event stream). */
+static void (*notify_cb)(const char *type, json_t *obj);
+
+void evict_set_notify(void (*cb)(const char *type, json_t *obj))
+{
+	notify_cb = cb;
+}
+
+/* The image cannot give this page back (a read error, a truncated image,
+ * a checksum mismatch): the program must not see anything in its place.
+ * Poison the page, as a memory error would (an access raises SIGBUS, a
+ * kernel access fails with EFAULT), or, on kernels without UFFDIO_POISON
+ * (Linux < 6.6), kill the process. Under s->lay (read). */
+static int unservable(struct evspace *s, uint64_t addr, pid_t who, const struct ev_ext *e, int err)
+{
+	pid_t pid = s->tgid ? s->tgid : who;
+	int rc = -EOPNOTSUPP;
+	if (s->features & UFFD_FEATURE_POISON)
+		rc = uffd_poison(s->uffd, addr);
+	bool first = __atomic_fetch_add(&s->poisoned, 1, __ATOMIC_RELAXED) == 0;
+	bool poisoned = rc == 0 || rc == -EEXIST;
+	if (poisoned) {
+		if (first)
+			log_error("evict: the image %s cannot give back the extent at pages offset "
+				  "%#llx (%s): process %d gets SIGBUS where it touches those pages",
+				  s->dir, (unsigned long long)e->off, strerror(-err), pid);
+		rc = 0;
+	} else if (rc != -EAGAIN) {
+		log_error("evict: the image %s cannot give back the extent at pages offset %#llx "
+			  "(%s): killing process %d, whose memory it holds",
+			  s->dir, (unsigned long long)e->off, strerror(-err), pid);
+		if (who > 0)
+			kill(who, SIGKILL);
+		rc = 0;
+	}
+	if (first && notify_cb) {
+		char a[32];
+		snprintf(a, sizeof(a), "%#llx", (unsigned long long)addr);
+		notify_cb("evict_unservable",
+			  json_pack("{s:i, s:s, s:s, s:I, s:s, s:s}", "pid", pid, "image", s->dir,
+				    "address", a, "extent_offset", (json_int_t)e->off, "error",
+				    strerror(-err), "outcome", poisoned ? "sigbus" : "killed"));
+	}
+	return rc;
+}
+
+/* A fault at addr: look the page up and install it, with the read-ahead
+ * around it. The extent is read without any lock; then the chunk is looked
+ * up again under s->lay, since events may have moved or dropped it
+ * meanwhile. */
+static int serve_fault(struct evspace *s, uint64_t addr, pid_t who, void *buf, uint64_t *woken)
+{
+	for (;;) {
+		struct ev_chunk c;
+		struct ev_ext e;
+		pthread_rwlock_rdlock(&s->lay);
+		if (!chunk_at(s, addr, &c, &e)) {
+			/* Never written, or dropped by the program (munmap,
+			 * madvise): zeros, as without evict. */
+			__atomic_fetch_add(&s->zero_faults, 1, __ATOMIC_RELAXED);
+			int zrc = uffd_zeropage(s->uffd, addr);
+			pthread_rwlock_unlock(&s->lay);
+			*woken = mv_now_ns();
+			return zrc;
+		}
+		pthread_rwlock_unlock(&s->lay);
+		int rc = read_extent(s, &e, buf);
+		pthread_rwlock_rdlock(&s->lay);
+		struct ev_chunk now;
+		if (!chunk_at(s, addr, &now, NULL) || now.ext != c.ext) {
+			pthread_rwlock_unlock(&s->lay);
+			continue; /* the layout changed under us: look again */
+		}
+		if (rc < 0) {
+			rc = unservable(s, addr, who, &e, rc);
+			pthread_rwlock_unlock(&s->lay);
+			*woken = mv_now_ns();
+			return rc;
+		}
+		uint32_t idx = now.first + (uint32_t)((addr - now.addr) / PG);
+		uint32_t ra = EVICT_READAHEAD / PG, end = now.first + now.n;
+		uint32_t lo = idx > now.first + ra / 2 ? idx - ra / 2 : now.first;
+		uint32_t hi = MV_MIN(end, lo + ra);
+		unsigned enoent = 0;
+		/* The faulting thread's window first: copying wakes it. */
+		rc = copy_runs(s, &now, lo, hi, buf, &enoent);
+		pthread_rwlock_unlock(&s->lay);
+		uffd_wake(s->uffd, addr, PG);
+		*woken = mv_now_ns();
+		if (rc < 0)
+			return rc;
+		/* The read-ahead: the rest of the extent's chunk at addr. */
+		pthread_rwlock_rdlock(&s->lay);
+		if (chunk_at(s, addr, &now, NULL) && now.ext == c.ext) {
+			rc = copy_runs(s, &now, now.first, lo, buf, &enoent);
+			if (rc == 0)
+				rc = copy_runs(s, &now, hi, now.first + now.n, buf, &enoent);
+		}
+		pthread_rwlock_unlock(&s->lay);
+		return rc == -EAGAIN ? 0 : rc; /* the read-ahead is best effort */
+	}
+}
+
+/* ---- events ------------------------------------------------------------ */
+
+static struct evspace *space_new(void);
+static int start_workers(struct evspace *s);
+
+/* Remove [start, end) ranges of v from the chunk map (fork exclusions). */
+static void drop_ranges(struct evspace *s, const struct as_range *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		drop_range(s, v[i].start, v[i].end);
+}
+
+/* Hold a duplicate of the space's uffd in the reaper (reaper_hold_fd). */
+static int keep_uffd(struct evspace *s)
+{
+	static uint64_t next_id;
+	uint64_t id = __atomic_add_fetch(&next_id, 1, __ATOMIC_RELAXED);
+	int rc = reaper_hold_fd(s->uffd, id);
+	if (rc == 0)
+		s->keep_id = id;
+	return rc;
+}
+
+/* fork: the child's mm has the parent's registered ranges, with a uffd of
+ * its own, and misses the pages the parent missed when it forked. It owes
+ * every page the parent's image map still covers (pages the parent had
+ * loaded are present in the child too: copying them fails with EEXIST),
+ * except where fork gives the child something else (kernel/fork.c
+ * dup_mmap): MADV_DONTFORK regions are not in the child at all, and
+ * MADV_WIPEONFORK regions are empty there (zeros). Those are read from the
+ * parent's smaps while the parent waits in fork for this event to be
+ * read; a parent whose pid is not known yet (a fork child that has not
+ * faulted) uses the WIPEONFORK regions it inherited. Called under s->lay
+ * (write), in the order of the events. */
+static void on_fork(struct evspace *s, int ufd)
+{
+	struct evspace *c = space_new();
+	c->uffd = ufd;
+	c->features = s->features;
+	c->pagesfd = fcntl(s->pagesfd, F_DUPFD_CLOEXEC, 0);
+	c->parent = s->pid ? s->pid : s->parent;
+	c->probe = s->probe;
+	snprintf(c->id, sizeof(c->id), "%s", s->id);
+	c->dir = xstrdup(s->dir);
+	struct as_range *dc = NULL, *wf = NULL;
+	size_t n_dc = 0, n_wf = 0;
+	if (!s->tgid || procfs_fork_flags(s->tgid, &dc, &n_dc, &wf, &n_wf) < 0) {
+		n_wf = s->n_wipe;
+		wf = n_wf ? xmalloc(n_wf * sizeof(*wf)) : NULL;
+		if (n_wf)
+			memcpy(wf, s->wipe, n_wf * sizeof(*wf));
+	}
+	pthread_mutex_lock(&s->mu);
+	c->n_ext = s->n_ext;
+	c->ext = xcalloc(MV_MAX(c->n_ext, 1), sizeof(*c->ext));
+	for (size_t i = 0; i < c->n_ext; i++)
+		c->ext[i] = (struct ev_ext){s->ext[i].off, s->ext[i].pages, s->ext[i].crc, {0}};
+	c->n_ch = c->cap_ch = s->n_ch;
+	c->ch = xcalloc(MV_MAX(c->n_ch, 1), sizeof(*c->ch));
+	memcpy(c->ch, s->ch, s->n_ch * sizeof(*s->ch));
+	pthread_mutex_unlock(&s->mu);
+	drop_ranges(c, dc, n_dc);
+	drop_ranges(c, wf, n_wf);
+	for (size_t i = 0; i < c->n_ch; i++)
+		c->owed += (uint64_t)c->ch[i].n * PG;
+	c->wipe = wf;
+	c->n_wipe = n_wf;
+	free(dc);
+	int krc = keep_uffd(c);
+	if (krc < 0 && krc != -ENOTCONN)
+		log_warn("evict: the reaper cannot hold the userfaultfd of process %d's fork "
+			 "child: %s",
+			 c->parent, strerror(-krc));
+	link_space(c);
+	if (c->pagesfd < 0 || start_workers(c) < 0)
+		log_error("evict: cannot serve the fork child of process %d: its evicted memory "
+			  "cannot be read",
+			  c->parent);
+	evict_put(c); /* the registry and the workers hold it */
+}
+
+/* Under s->lay (write). */
+static void on_event(struct evspace *s, const struct uffd_msg *m)
+{
+	switch (m->event) {
+	case UFFD_EVENT_FORK:
+		on_fork(s, (int)m->arg.fork.ufd);
+		return;
+	case UFFD_EVENT_REMAP:
+		pthread_mutex_lock(&s->mu);
+		move_range(s, m->arg.remap.from, m->arg.remap.to, m->arg.remap.len);
+		evict_thp_forget(&s->thp, m->arg.remap.from, m->arg.remap.from + m->arg.remap.len);
+		evict_thp_forget(&s->thp, m->arg.remap.to, m->arg.remap.to + m->arg.remap.len);
+		pthread_mutex_unlock(&s->mu);
+		return;
+	case UFFD_EVENT_REMOVE:
+	case UFFD_EVENT_UNMAP:
+		/* While evicting, every thread of the program is stopped: a
+		 * REMOVE is our own MADV_DONTNEED. evicting is cleared under
+		 * s->lay (write) once the last of them is applied, so this
+		 * test is exact. */
+		if (m->event == UFFD_EVENT_REMOVE && s->evicting)
+			return;
+		pthread_mutex_lock(&s->mu);
+		drop_range(s, m->arg.remove.start, m->arg.remove.end);
+		evict_thp_forget(&s->thp, m->arg.remove.start, m->arg.remove.end);
+		pthread_mutex_unlock(&s->mu);
+		return;
+	default:
+		return;
+	}
+}
+
+/* ---- the workers ------------------------------------------------------- */
+
+struct fault {
+	uint64_t addr, t0;
+	pid_t who;
+};
+
+struct worker {
+	struct evspace *s;
+	bool prober;
+	void *buf;
+	struct fault q[MSG_BATCH * 4];
+	size_t nq;
+};
+
+/* A fork child's pid, from the first fault that names a thread. */
+static void learn_tgid(struct evspace *s, pid_t who)
+{
+	struct proc_status st;
+	if (s->tgid || who <= 0 || procfs_status(who, &st) < 0)
+		return;
+	s->tgid = st.tgid;
+}
+
+static void take_messages(struct worker *w, struct uffd_msg *m, ssize_t n)
+{
+	struct evspace *s = w->s;
+	for (ssize_t i = 0; i < n; i++) {
+		if (m[i].event != UFFD_EVENT_PAGEFAULT) {
+			on_event(s, &m[i]);
+			continue;
+		}
+		pid_t who =
+		    m[i].arg.pagefault.feat.ptid ? (pid_t)m[i].arg.pagefault.feat.ptid : s->pid;
+		learn_tgid(s, who);
+		if (w->nq < ARRAY_SIZE(w->q))
+			w->q[w->nq++] = (struct fault){m[i].arg.pagefault.address & ~(PG - 1),
+						       mv_now_ns(), who};
+	}
+}
+
+/* Read what the uffd has (non-blocking) and apply its events, under
+ * s->lay (write) from the read on; 0 when it had nothing. */
+static ssize_t read_messages(struct worker *w)
+{
+	struct uffd_msg m[MSG_BATCH];
+	size_t room = ARRAY_SIZE(w->q) - w->nq;
+	size_t want = MV_MIN((size_t)MSG_BATCH, room);
+	if (!want)
+		return 0;
+	pthread_rwlock_wrlock(&w->s->lay);
+	ssize_t n = read(w->s->uffd, m, want * sizeof(m[0]));
+	if (n > 0)
+		take_messages(w, m, n / (ssize_t)sizeof(m[0]));
+	pthread_rwlock_unlock(&w->s->lay);
+	return n > 0 ? n / (ssize_t)sizeof(m[0]) : 0;
+}
+
+static void mark_dead(struct evspace *s, const char *why)
+{
+	if (!s->dead)
+		log_info("evict: process %d: %s; its pending pages are dropped", evict_space_pid(s),
+			 why);
+	s->dead = true;
+	stop_space(s);
+}
+
+static void serve_queue(struct worker *w)
+{
+	struct evspace *s = w->s;
+	while (w->nq) {
+		struct fault f = w->q[--w->nq];
+		uint64_t woken = 0;
+		int rc = serve_fault(s, f.addr, f.who, w->buf, &woken);
+		if (rc == -EAGAIN) {
+			/* The layout is changing: its event must be read
+			 * (maybe by us) before a copy can succeed. */
+			w->q[w->nq++] = f;
+			if (!read_messages(w))
+				usleep(50);
+			continue;
+		}
+		if (rc == -ESRCH) {
+			mark_dead(s, "its address space is gone (exit or exec)");
+			w->nq = 0;
+			return;
+		}
+		if (rc == -ENOENT)
+			uffd_wake(s->uffd, f.addr, PG); /* unmapped meanwhile: let it fault again */
+		else if (rc < 0)
+			log_warn("evict: serving a fault at %#llx in process %d: %s",
+				 (unsigned long long)f.addr, evict_space_pid(s), strerror(-rc));
+		uint64_t dt = (woken ? woken : mv_now_ns()) - f.t0;
+		pthread_mutex_lock(&s->mu);
+		s->faults++;
+		hist_add(&s->lat, dt);
+		pthread_mutex_unlock(&s->mu);
+	}
+}
+
+/* A fault worker sleeps until a thread of the program waits on it: let it
+ * run before the program's busy threads (nice -10 where we may; they are
+ * bounded by the faults they serve). */
+void evict_boost_thread(int nice)
+{
+	if (setpriority(PRIO_PROCESS, (id_t)gettid(), nice) < 0 && errno != EACCES &&
+	    errno != EPERM)
+		log_debug("evict: setpriority: %s", strerror(errno));
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct evspace *s = w->s;
+	evict_boost_thread(EVICT_WORKER_NICE);
+	struct pollfd pfd[2] = {{.fd = s->uffd, .events = POLLIN},
+				{.fd = s->stopfd, .events = POLLIN}};
+	while (!s->stopping) {
+		int n = poll(pfd, 2, PROBE_MS);
+		if (n < 0 && errno != EINTR)
+			break;
+		if (pfd[1].revents)
+			break;
+		if (n == 0 && w->prober && !uffd_mm_alive(s->uffd, s->probe)) {
+			mark_dead(s, "its address space is gone (exit or exec)");
+			break;
+		}
+		if (n > 0 && read_messages(w))
+			serve_queue(w);
+	}
+	free(w->buf);
+	evict_put(s);
+	free(w);
+	return NULL;
+}
+
+static int start_workers(struct evspace *s)
+{
+	for (int i = 0; i < EVICT_WORKERS; i++) {
+		struct worker *w = xcalloc(1, sizeof(*w));
+		w->s = s;
+		w->prober = i == 0;
+		w->buf = xmalloc(IMG_EXTENT_MAX);
+		pthread_mutex_lock(&reg_mu);
+		get_locked(s);
+		pthread_mutex_unlock(&reg_mu);
+		pthread_t t;
+		pthread_attr_t at;
+		pthread_attr_init(&at);
+		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+		int rc = pthread_create(&t, &at, worker_main, w);
+		pthread_attr_destroy(&at);
+		if (rc != 0) {
+			free(w->buf);
+			free(w);
+			evict_put(s);
+			return i ? 0 : -rc;
+		}
+	}
+	return 0;
+}
+
+static struct evspace *space_new(void)
+{
+	struct evspace *s = xcalloc(1, sizeof(*s));
+	pthread_mutex_init(&s->mu, NULL);
+	/* Writers first: a worker waiting to read the uffd must not starve
+	 * behind a stream of copies (its event holds a program thread). */
+	pthread_rwlockattr_t ra;
+	pthread_rwlockattr_init(&ra);
+	pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&s->lay, &ra);
+	pthread_rwlockattr_destroy(&ra);
+	s->refs = 1;
+	s->uffd = s->pagesfd = s->pidfd = -1;
+	s->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	return s;
+}
+
+/* ---- evicting a stopped process --------------------------------------- */
+
+static bool evictable(const struct img_region *r)
+{
+	return r->content == IMG_PRIVATE && !r->shared && r->ext.n &&
+	       (r->kind == AS_ANON || r->kind == AS_HEAP || r->kind == AS_STACK);
+}
+
+/* The image map of ip's evictable regions. */
+static void build_map(struct evspace *s, const struct img_proc *ip)
+{
+	size_t n = 0;
+	for (size_t k = 0; k < ip->n_r; k++)
+		if (evictable(&ip->r[k]))
+			n += ip->r[k].ext.n;
+	s->ext = xcalloc(MV_MAX(n, 1), sizeof(*s->ext));
+	s->ch = xcalloc(MV_MAX(n, 1), sizeof(*s->ch));
+	s->cap_ch = MV_MAX(n, 1);
+	for (size_t k = 0; k < ip->n_r; k++) {
+		if (!evictable(&ip->r[k]))
+			continue;
+		for (size_t x = 0; x < ip->r[k].ext.n; x++) {
+			const struct img_extent *e = &ip->r[k].ext.v[x];
+			s->ext[s->n_ext] = (struct ev_ext){e->off, e->pages, e->crc, {0}};
+			s->ch[s->n_ch++] =
+			    (struct ev_chunk){e->addr, (uint32_t)s->n_ext, 0, e->pages};
+			s->n_ext++;
+		}
+	}
+	qsort(s->ch, s->n_ch, sizeof(*s->ch), cmp_chunk);
+}
+
+/* userfaultfd(2) inside the process, then its fd fetched into ours. */
+static int make_uffd(struct remote *r, int pidfd, int *out, char *err, size_t errlen)
+{
+	long a[6] = {O_CLOEXEC | O_NONBLOCK}, tfd = -1, ignored;
+	int rc = remote_syscall_stopped(r, SYS_userfaultfd, a, &tfd);
+	if (rc < 0)
+		return mv_fail_msg(err, errlen, rc, "injecting userfaultfd(2) into process %d: %s",
+				   r->pid, strerror(-rc));
+	if (tfd < 0)
+		return mv_fail_msg(
+		    err, errlen, (int)tfd,
+		    "userfaultfd(2) failed in process %d: %s (evict needs userfaultfd: "
+		    "CAP_SYS_PTRACE or vm.unprivileged_userfaultfd=1)",
+		    r->pid, strerror((int)-tfd));
+	int fd = (int)syscall(SYS_pidfd_getfd, pidfd, (int)tfd, 0);
+	int gerr = errno;
+	long c[6] = {tfd};
+	if (remote_syscall_stopped(r, SYS_close, c, &ignored) < 0)
+		log_warn("evict: process %d keeps a copy of its userfaultfd (fd %ld)", r->pid, tfd);
+	if (fd < 0)
+		return mv_fail_msg(err, errlen, -gerr,
+				   "pidfd_getfd of process %d's userfaultfd: %s", r->pid,
+				   strerror(gerr));
+	*out = fd;
+	return 0;
+}
+
+static int setup_space(struct evspace *s, struct ptrace_proc *pp, struct remote *r, const char *dir,
+		       const char *id, char *err, size_t errlen)
+{
+	int rc = make_uffd(r, pp->pidfd, &s->uffd, err, errlen);
+	if (rc < 0)
+		return rc;
+	rc = uffd_api_best(s->uffd, UFFD_EVICT_FEATURES,
+			   UFFD_FEATURE_THREAD_ID | UFFD_FEATURE_POISON, &s->features);
+	if (rc < 0)
+		return mv_fail_msg(
+		    err, errlen, rc,
+		    "userfaultfd of process %d: UFFDIO_API: %s (features missing: %#llx)", pp->pid,
+		    strerror(-rc), (unsigned long long)s->features);
+	/* Before anything is dropped: should we die, the reaper keeps the
+	 * ranges registered until the program is dead (reaper.h). */
+	rc = keep_uffd(s);
+	if (rc < 0 && rc != -ENOTCONN)
+		return mv_fail_msg(err, errlen, rc,
+				   "handing process %d's userfaultfd to the reaper: %s", pp->pid,
+				   strerror(-rc));
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/%s", dir, IMG_PAGES);
+	s->pagesfd = open(path, O_RDONLY | O_CLOEXEC);
+	if (s->pagesfd < 0)
+		return mv_fail_msg(err, errlen, -errno, "%s: %s", path, strerror(errno));
+	if (s->stopfd < 0)
+		return mv_fail_msg(err, errlen, -EMFILE, "eventfd: %s", strerror(EMFILE));
+	s->pid = s->tgid = pp->pid;
+	s->pidfd = fcntl(pp->pidfd, F_DUPFD_CLOEXEC, 0);
+	s->probe = r->vdso_start;
+	snprintf(s->id, sizeof(s->id), "%s", id);
+	s->dir = xstrdup(dir);
+	return 0;
+}
+
+/* Register, then drop: a region whose registration fails keeps its pages;
+ * one whose madvise fails stays registered with its pages present (the
+ * pages it lacks are not in the image either: zeros are right). */
+static void evict_region(struct evspace *s, struct remote *r, const struct img_region *g,
+			 struct evict_stats *st)
+{
+	uint64_t len = g->end - g->start;
+	pthread_mutex_lock(&s->mu);
+	if (evict_thp_note(&s->thp, s->pid, g->start, g->end) < 0)
+		log_debug("evict: process %d: no huge page scan of %#llx-%#llx", s->pid,
+			  (unsigned long long)g->start, (unsigned long long)g->end);
+	pthread_mutex_unlock(&s->mu);
+	int rc = uffd_register(s->uffd, g->start, len);
+	if (rc < 0) {
+		log_warn("evict: process %d: registering %#llx-%#llx: %s; left resident", s->pid,
+			 (unsigned long long)g->start, (unsigned long long)g->end, strerror(-rc));
+		st->kept_regions++;
+		return;
+	}
+	long a[6] = {(long)g->start, (long)len, MADV_DONTNEED}, ret = 0;
+	rc = remote_syscall_stopped(r, SYS_madvise, a, &ret);
+	if (rc < 0 || ret < 0) {
+		log_warn("evict: process %d: madvise(DONTNEED) of %#llx-%#llx: %s; left resident",
+			 s->pid, (unsigned long long)g->start, (unsigned long long)g->end,
+			 strerror(rc < 0 ? -rc : (int)-ret));
+		st->kept_regions++;
+		return;
+	}
+	st->regions++;
+	for (size_t x = 0; x < g->ext.n; x++)
+		st->bytes += img_extent_len(&g->ext.v[x]);
+}
+
+int evict_proc_stopped(struct ptrace_proc *pp, const struct img_proc *ip, const char *dir,
+		       const char *id, struct evict_stats *st, char *err, size_t errlen)
+{
+	struct remote r;
+	int rc = remote_open_stopped(&r, pp);
+	if (rc < 0)
+		return mv_fail_msg(err, errlen, rc,
+				   "process %d: none of its threads is stopped (a vfork parent "
+				   "waits until its child execs or exits), so no system call can "
+				   "be injected into it: %s",
+				   pp->pid, strerror(-rc));
+	struct evspace *s = space_new();
+	rc = setup_space(s, pp, &r, dir, id, err, errlen);
+	if (rc < 0) {
+		evict_put(s);
+		return rc;
+	}
+	build_map(s, ip);
+	for (size_t i = 0; i < s->n_ch; i++)
+		s->owed += (uint64_t)s->ch[i].n * PG;
+	s->evicting = true;
+	if ((rc = start_workers(s)) < 0) {
+		evict_put(s);
+		return mv_fail_msg(err, errlen, rc, "starting the fault workers: %s",
+				   strerror(-rc));
+	}
+	link_space(s);
+	uint64_t regions_before = st->regions;
+	for (size_t k = 0; k < ip->n_r; k++) {
+		if (evictable(&ip->r[k]))
+			evict_region(s, &r, &ip->r[k], st);
+		else if (ip->r[k].content == IMG_SHARED)
+			st->shared_regions++;
+	}
+	/* Each injected madvise returned once a worker had read its REMOVE
+	 * event (fs/userfaultfd.c userfaultfd_remove waits for the read),
+	 * and a worker holds s->lay for writing from its read until the
+	 * events are applied: once we hold it, every REMOVE of ours has been
+	 * recognised as ours. Only then may a REMOVE be the program's. */
+	pthread_rwlock_wrlock(&s->lay);
+	s->evicting = false;
+	pthread_rwlock_unlock(&s->lay);
+	if (st->regions == regions_before)
+		stop_space(s); /* nothing dropped: nothing to serve */
+	evict_put(s);
+	return 0;
+}
+
+/* ---- the loader's side ------------------------------------------------- */
+
+void evict_space_counts(struct evspace *s, uint64_t *owed, uint64_t *loaded)
+{
+	pthread_mutex_lock(&s->mu);
+	*owed = s->owed;
+	*loaded = s->loaded;
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* The next chunk with pages still owed, copied out with its extent. The
+ * scan resumes where the last one stopped (a cursor, wrapping once), so
+ * that the lock is held for a short step, not a pass over every chunk. */
+static bool next_owed(struct evspace *s, struct ev_chunk *c, struct ev_ext *e)
+{
+	bool found = false;
+	pthread_mutex_lock(&s->mu);
+	for (size_t k = 0; k < s->n_ch && !found; k++) {
+		size_t i = (s->cursor + k) % s->n_ch;
+		if (!owed_in(s, &s->ch[i]))
+			continue;
+		*c = s->ch[i];
+		*e = s->ext[c->ext];
+		s->cursor = i;
+		found = true;
+	}
+	pthread_mutex_unlock(&s->mu);
+	return found;
+}
+
+/* Install every owed page of extent ext (in buf), wherever its chunks are
+ * now. Under s->lay (read): the chunk array does not change shape. */
+static int copy_ext(struct evspace *s, uint32_t ext, const void *buf, unsigned *enoent)
+{
+	for (size_t i = 0;; i++) {
+		pthread_mutex_lock(&s->mu);
+		bool more = i < s->n_ch;
+		struct ev_chunk c = more ? s->ch[i] : (struct ev_chunk){0};
+		pthread_mutex_unlock(&s->mu);
+		if (!more)
+			return 0;
+		if (c.ext != ext)
+			continue;
+		int rc = copy_runs(s, &c, c.first, c.first + c.n, buf, enoent);
+		if (rc < 0)
+			return rc;
+	}
+}
+
+/* Pages of extent ext that no registered vma holds (ENOENT,
+ * mm/userfaultfd.c validate_dst_vma). Usually an event is on its way: the
+ * program unmapped or moved the range (the kernel checks the vma before
+ * it checks for a pending event), and the worker that reads it fixes the
+ * map. Timeline: program mremaps X to Y (vma moved, REMAP queued);
+ * loader's UFFDIO_COPY at X -> ENOENT; worker reads the event, the chunk
+ * moves to Y. So wait for the workers; pages still unreachable after
+ * 100 tries (100 ms at least), with no message waiting on the uffd, are
+ * dropped: no access can fault on them through this uffd (a fork child's
+ * MADV_DONTFORK range it made itself, for instance). */
+static int range_gone(struct evspace *s, uint32_t ext)
+{
+	usleep(1000);
+	if (++s->enoent < 100)
+		return 1;
+	pthread_rwlock_wrlock(&s->lay);
+	/* An event waiting to be read may be the one that explains the
+	 * ENOENT: let the workers have it first. */
+	struct pollfd pfd = {.fd = s->uffd, .events = POLLIN};
+	if (poll(&pfd, 1, 0) > 0) {
+		pthread_rwlock_unlock(&s->lay);
+		s->enoent = 50;
+		return 1;
+	}
+	s->enoent = 0;
+	pthread_mutex_lock(&s->mu);
+	for (size_t i = 0; i < s->n_ch;) {
+		struct ev_chunk c = s->ch[i];
+		if (c.ext != ext || !owed_in(s, &c)) {
+			i++;
+			continue;
+		}
+		log_debug("evict: process %d: %#llx-%#llx is no longer registered; dropped",
+			  evict_space_pid(s), (unsigned long long)c.addr,
+			  (unsigned long long)chunk_end(&c));
+		drop_range(s, c.addr, chunk_end(&c));
+	}
+	pthread_mutex_unlock(&s->mu);
+	pthread_rwlock_unlock(&s->lay);
+	return 1;
+}
+
+int evict_load_step(struct evspace *s, void *buf, uint64_t *bytes_read)
+{
+	if (s->dead)
+		return -ESRCH;
+	struct ev_chunk c;
+	struct ev_ext e;
+	if (!next_owed(s, &c, &e))
+		return 0;
+	int rc = read_extent(s, &e, buf);
+	*bytes_read += (uint64_t)e.pages * PG;
+	if (rc < 0) {
+		/* Nothing of it installed; a fault on its pages makes them
+		 * unservable (SIGBUS), never zeros. */
+		log_error("evict: the image %s cannot give back the extent at pages offset %#llx: "
+			  "%s",
+			  s->dir, (unsigned long long)e.off,
+			  rc == -EBADMSG ? "it fails its checksum" : strerror(-rc));
+		return rc;
+	}
+	unsigned enoent;
+	for (int tries = 0;; tries++) {
+		enoent = 0;
+		pthread_rwlock_rdlock(&s->lay);
+		/* Failure point reload_copy_gone: as if the range was just unmapped. */
+		if (fault_hit("reload_copy_gone"))
+			enoent = 1, rc = 0;
+		else
+			rc = copy_ext(s, c.ext, buf, &enoent);
+		pthread_rwlock_unlock(&s->lay);
+		if (rc != -EAGAIN || tries > 10000)
+			break;
+		usleep(100); /* a worker reads the event that holds copies back */
+	}
+	if (rc == -ESRCH)
+		mark_dead(s, "its address space is gone (exit or exec)");
+	if (rc == 0 && enoent)
+		return range_gone(s, c.ext);
+	s->enoent = 0;
+	return rc < 0 ? rc : 1;
+}
+
+void evict_space_finish(struct evspace *s, uint64_t *huge, uint64_t *huge_restored)
+{
+	pthread_mutex_lock(&s->mu);
+	struct evict_thp t = s->thp;
+	t.v = t.n ? xmalloc(t.n * sizeof(*t.v)) : NULL;
+	if (t.n)
+		memcpy(t.v, s->thp.v, t.n * sizeof(*t.v));
+	bool dead = s->dead;
+	pthread_mutex_unlock(&s->mu);
+	/* An exec since the last probe: the pidfd names a new program, whose
+	 * ranges are not ours to collapse. */
+	dead = dead || !uffd_mm_alive(s->uffd, s->probe);
+	if (!dead) /* the collapse runs in the job thread, the program runs on */
+		evict_thp_restore(&t, s->pidfd, s->uffd);
+	*huge += t.bytes;
+	*huge_restored += t.restored;
+	evict_thp_free(&t);
+	stop_space(s);
+}
+
+void evict_space_faults(struct evspace *s, void *hist, uint64_t *faults, uint64_t *bytes)
+{
+	pthread_mutex_lock(&s->mu);
+	hist_merge(hist, &s->lat);
+	*faults += s->faults;
+	*bytes += s->loaded;
+	pthread_mutex_unlock(&s->mu);
+}
+
+json_t *evict_status_json(void)
+{
+	json_t *a = json_array();
+	pthread_mutex_lock(&reg_mu);
+	for (struct evspace *s = reg_head; s; s = s->next) {
+		pthread_mutex_lock(&s->mu);
+		json_array_append_new(
+		    a, json_pack("{s:i, s:i, s:s, s:s, s:I, s:I, s:I, s:I, s:I}", "pid", s->pid,
+				 "parent", s->parent, "image", s->dir, "id", s->id, "owed_bytes",
+				 (json_int_t)s->owed, "loaded_bytes", (json_int_t)s->loaded,
+				 "faults", (json_int_t)s->faults, "fault_p50_ns",
+				 (json_int_t)hist_quantile(&s->lat, 0.5), "fault_p99_ns",
+				 (json_int_t)hist_quantile(&s->lat, 0.99)));
+		pthread_mutex_unlock(&s->mu);
+	}
+	pthread_mutex_unlock(&reg_mu);
+	return a;
+}

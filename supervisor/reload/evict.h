@@ -1,0 +1,98 @@
+/* Evicted memory: a process's private anonymous pages written to an image
+ * and dropped, registered with a userfaultfd of its mm, and served back
+ * from the image on demand (by fault workers) or in the background (by a
+ * reload job's loader, supervisor/reload/reload.c). docs/reload.md tells the
+ * whole story.
+ *
+ * An evicted space is one mm: its uffd, the image's pages file, and the
+ * map from addresses to image pages still owed ("chunks": pieces of image
+ * extents at their current addresses, moved by mremap, dropped by munmap
+ * and madvise(DONTNEED/FREE), copied at fork). A page in a registered
+ * range that no chunk covers is served as zeros.
+ *
+ * Threads: EVICT_WORKERS fault workers per space read the uffd (faults and
+ * events) in parallel; a loader (the reload job's thread) streams the
+ * rest. s->mu guards the chunks, the loaded bits and the counters, and is
+ * never held across storage I/O or an ioctl.
+ *
+ * Functions return 0 or -errno. */
+#ifndef MV_EVICT_H
+#define MV_EVICT_H
+
+#include "state/image.h"
+#include "supervisor/kernel/ptrace.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define EVICT_WORKERS	  4
+#define EVICT_READAHEAD	  (256u << 10) /* bytes installed first around a fault */
+#define EVICT_WORKER_NICE -10
+#define EVICT_LOADER_NICE -5
+
+/* Raise the calling thread's priority to nice (if we may). */
+void evict_boost_thread(int nice);
+
+struct evspace;
+
+struct evict_stats {
+	uint64_t regions, bytes; /* evicted */
+	uint64_t kept_regions;	 /* private regions left resident (madvise or register failed) */
+	uint64_t shared_regions; /* shared memory: left resident */
+};
+
+/* Evict process pp (every thread stopped by the calling thread) whose
+ * image record is ip, in the committed image at dir (id): create its uffd
+ * by remote syscalls, register and drop its private anonymous regions,
+ * start the fault workers. On failure before anything was dropped, the
+ * process is untouched; err says why. */
+int evict_proc_stopped(struct ptrace_proc *pp, const struct img_proc *ip, const char *dir,
+		       const char *id, struct evict_stats *st, char *err, size_t errlen);
+
+/* Is any space evicted (a new checkpoint would miss its pages)? */
+bool evict_any(void);
+
+/* The live spaces evicted to image id (references; evict_put each), in
+ * *out (malloc'd). Returns how many. */
+size_t evict_spaces_of(const char *id, struct evspace ***out);
+
+/* The image id and directory some space is evicted to, for messages. */
+bool evict_some_image(char *id, size_t idlen, char *dir, size_t dirlen);
+
+void evict_put(struct evspace *s);
+
+/* The loader's side: bytes of image pages still owed, and loaded so far. */
+void evict_space_counts(struct evspace *s, uint64_t *owed, uint64_t *loaded);
+
+/* Load one chunk's worth of owed pages: reads one extent (rate-limited by
+ * the caller through *bytes_read), checks its checksum, installs the pages
+ * not present. Returns 1 when something was done, 0 when nothing is owed,
+ * -errno on failure (-ESRCH: the mm is gone, nothing more to do; -EBADMSG:
+ * the extent fails its checksum, -EIO or another read error: the image
+ * cannot be read; nothing of it was installed, and a fault on its pages
+ * makes them unservable: SIGBUS). */
+int evict_load_step(struct evspace *s, void *buf, uint64_t *bytes_read);
+
+/* Everything is loaded (or the mm is gone): collapse again the ranges
+ * that had transparent huge pages (supervisor/reload/thp.h; their bytes
+ * added to *huge, those collapsed to *huge_restored), stop the workers,
+ * close the uffd (the kernel unregisters every range), forget the space. */
+void evict_space_finish(struct evspace *s, uint64_t *huge, uint64_t *huge_restored);
+
+/* Fault statistics of a space merged into h; faults and bytes served. */
+void evict_space_faults(struct evspace *s, void *hist, uint64_t *faults, uint64_t *bytes);
+
+/* The pid the space was evicted from (0 for a fork child). */
+pid_t evict_space_pid(const struct evspace *s);
+
+/* Where to report a page the image cannot give back (type
+ * "evict_unservable"; the callback takes the object's reference). Any
+ * thread may call it. */
+void evict_set_notify(void (*cb)(const char *type, json_t *obj));
+
+/* Every evicted space, for `status`. */
+json_t *evict_status_json(void);
+
+#endif

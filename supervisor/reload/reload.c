@@ -1,0 +1,307 @@
+/* The reload job (supervisor/reload/reload.h). */
+#include "supervisor/reload/reload.h"
+#include "common/hist.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "supervisor/reload/evict.h"
+#include "supervisor/image/read.h"
+#include "supervisor/supervise/jobs.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#define PROGRESS_NS (100 * 1000000ull)
+
+struct reload_req {
+	char *dir;
+	char id[33];
+	double rate; /* bytes a second read by the loader; 0: no cap */
+};
+
+struct reload {
+	struct job *j;
+	struct reload_req *req;
+	struct evspace **sp;
+	size_t n;
+	uint64_t t0, t_loading, bytes_read, total, last_progress;
+	uint64_t huge, huge_restored, huge_ns; /* thp.h */
+	unsigned gone;
+};
+
+static void req_free(void *ctx)
+{
+	struct reload_req *r = ctx;
+	if (!r)
+		return;
+	free(r->dir);
+	free(r);
+}
+
+/* ---- the job ------------------------------------------------------------ */
+
+/* The header and the manifest, and that dir still holds the image the
+ * processes were evicted to. Every extent's checksum is checked before
+ * any of its pages is installed (evict.c read_extent): a whole pass over
+ * the image first would read it twice and hold the loading back. */
+static int verify(struct reload *r)
+{
+	job_progress(r->j, "verifying", 0, 0);
+	struct imgread ir;
+	char err[512];
+	int rc = imgread_open(r->req->dir, &ir, err, sizeof(err));
+	if (rc == 0 && strcmp(ir.im.id, r->req->id) != 0) {
+		snprintf(err, sizeof(err), "%s now holds image %s, not %s", r->req->dir, ir.im.id,
+			 r->req->id);
+		rc = -EINVAL;
+	}
+	imgread_close(&ir);
+	if (rc < 0)
+		job_fail(r->j, rc == -EBADMSG || rc == -EINVAL ? RELOAD_E_CORRUPT : CTL_E_INTERNAL,
+			 "%s: %s; nothing of it was loaded", r->req->dir, err);
+	return rc;
+}
+
+/* Sleep as long as the loader is ahead of the rate. */
+static void pace(struct reload *r)
+{
+	if (r->req->rate <= 0)
+		return;
+	uint64_t due = r->t_loading + (uint64_t)((double)r->bytes_read / r->req->rate * 1e9);
+	uint64_t now = mv_now_ns();
+	if (due <= now)
+		return;
+	struct timespec ts = {(time_t)((due - now) / 1000000000ull),
+			      (long)((due - now) % 1000000000ull)};
+	nanosleep(&ts, NULL);
+}
+
+static json_t *fault_json(struct reload *r, uint64_t *loaded)
+{
+	struct hist *h = xcalloc(1, sizeof(*h));
+	uint64_t faults = 0;
+	*loaded = 0;
+	for (size_t i = 0; i < r->n; i++)
+		evict_space_faults(r->sp[i], h, &faults, loaded);
+	json_t *o =
+	    json_pack("{s:I, s:I, s:I, s:I, s:I}", "faults", (json_int_t)faults, "fault_p50_ns",
+		      (json_int_t)hist_quantile(h, 0.5), "fault_p99_ns",
+		      (json_int_t)hist_quantile(h, 0.99), "fault_p999_ns",
+		      (json_int_t)hist_quantile(h, 0.999), "fault_max_ns", (json_int_t)h->max);
+	free(h);
+	return o;
+}
+
+static void progress(struct reload *r, bool force)
+{
+	uint64_t now = mv_now_ns();
+	if (!force && now - r->last_progress < PROGRESS_NS)
+		return;
+	r->last_progress = now;
+	uint64_t loaded;
+	json_t *p = fault_json(r, &loaded);
+	json_object_set_new(p, "pages_loaded", json_integer((json_int_t)(loaded / IMG_PAGE)));
+	json_object_set_new(p, "pages_total", json_integer((json_int_t)(r->total / IMG_PAGE)));
+	json_object_set_new(p, "read_bytes", json_integer((json_int_t)r->bytes_read));
+	pthread_mutex_lock(&r->j->mv->lock);
+	json_decref(r->j->progress);
+	r->j->progress = p;
+	pthread_mutex_unlock(&r->j->mv->lock);
+	job_progress(r->j, "loading", MV_MIN(loaded, r->total), r->total);
+}
+
+static int load_space(struct reload *r, struct evspace *s, void *buf)
+{
+	for (;;) {
+		pace(r);
+		int rc = evict_load_step(s, buf, &r->bytes_read);
+		progress(r, false);
+		if (rc == 0)
+			return 0;
+		if (rc == -ESRCH) {
+			r->gone++;
+			return 0;
+		}
+		if (rc == -EBADMSG) {
+			job_fail(r->j, RELOAD_E_CORRUPT,
+				 "loading process %d from %s: an extent fails its checksum "
+				 "(checksum mismatch): the image is corrupt; its pages were not "
+				 "loaded and the rest stays evicted",
+				 evict_space_pid(s), r->req->dir);
+			return rc;
+		}
+		if (rc < 0) {
+			job_fail(r->j, CTL_E_INTERNAL, "loading process %d from %s: %s",
+				 evict_space_pid(s), r->req->dir, strerror(-rc));
+			return rc;
+		}
+	}
+}
+
+static void add_spaces(struct reload *r)
+{
+	struct evspace **v;
+	size_t n = evict_spaces_of(r->req->id, &v);
+	for (size_t i = 0; i < n; i++) {
+		bool known = false;
+		for (size_t k = 0; k < r->n && !known; k++)
+			known = r->sp[k] == v[i];
+		if (known) {
+			evict_put(v[i]);
+			continue;
+		}
+		uint64_t owed, loaded;
+		evict_space_counts(v[i], &owed, &loaded);
+		r->total += owed + loaded;
+		r->sp = xrealloc(r->sp, (r->n + 1) * sizeof(*r->sp));
+		r->sp[r->n++] = v[i];
+	}
+	free(v);
+}
+
+/* Loaded: huge pages collapsed again (timed apart from the loading). */
+static void finish_space(struct reload *r, struct evspace *s)
+{
+	uint64_t t = mv_now_ns();
+	evict_space_finish(s, &r->huge, &r->huge_restored);
+	r->huge_ns += mv_now_ns() - t;
+}
+
+/* Load every space, and the fork children that appear meanwhile, until
+ * a pass finds nothing owed. */
+static int load_all(struct reload *r)
+{
+	void *buf = xmalloc(IMG_EXTENT_MAX);
+	int rc = 0;
+	size_t done = 0;
+	r->t_loading = mv_now_ns();
+	for (;;) {
+		add_spaces(r);
+		if (done == r->n)
+			break;
+		for (; done < r->n && rc == 0; done++) {
+			rc = load_space(r, r->sp[done], buf);
+			if (rc == 0)
+				finish_space(r, r->sp[done]);
+		}
+		if (rc < 0)
+			break;
+	}
+	free(buf);
+	return rc;
+}
+
+static json_t *result_json(struct reload *r)
+{
+	uint64_t loaded, end = mv_now_ns();
+	json_t *o = fault_json(r, &loaded);
+	double secs = (double)(end - r->t_loading - r->huge_ns) / 1e9;
+	json_object_update_new(
+	    o,
+	    json_pack("{s:s, s:s, s:i, s:i, s:I, s:I, s:I, s:I, s:f, s:f, s:f}", "dir", r->req->dir,
+		      "id", r->req->id, "spaces", (int)r->n, "gone", (int)r->gone, "pages_loaded",
+		      (json_int_t)(loaded / IMG_PAGE), "pages_total",
+		      (json_int_t)(r->total / IMG_PAGE), "bytes", (json_int_t)loaded, "read_bytes",
+		      (json_int_t)r->bytes_read, "verify_s", (double)(r->t_loading - r->t0) / 1e9,
+		      "load_s", secs, "read_rate", secs > 0 ? (double)r->bytes_read / secs : 0.0));
+	json_object_update_new(o, json_pack("{s:I, s:I, s:f}", "huge_bytes", (json_int_t)r->huge,
+					    "huge_restored_bytes", (json_int_t)r->huge_restored,
+					    "huge_s", (double)r->huge_ns / 1e9));
+	return o;
+}
+
+static int reload_run(struct job *j)
+{
+	struct reload r = {.j = j, .req = j->ctx};
+	r.t0 = mv_now_ns();
+	evict_boost_thread(EVICT_LOADER_NICE); /* its rate bounds what it takes */
+	int rc = verify(&r);
+	if (rc == 0)
+		rc = load_all(&r);
+	if (rc == 0) {
+		progress(&r, true);
+		j->result = result_json(&r);
+	}
+	for (size_t i = 0; i < r.n; i++)
+		evict_put(r.sp[i]);
+	free(r.sp);
+	return rc;
+}
+
+/* ---- the command ------------------------------------------------------- */
+
+static int parse(json_t *args, struct reload_req *req, struct ctl_err *err)
+{
+	const char *dir;
+	if (ctl_arg_string(args, "dir", &dir, err) < 0)
+		return -1;
+	if (dir[0] != '/')
+		return ctl_fail(err, CTL_E_BAD_REQUEST, "args.dir: '%s' is not an absolute path",
+				dir);
+	json_t *rate = json_object_get(args, "rate");
+	if (rate && (!json_is_number(rate) || json_number_value(rate) < 0))
+		return ctl_fail(err, CTL_E_BAD_REQUEST,
+				"args.rate: expected a number of MB/s (0: no cap)");
+	req->rate = rate ? json_number_value(rate) * 1e6 : 0;
+	req->dir = xstrdup(dir);
+	return 0;
+}
+
+/* The image at dir must be the one processes are evicted to. */
+static int match_image(struct reload_req *req, struct ctl_err *err)
+{
+	struct imgread ir;
+	char msg[512];
+	int rc = imgread_open(req->dir, &ir, msg, sizeof(msg));
+	if (rc == 0)
+		snprintf(req->id, sizeof(req->id), "%s", ir.im.id);
+	imgread_close(&ir);
+	if (rc < 0)
+		return ctl_fail(err, rc == -ENOENT ? CTL_E_INVALID : RELOAD_E_CORRUPT,
+				"cannot reload from %s: %s", req->dir, msg);
+	struct evspace **v;
+	size_t n = evict_spaces_of(req->id, &v);
+	for (size_t i = 0; i < n; i++)
+		evict_put(v[i]);
+	free(v);
+	if (n)
+		return 0;
+	char id[40], dir[4096];
+	if (evict_some_image(id, sizeof(id), dir, sizeof(dir)))
+		return ctl_fail(err, RELOAD_E_MISMATCH,
+				"%s holds image %s, but the evicted processes' image is %s (%s): "
+				"refusing to load pages of another image",
+				req->dir, req->id, id, dir);
+	return ctl_fail(err, CTL_E_INVALID, "no process is evicted to %s", req->dir);
+}
+
+int ctl_cmd_reload(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
+		   struct ctl_err *err)
+{
+	struct reload_req *req = xcalloc(1, sizeof(*req));
+	if (parse(args, req, err) < 0 || match_image(req, err) < 0)
+		goto fail;
+	pthread_mutex_lock(&mv->lock);
+	bool busy = jobs_running_locked(mv, "reload");
+	pthread_mutex_unlock(&mv->lock);
+	if (busy) {
+		ctl_fail(err, CTL_E_BUSY, "a reload is already running");
+		goto fail;
+	}
+	struct job *j;
+	int rc = jobs_start(mv, "reload", reload_run, req, req_free, &j);
+	if (rc == -ESHUTDOWN) {
+		ctl_fail(err, CTL_E_NO_SUCH_PROCESS,
+			 "the supervised command has exited and memvisor is exiting");
+		goto fail;
+	}
+	if (rc < 0) {
+		ctl_fail(err, CTL_E_INTERNAL, "cannot start the reload: %s", strerror(-rc));
+		goto fail;
+	}
+	*result = json_pack("{s:i, s:s, s:s}", "job", j->id, "dir", req->dir, "id", req->id);
+	return 0;
+fail:
+	req_free(req);
+	return -1;
+}

@@ -1,0 +1,57 @@
+/* The supervisor side of the policy (docs/policy.md): loading it before
+ * the command starts, the launch filter and the kernel-side pieces
+ * (RLIMIT_AS, PR_SET_MDWE, Landlock), the facts decisions need (read from
+ * /proc), the limits' accounting across calls and processes, and swapping
+ * the policy at run time.
+ *
+ * Functions named *_locked run with mv->lock held; decisions run on the
+ * notify thread, policy swaps on the main thread. Functions that can fail
+ * return 0 or -errno. */
+#ifndef MV_ENFORCE_H
+#define MV_ENFORCE_H
+
+#include "policy/decide.h"
+#include "supervisor/supervise/mv.h"
+#include "tracee/launch.h"
+
+#include <jansson.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+
+/* Read --policy (or take the built-in default) and compile what the launch
+ * filter must notify. Prints every error as FILE:LINE:COL: ... and returns
+ * -EINVAL for a bad policy. Call before anything starts. */
+int enforce_init(struct mv *mv);
+void enforce_free(struct mv *mv);
+
+/* The launch filter. prog->filter is malloc'd (filter_free). */
+int enforce_filter(struct mv *mv, struct sock_fprog *prog);
+
+/* Fill the launcher's kernel-side pieces of the launch policy. */
+int enforce_launch_spec(struct mv *mv, struct launch_spec *spec);
+
+/* After the fork: close what only the launcher needed. */
+void enforce_launch_done(struct mv *mv, struct launch_spec *spec);
+
+/* Decide a notified call of p (NULL when the process could not be found),
+ * keep the limits' accounting, and kill p for a "kill" verdict. */
+void enforce_decide_locked(struct mv *mv, struct proc *p, const struct mv_call *c,
+			   struct pol_decision *d);
+
+/* The seccomp answer for a decision (resp's id already set). */
+void enforce_answer(const struct pol_decision *d, struct seccomp_notif_resp *resp);
+
+/* Lifecycle hooks: p exec'd (its address space is new) / exited. */
+void enforce_proc_exec_locked(struct mv *mv, struct proc *p);
+void enforce_proc_exit_locked(struct mv *mv, struct proc *p);
+
+/* Main thread: make pol the active policy. Refused (with the reason in
+ * err) when the launch filter does not notify what pol needs or a
+ * kernel-side piece set at launch would contradict it; then the old
+ * policy stays. Takes ownership of pol on success only. */
+int enforce_set_policy(struct mv *mv, struct policy *pol, char *err, size_t len);
+
+/* The active policy and how it is enforced, for `ctl policy`. */
+json_t *enforce_show(struct mv *mv);
+
+#endif

@@ -1,0 +1,249 @@
+#include "supervisor/supervise/jobs.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "supervisor/supervise/events.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *const state_names[] = {"running", "done", "failed"};
+
+/* The list is mv-wide, newest first, and guarded by mv->lock. Running
+ * jobs are all kept; of the finished ones only the last JOBS_KEEP_FINISHED
+ * (their result stays queryable with `job ID`): each keeps its result,
+ * some KiB, and a client checkpointing in a loop would otherwise grow
+ * memvisor without bound. */
+#define JOBS_KEEP_FINISHED 64
+static struct job *all_jobs;
+static int next_id = 1;
+static bool closed; /* jobs_wait_all has begun */
+
+static double secs(uint64_t ns)
+{
+	return (double)ns / 1e9;
+}
+
+json_t *job_json_locked(const struct job *j)
+{
+	uint64_t end = j->state == JOB_RUNNING ? mv_now_ns() : j->finished_ns;
+	uint64_t elapsed = end - j->started_ns;
+	json_t *o = json_object();
+	json_object_set_new(o, "id", json_integer(j->id));
+	json_object_set_new(o, "kind", json_string(j->kind));
+	json_object_set_new(o, "state", json_string(state_names[j->state]));
+	json_object_set_new(o, "phase", json_string(j->phase));
+	json_object_set_new(o, "done", json_integer((json_int_t)j->done));
+	json_object_set_new(o, "total", json_integer((json_int_t)j->total));
+	json_object_set_new(o, "elapsed", json_real(secs(elapsed)));
+	json_object_set_new(o, "rate", json_real(elapsed ? (double)j->done / secs(elapsed) : 0.0));
+	json_object_set_new(o, "started", json_real(secs(j->started_wall_ns)));
+	if (j->progress)
+		json_object_update(o, j->progress);
+	if (j->state == JOB_DONE && j->result)
+		json_object_set(o, "result", j->result);
+	if (j->state == JOB_FAILED)
+		json_object_set_new(
+		    o, "error",
+		    json_pack("{s:s, s:s}", "code", j->error_code, "message", j->error));
+	return o;
+}
+
+static void emit_locked(struct job *j)
+{
+	j->last_event_ns = mv_now_ns();
+	if (events_active(j->mv))
+		events_emit(j->mv, "job", job_json_locked(j));
+}
+
+static void *job_thread(void *arg)
+{
+	struct job *j = arg;
+	int rc = j->run(j);
+	struct mv *mv = j->mv;
+	pthread_mutex_lock(&mv->lock);
+	j->finished_ns = mv_now_ns();
+	if (rc < 0) {
+		j->state = JOB_FAILED;
+		if (!j->error[0]) {
+			snprintf(j->error_code, sizeof(j->error_code), "internal");
+			snprintf(j->error, sizeof(j->error), "%s", strerror(-rc));
+		}
+		snprintf(j->phase, sizeof(j->phase), "failed");
+	} else {
+		j->state = JOB_DONE;
+		snprintf(j->phase, sizeof(j->phase), "done");
+	}
+	emit_locked(j);
+	pthread_mutex_unlock(&mv->lock);
+	if (rc < 0)
+		log_warn("%s job %d failed: %s", j->kind, j->id, j->error);
+	else
+		log_info("%s job %d done", j->kind, j->id);
+	ev_async_send(mv->loop, &mv->wake);
+	return NULL;
+}
+
+int jobs_start(struct mv *mv, const char *kind, int (*run)(struct job *), void *ctx,
+	       void (*ctx_free)(void *), struct job **out)
+{
+	pthread_mutex_lock(&mv->lock);
+	bool refused = closed;
+	pthread_mutex_unlock(&mv->lock);
+	if (refused)
+		return -ESHUTDOWN;
+	struct job *j = xcalloc(1, sizeof(*j));
+	snprintf(j->kind, sizeof(j->kind), "%s", kind);
+	snprintf(j->phase, sizeof(j->phase), "starting");
+	j->mv = mv;
+	j->run = run;
+	j->ctx = ctx;
+	j->ctx_free = ctx_free;
+	j->started_ns = mv_now_ns();
+	j->started_wall_ns = mv_wall_ns();
+	pthread_mutex_lock(&mv->lock);
+	j->id = next_id++;
+	j->next = all_jobs;
+	all_jobs = j;
+	emit_locked(j);
+	int rc = pthread_create(&j->thread, NULL, job_thread, j);
+	if (rc) {
+		j->state = JOB_FAILED;
+		j->joined = true;
+		snprintf(j->error_code, sizeof(j->error_code), "internal");
+		snprintf(j->error, sizeof(j->error), "cannot start a thread: %s", strerror(rc));
+	}
+	pthread_mutex_unlock(&mv->lock);
+	if (rc)
+		return -rc;
+	*out = j;
+	return 0;
+}
+
+void job_progress(struct job *j, const char *phase, uint64_t done, uint64_t total)
+{
+	struct mv *mv = j->mv;
+	pthread_mutex_lock(&mv->lock);
+	bool new_phase = phase && strcmp(phase, j->phase) != 0;
+	if (phase)
+		snprintf(j->phase, sizeof(j->phase), "%s", phase);
+	j->done = done;
+	j->total = total;
+	if (new_phase || mv_now_ns() - j->last_event_ns >= 200 * 1000000ull)
+		emit_locked(j);
+	pthread_mutex_unlock(&mv->lock);
+}
+
+void job_fail(struct job *j, const char *code, const char *fmt, ...)
+{
+	pthread_mutex_lock(&j->mv->lock);
+	snprintf(j->error_code, sizeof(j->error_code), "%s", code);
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(j->error, sizeof(j->error), fmt, ap);
+	va_end(ap);
+	pthread_mutex_unlock(&j->mv->lock);
+}
+
+struct job *jobs_find_locked(struct mv *mv, int id)
+{
+	for (struct job *j = all_jobs; j; j = j->next)
+		if (j->id == id)
+			return j;
+	return NULL;
+}
+
+bool jobs_running_locked(struct mv *mv, const char *kind)
+{
+	for (struct job *j = all_jobs; j; j = j->next)
+		if (j->state == JOB_RUNNING && (!kind || strcmp(j->kind, kind) == 0))
+			return true;
+	return false;
+}
+
+json_t *jobs_json_locked(struct mv *mv, bool running_only)
+{
+	json_t *a = json_array();
+	for (struct job *j = all_jobs; j; j = j->next)
+		if (!running_only || j->state == JOB_RUNNING)
+			json_array_append_new(a, job_json_locked(j));
+	return a;
+}
+
+bool jobs_forgotten_locked(struct mv *mv, int id)
+{
+	return id > 0 && id < next_id && !jobs_find_locked(mv, id);
+}
+
+static void job_free(struct job *j)
+{
+	json_decref(j->result);
+	json_decref(j->progress);
+	free(j);
+}
+
+/* Forget the finished jobs beyond the newest JOBS_KEEP_FINISHED. Only
+ * joined ones: their worker and ctx are gone, and nothing but this list
+ * points to them (a handler uses the job jobs_start returned before it
+ * returns to the loop, and pruning runs on the loop only). */
+static void prune(struct mv *mv)
+{
+	pthread_mutex_lock(&mv->lock);
+	int kept = 0;
+	for (struct job **pp = &all_jobs; *pp;) {
+		struct job *j = *pp;
+		if (j->state == JOB_RUNNING || !j->joined || ++kept <= JOBS_KEEP_FINISHED) {
+			pp = &j->next;
+			continue;
+		}
+		*pp = j->next;
+		job_free(j);
+	}
+	pthread_mutex_unlock(&mv->lock);
+}
+
+void jobs_reap(struct mv *mv)
+{
+	for (;;) {
+		struct job *found = NULL;
+		pthread_mutex_lock(&mv->lock);
+		for (struct job *j = all_jobs; j; j = j->next) {
+			if (j->state != JOB_RUNNING && !j->joined) {
+				j->joined = true;
+				found = j;
+				break;
+			}
+		}
+		pthread_mutex_unlock(&mv->lock);
+		if (!found) {
+			prune(mv);
+			return;
+		}
+		pthread_join(found->thread, NULL);
+		if (found->ctx_free)
+			found->ctx_free(found->ctx);
+		found->ctx = NULL;
+	}
+}
+
+void jobs_wait_all(struct mv *mv)
+{
+	pthread_mutex_lock(&mv->lock);
+	closed = true;
+	pthread_mutex_unlock(&mv->lock);
+	for (;;) {
+		struct job *j;
+		pthread_mutex_lock(&mv->lock);
+		for (j = all_jobs; j && j->joined; j = j->next)
+			;
+		pthread_mutex_unlock(&mv->lock);
+		if (!j)
+			return;
+		pthread_join(j->thread, NULL);
+		pthread_mutex_lock(&mv->lock);
+		j->joined = true;
+		pthread_mutex_unlock(&mv->lock);
+		if (j->ctx_free)
+			j->ctx_free(j->ctx);
+		j->ctx = NULL;
+	}
+}

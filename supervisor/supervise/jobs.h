@@ -1,0 +1,67 @@
+/* Long operations (checkpoint, reload) run as jobs: a worker thread each,
+ * started by a control command that answers at once with the job id.
+ * Progress is published under mv->lock, shown by `job ID` and `status`,
+ * and streamed as "job" events (at most every 200 ms, and at every phase
+ * change and at the end). */
+#ifndef MV_JOBS_H
+#define MV_JOBS_H
+
+#include "supervisor/supervise/mv.h"
+
+#include <jansson.h>
+#include <stdarg.h>
+
+enum job_state { JOB_RUNNING, JOB_DONE, JOB_FAILED };
+
+struct job {
+	int id;
+	char kind[16];
+	struct mv *mv;
+	enum job_state state;
+	char phase[32];
+	uint64_t done, total; /* bytes */
+	uint64_t started_ns, finished_ns, started_wall_ns;
+	uint64_t last_event_ns;
+	json_t *result;	     /* set by the worker before it returns 0 */
+	json_t *progress;    /* optional extra progress fields (worker-owned, under lock) */
+	char error_code[32]; /* set with job_fail */
+	char error[512];
+	int (*run)(struct job *j);
+	void *ctx;
+	void (*ctx_free)(void *ctx);
+	pthread_t thread;
+	bool joined;
+	struct job *next;
+};
+
+/* Start a job running run(j) on its own thread. ctx is freed with
+ * ctx_free after the job ends. 0 or -errno: -ESHUTDOWN once memvisor is
+ * exiting (jobs_wait_all has begun; nothing would wait for the job). */
+int jobs_start(struct mv *mv, const char *kind, int (*run)(struct job *), void *ctx,
+	       void (*ctx_free)(void *), struct job **out);
+
+/* Worker: report progress (takes mv->lock). */
+void job_progress(struct job *j, const char *phase, uint64_t done, uint64_t total);
+
+/* Worker: record why the job failed; run() then returns a negative value. */
+void job_fail(struct job *j, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Main thread, with mv->lock held. */
+struct job *jobs_find_locked(struct mv *mv, int id);
+bool jobs_running_locked(struct mv *mv, const char *kind);
+/* Was id a job that has been forgotten (only the last 64 finished jobs
+ * are kept)? */
+bool jobs_forgotten_locked(struct mv *mv, int id);
+json_t *job_json_locked(const struct job *j);
+json_t *jobs_json_locked(struct mv *mv, bool running_only);
+
+/* Main thread: join finished workers (on every wake-up), and forget the
+ * finished jobs beyond the last 64. */
+void jobs_reap(struct mv *mv);
+
+/* Main thread, at exit: wait for every job; no job starts afterwards
+ * (the control socket still answers for a moment: ctl_server_stop). */
+void jobs_wait_all(struct mv *mv);
+
+#endif

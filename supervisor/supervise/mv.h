@@ -1,0 +1,100 @@
+/* The supervisor's state, shared by its two threads:
+ *
+ *  - the notify thread (notify.c) blocks in the listener's receive, decides
+ *    and answers seccomp notifications, and nothing else, so a tracee
+ *    never waits behind control-socket work;
+ *  - the main thread (cli/run.c) runs everything else on a libev loop: signals,
+ *    the reaper's reports, process exits (an epoll set of pidfds the notify
+ *    thread adds to), the control socket, jobs.
+ *
+ * mv->lock guards the process table and everything both threads touch. It
+ * is held for bookkeeping only, never across I/O of more than a /proc read. */
+#ifndef MV_MV_H
+#define MV_MV_H
+
+#include "common/log.h"
+#include "state/proc.h"
+#include "supervisor/kernel/features.h"
+
+#include <ev.h>
+#include <linux/seccomp.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct mv_opts {
+	const char *socket_path;
+	const char *policy_path;
+	const char *log_path;
+	enum mv_log_level log_level;
+	const char *stats_json;
+	bool kill_descendants;
+	int kill_grace_ms;
+	bool notify_all;  /* --notify-all: no kernel-side fast path */
+	const char *user; /* --user USER[:GROUP] */
+	int argc;
+	char **argv;
+};
+
+struct ctl_server;
+struct events;
+struct enforce;
+struct policy;
+
+struct mv {
+	struct mv_opts opts;
+	struct features feat;
+	pid_t self;
+	uint64_t start_ns, start_wall_ns;
+
+	pthread_mutex_t lock;
+	struct proctab procs;
+
+	/* Seccomp listener and the notify thread. */
+	int listener;
+	pthread_t notify_thread;
+	bool notify_running;
+	uint64_t notifications; /* under lock */
+	uint64_t unknown_calls; /* notifications for calls not in our table */
+	pid_t last_cloner;	/* the process that last called clone/fork/vfork */
+
+	/* Main loop. */
+	struct ev_loop *loop;
+	ev_io sig_io;
+	int sigfd;
+	ev_io reaper_io;
+	int reaper_rd, reaper_wr;
+	pid_t reaper_pid;
+	ev_io launch_io;
+	int launch_sock;
+	ev_async wake;	/* notify thread -> main: new processes to watch */
+	int exits_epfd; /* epoll set of every process's pidfd */
+	ev_io exits_io;
+	void *late; /* exit statuses to ask for again (lifecycle.c) */
+	size_t n_late, cap_late;
+	ev_timer late_timer;
+	pthread_t main_thread;
+
+	struct ctl_server *ctl;
+	const char *socket_path; /* the control socket, once listening */
+	struct events *events;
+
+	/* The policy (supervisor/supervise/enforce.h). The active policy is swapped
+	 * whole under lock; enforce holds the launch filter's coverage, the
+	 * kernel-side pieces set at launch, and the limits' accounting. */
+	struct policy *policy; /* under lock */
+	struct enforce *enforce;
+
+	/* The command. */
+	pid_t cmd_pid;
+	bool cmd_exited;
+	int cmd_status;		      /* wait status */
+	int launch_stage, launch_err; /* a launcher failure, 0 if none */
+	bool tree_empty;
+	int exit_code;
+};
+
+/* The exit code memvisor returns for a wait status, like env(1). */
+int mv_exit_code(int wait_status);
+
+#endif

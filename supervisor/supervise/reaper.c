@@ -1,0 +1,305 @@
+#include "supervisor/supervise/reaper.h"
+#include "common/util.h"
+#include "supervisor/kernel/procfs.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+
+static int to_sup_fd = -1;
+
+/* ---- the supervisor's side of the fd keeping -------------------------- */
+
+static int chan_fd = -1;
+
+void reaper_set_channel(int fd)
+{
+	chan_fd = fd;
+}
+
+int reaper_hold_fd(int fd, uint64_t id)
+{
+	if (chan_fd < 0)
+		return -ENOTCONN;
+	struct reaper_cmd c = {.op = 'H', .id = id};
+	struct iovec iov = {.iov_base = &c, .iov_len = sizeof(c)};
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	memset(&u, 0, sizeof(u));
+	struct msghdr msg = {.msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = u.buf,
+			     .msg_controllen = sizeof(u.buf)};
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	/* Once sendmsg returns, the file is referenced by the reaper's end
+	 * of the socket (in flight or received): the supervisor may die
+	 * from then on. */
+	ssize_t n;
+	do
+		n = sendmsg(chan_fd, &msg, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	return n < 0 ? -errno : 0;
+}
+
+void reaper_release_fd(uint64_t id)
+{
+	if (chan_fd < 0)
+		return;
+	struct reaper_cmd c = {.op = 'R', .id = id};
+	while (send(chan_fd, &c, sizeof(c), MSG_NOSIGNAL) < 0 && errno == EINTR)
+		;
+}
+
+/* ---- the reaper's side ------------------------------------------------ */
+
+struct held {
+	uint64_t id;
+	int fd;
+};
+static struct held *held;
+static size_t n_held, cap_held;
+
+static void hold(uint64_t id, int fd)
+{
+	if (n_held == cap_held)
+		held = xrealloc(held, (cap_held = cap_held ? cap_held * 2 : 16) * sizeof(*held));
+	held[n_held++] = (struct held){id, fd};
+}
+
+static void release(uint64_t id)
+{
+	for (size_t i = 0; i < n_held; i++)
+		if (held[i].id == id) {
+			close(held[i].fd);
+			held[i] = held[--n_held];
+			return;
+		}
+}
+
+/* One command; 0 when the supervisor is gone (EOF or error). */
+static int read_cmd(int from_sup, struct reaper_cmd *c)
+{
+	struct iovec iov = {.iov_base = c, .iov_len = sizeof(*c)};
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct msghdr msg = {.msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = u.buf,
+			     .msg_controllen = sizeof(u.buf)};
+	ssize_t n = recvmsg(from_sup, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return -1;
+	if (n <= 0)
+		return 0;
+	int fd = -1;
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm))
+		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+			memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+	if (n != (ssize_t)sizeof(*c)) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	if (c->op == 'H' && fd >= 0)
+		hold(c->id, fd);
+	else if (fd >= 0)
+		close(fd);
+	if (c->op == 'R')
+		release(c->id);
+	return 1;
+}
+
+static void send_msg(int type, pid_t pid, int status)
+{
+	struct reaper_msg m = {.type = type, .pid = pid, .status = status};
+	(void)mv_write_all(to_sup_fd, &m, sizeof(m));
+}
+
+struct node {
+	pid_t pid, parent;
+};
+
+/* Append the children of pid to *v, each with pid as its parent. */
+static void add_children(pid_t pid, struct node **v, size_t *n, size_t *cap)
+{
+	pid_t *kids = NULL;
+	size_t kn = 0, kcap = 0;
+	procfs_children(pid, &kids, &kn, &kcap);
+	for (size_t i = 0; i < kn; i++) {
+		if (*n == *cap)
+			*v = xrealloc(*v, (*cap = *cap ? *cap * 2 : 64) * sizeof(**v));
+		(*v)[(*n)++] = (struct node){.pid = kids[i], .parent = pid};
+	}
+	free(kids);
+}
+
+/* Parent pid of pid from /proc, or -1. */
+static pid_t ppid_of(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	_cleanup_free_ char *buf = NULL;
+	if (mv_read_file_at(AT_FDCWD, path, &buf, NULL) < 0)
+		return -1;
+	char *rp = strrchr(buf, ')');
+	int ppid;
+	if (!rp || sscanf(rp + 1, " %*c %d", &ppid) != 1)
+		return -1;
+	return ppid;
+}
+
+/* Signal every descendant of the reaper, parents before children. A pid
+ * is signalled through a pidfd opened after we saw it as the child of its
+ * parent, and only if that is still its parent: a pid reused meanwhile is
+ * left alone. Returns how many were signalled. */
+static size_t signal_tree(int sig)
+{
+	struct node *v = NULL;
+	size_t n = 0, cap = 0, signalled = 0;
+	add_children(getpid(), &v, &n, &cap);
+	for (size_t i = 0; i < n; i++)
+		add_children(v[i].pid, &v, &n, &cap);
+	for (size_t i = 0; i < n; i++) {
+		int pfd = (int)syscall(SYS_pidfd_open, v[i].pid, 0);
+		if (pfd < 0)
+			continue;
+		if (ppid_of(v[i].pid) == v[i].parent &&
+		    syscall(SYS_pidfd_send_signal, pfd, sig, NULL, 0) == 0)
+			signalled++;
+		close(pfd);
+	}
+	free(v);
+	return signalled;
+}
+
+/* Reap what has exited. Returns 1 when the reaper has no child left. */
+static int reap(pid_t cmd, int *cmd_done)
+{
+	for (;;) {
+		int status;
+		pid_t pid = waitpid(-1, &status, WNOHANG | __WALL);
+		if (pid > 0) {
+			send_msg(REAPER_EXITED, pid, status);
+			if (pid == cmd)
+				*cmd_done = 1;
+			continue;
+		}
+		return pid < 0 && errno == ECHILD;
+	}
+}
+
+static _Noreturn void kill_everything(pid_t cmd)
+{
+	/* The supervisor is gone: every supervised process would now fail
+	 * its memory calls with ENOSYS. End them all; orphans come back to
+	 * us as the subreaper, so repeat until no child is left. The
+	 * userfaultfds we hold close only when we exit, after the last
+	 * process is reaped: until then a fault on evicted memory waits (a
+	 * killable wait, fs/userfaultfd.c handle_userfault), never reads
+	 * zeros. */
+	int done = 0;
+	for (int round = 0; round < 500; round++) {
+		signal_tree(SIGKILL);
+		if (reap(cmd, &done))
+			_exit(0);
+		struct timespec ts = {0, 10 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	_exit(1);
+}
+
+void reaper_main(struct launch_spec *spec, int from_sup, int to_sup)
+{
+	to_sup_fd = to_sup;
+	chan_fd = -1;
+	/* It may hold a userfaultfd for every evicted address space. */
+	struct rlimit nofile;
+	if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+		nofile.rlim_cur = nofile.rlim_max;
+		(void)setrlimit(RLIMIT_NOFILE, &nofile);
+	}
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {
+		send_msg(REAPER_FORK_FAILED, 0, errno);
+		_exit(125);
+	}
+	sigset_t chld;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	/* The supervisor blocked every forwarded signal before forking us;
+	 * block SIGCHLD too and read it from a signalfd. */
+	sigprocmask(SIG_BLOCK, &chld, NULL);
+	int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (sfd < 0) {
+		send_msg(REAPER_FORK_FAILED, 0, errno);
+		_exit(125);
+	}
+	spec->parent = getpid();
+	pid_t cmd = fork();
+	if (cmd == 0) {
+		close(from_sup);
+		close(to_sup);
+		close(sfd);
+		launch_exec(spec);
+	}
+	if (cmd < 0) {
+		send_msg(REAPER_FORK_FAILED, 0, errno);
+		_exit(125);
+	}
+	close(spec->sock);
+	send_msg(REAPER_STARTED, cmd, 0);
+
+	int cmd_done = 0;
+	int64_t kill_at = -1; /* monotonic ns when SIGKILL follows SIGTERM */
+	for (;;) {
+		struct pollfd pfd[2] = {{.fd = from_sup, .events = POLLIN},
+					{.fd = sfd, .events = POLLIN}};
+		int timeout = -1;
+		if (kill_at >= 0) {
+			int64_t left = kill_at - (int64_t)mv_now_ns();
+			timeout = left > 0 ? (int)(left / 1000000) + 1 : 0;
+		}
+		int r = poll(pfd, 2, timeout);
+		if (r < 0 && errno != EINTR)
+			kill_everything(cmd);
+		if (pfd[0].revents) {
+			struct reaper_cmd c;
+			int n = read_cmd(from_sup, &c);
+			if (n == 0)
+				kill_everything(cmd);
+			if (n > 0 && c.op == 'K' && kill_at < 0) {
+				signal_tree(SIGTERM);
+				kill_at = (int64_t)mv_now_ns() + (int64_t)c.grace_ms * 1000000;
+			}
+		}
+		if (pfd[1].revents) {
+			struct signalfd_siginfo si;
+			while (read(sfd, &si, sizeof(si)) > 0)
+				;
+		}
+		if (kill_at >= 0 && (int64_t)mv_now_ns() >= kill_at) {
+			signal_tree(SIGKILL);
+			kill_at = (int64_t)mv_now_ns() + 100 * 1000000;
+		}
+		if (reap(cmd, &cmd_done) && cmd_done) {
+			send_msg(REAPER_EMPTY, 0, 0);
+			_exit(0);
+		}
+	}
+}
