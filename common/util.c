@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 
 static void oom(size_t n)
@@ -250,4 +251,13 @@ int mv_open_append(const char *path, mode_t mode)
 		return -e;
 	}
 	return fd;
+}
+
+int mv_exit_code(int status)
+{
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return 125;
 }

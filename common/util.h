@@ -92,4 +92,8 @@ int mv_set_cloexec(int fd);
 int mv_fail_msg(char *err, size_t errlen, int rc, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* The exit code memvisor returns for a wait status, like env(1): the
+ * status, 128 + the signal, or 125. */
+int mv_exit_code(int wait_status);
+
 #endif

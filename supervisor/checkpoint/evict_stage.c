@@ -87,8 +87,8 @@ int ckpt_evict_all(struct ckpt *c, struct evict_stats *st)
 			skip(c, i, err);
 			continue;
 		}
-		int rc = evict_proc_stopped(&p->pt, ckpt_iproc(c, i), c->req->dir.dir, c->im.id, st,
-					    err, sizeof(err));
+		int rc = evict_proc_stopped(c->mv->evict, &p->pt, ckpt_iproc(c, i), c->req->dir.dir,
+					    c->im.id, st, err, sizeof(err));
 		if (rc < 0)
 			return ckpt_fail(c, rc, CKPT_E_EVICT,
 					 "%s; the image at %s is complete and the program keeps "

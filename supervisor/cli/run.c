@@ -137,15 +137,6 @@ static int parse_run_opts(int argc, char **argv, struct mv_opts *o)
 	return 0;
 }
 
-int mv_exit_code(int status)
-{
-	if (WIFEXITED(status))
-		return WEXITSTATUS(status);
-	if (WIFSIGNALED(status))
-		return 128 + WTERMSIG(status);
-	return 125;
-}
-
 /* ---- start-up ------------------------------------------------------- */
 
 /* Record the dispositions and mask memvisor inherited, for the launcher to
@@ -168,13 +159,6 @@ static int prepare_signals(struct launch_spec *spec, sigset_t *blocked)
 	/* Control clients may vanish mid-write. */
 	signal(SIGPIPE, SIG_IGN);
 	return 0;
-}
-
-/* Evicted pages the image cannot give back, on the event stream. */
-static struct mv *notify_mv;
-static void evict_notify(const char *type, json_t *obj)
-{
-	events_emit(notify_mv, type, obj);
 }
 
 static int fork_reaper(struct mv *mv, struct launch_spec *spec, int child_sock)
@@ -209,7 +193,6 @@ static int fork_reaper(struct mv *mv, struct launch_spec *spec, int child_sock)
 	close(from_reaper[1]);
 	mv->reaper_pid = pid;
 	mv->reaper_wr = to_reaper[1];
-	reaper_set_channel(to_reaper[1]);
 	mv->reaper_rd = from_reaper[0];
 	return 0;
 }
@@ -420,10 +403,8 @@ static void command_exited(struct mv *mv, int status)
 	mv->cmd_exited = true;
 	mv->cmd_status = status;
 	log_info("command %d exited: status %d", mv->cmd_pid, mv_exit_code(status));
-	if (mv->opts.kill_descendants) {
-		struct reaper_cmd c = {.op = 'K', .grace_ms = mv->opts.kill_grace_ms};
-		(void)send(mv->reaper_wr, &c, sizeof(c), MSG_NOSIGNAL);
-	}
+	if (mv->opts.kill_descendants)
+		reaper_kill_tree(mv->reaper_wr, mv->opts.kill_grace_ms);
 }
 
 static void note_exit_status(struct mv *mv, pid_t pid, int status)
@@ -662,8 +643,7 @@ int run_main(int argc, char **argv)
 	proctab_init(&mv->procs, 4096);
 	mv->loop = ev_default_loop(EVBACKEND_EPOLL | EVFLAG_NOSIGMASK);
 	events_init(mv);
-	notify_mv = mv;
-	evict_set_notify(evict_notify);
+	mv->evict = evict_new(mv);
 	if (ctl_server_start(mv) < 0) {
 		/* An explicit --socket must work; the default place is a
 		 * convenience, and the command can run without it. */
@@ -686,6 +666,7 @@ int run_main(int argc, char **argv)
 		ev_run(mv->loop, 0);
 	jobs_wait_all(mv);
 	notify_stop(mv);
+	notify_free(mv);
 	retire_all(mv);
 	lifecycle_late_exits(mv, true);
 	int code = final_status(mv);

@@ -106,10 +106,10 @@ static int prepare_dir(const char *dir, bool force, struct checkpoint_req *req, 
 
 /* An evicted process's pages are in its image, not in its memory: a new
  * checkpoint would miss them. */
-static int evicted_refusal(struct ctl_err *err)
+static int evicted_refusal(struct mv *mv, struct ctl_err *err)
 {
 	char id[40], dir[4096];
-	if (!evict_some_image(id, sizeof(id), dir, sizeof(dir)))
+	if (!evict_some_image(mv->evict, id, sizeof(id), dir, sizeof(dir)))
 		return 0;
 	return ctl_fail(err, CTL_E_BUSY,
 			"memory is evicted to %s: reload it first (memvisor ctl reload %s --wait)",
@@ -132,18 +132,18 @@ int ctl_cmd_checkpoint(struct mv *mv, struct ctl_client *c, json_t *args, json_t
 	    (req->all && any_running(mv, err) < 0))
 		goto fail;
 	pthread_mutex_lock(&mv->lock);
-	bool busy = jobs_running_locked(mv, "checkpoint");
+	bool busy = jobs_running_locked(mv, JOB_CHECKPOINT);
 	pthread_mutex_unlock(&mv->lock);
 	if (busy) {
 		ctl_fail(err, CTL_E_BUSY, "a checkpoint is already running");
 		goto fail;
 	}
-	if (evicted_refusal(err) < 0)
+	if (evicted_refusal(mv, err) < 0)
 		goto fail;
 	if (prepare_dir(dir, force, req, err) < 0)
 		goto fail;
 	struct job *j;
-	int rc = jobs_start(mv, "checkpoint", checkpoint_run, req, checkpoint_req_free, &j);
+	int rc = jobs_start(mv, JOB_CHECKPOINT, checkpoint_run, req, checkpoint_req_free, &j);
 	if (rc == -ESHUTDOWN) {
 		ctl_fail(err, CTL_E_NO_SUCH_PROCESS,
 			 "the supervised command has exited and memvisor is exiting");

@@ -223,7 +223,7 @@ static int cmd_status(struct mv *mv, struct ctl_client *c, json_t *args, json_t 
 	    (int)n, "processes_seen", (json_int_t)mv->procs.n_seen, "totals", totals, "jobs",
 	    jobs_json_locked(mv, true));
 	pthread_mutex_unlock(&mv->lock);
-	json_object_set_new(*result, "evicted", evict_status_json());
+	json_object_set_new(*result, "evicted", evict_status_json(mv->evict));
 	return 0;
 }
 

@@ -212,8 +212,11 @@ static int reply_error(struct ctl_client *c, json_t *id, const char *code, const
 	return line ? send_line(c, line) : 0;
 }
 
-void ctl_client_event(struct ctl_client *c, const char *line)
+/* events_sub.line: one event line for a subscriber; one whose buffer is
+ * full loses it, and is told how many it lost. */
+static void client_event(void *ctx, const char *line)
 {
+	struct ctl_client *c = ctx;
 	if (c->dead)
 		return;
 	if (out_pending(c) > CTL_EVENTS_CAP) {
@@ -225,8 +228,10 @@ void ctl_client_event(struct ctl_client *c, const char *line)
 	flush(c);
 }
 
-void ctl_client_dropped(struct ctl_client *c, uint64_t n)
+/* events_sub.dropped: lines lost before the stream reached us. */
+static void client_dropped(void *ctx, uint64_t n)
 {
+	struct ctl_client *c = ctx;
 	c->dropped += n;
 }
 
@@ -252,7 +257,8 @@ void ctl_client_subscribe(struct ctl_client *c)
 {
 	if (!c->subscribed && !c->detached) {
 		c->subscribed = true;
-		events_subscribe(c->mv, c);
+		struct events_sub sub = {.line = client_event, .dropped = client_dropped, .ctx = c};
+		events_subscribe(c->mv, &sub);
 	}
 }
 

@@ -19,11 +19,6 @@ struct ctl_client;
  * subscribes (events) is answered but subscribes nothing. Main thread. */
 char *ctl_reply_line(struct mv *mv, const char *line, size_t len);
 
-/* Queue one event line (without newline) to a subscriber; a subscriber
- * whose buffer is full loses it, and is told how many it lost. */
-void ctl_client_event(struct ctl_client *c, const char *line);
-void ctl_client_dropped(struct ctl_client *c, uint64_t n);
-
 /* A handler's result given as JSON text (for large results, written
  * without building a jansson tree); the server takes ownership. */
 void ctl_client_raw_result(struct ctl_client *c, char *json_text);

@@ -18,14 +18,9 @@
 #define CS_64BIT	 0x33 /* __USER_CS: the thread runs 64-bit code */
 #define SYSCALL_INSN_LEN 2
 
-/* The call being injected (one at a time: one checkpoint job at a time
- * injects), for the notify thread. */
-static _Atomic pid_t inj_tid;
-static _Atomic uint64_t inj_ip;
-
-bool remote_is_injected(pid_t tid, uint64_t ip)
+bool remote_is_injected(struct remote_marks *m, pid_t tid, uint64_t ip)
 {
-	return tid == atomic_load(&inj_tid) && ip == atomic_load(&inj_ip);
+	return tid == atomic_load(&m->tid) && ip == atomic_load(&m->ip);
 }
 
 static int find_vdso(pid_t tid, uint64_t *start, uint64_t *end)
@@ -79,9 +74,10 @@ static struct ptrace_thread *pick_thread(struct ptrace_proc *pp)
 	return NULL;
 }
 
-int remote_open_stopped(struct remote *r, struct ptrace_proc *pp)
+int remote_open_stopped(struct remote *r, struct ptrace_proc *pp, struct remote_marks *marks)
 {
 	memset(r, 0, sizeof(*r));
+	r->marks = marks;
 	r->pid = pp->pid;
 	r->t = pick_thread(pp);
 	if (!r->t)
@@ -150,13 +146,13 @@ int remote_syscall_stopped(struct remote *r, long nr, const long args[6], long *
 		return errno == ESRCH ? -ESRCH : -errno;
 	int rc = 0;
 	/* Tell the notify thread before the call can reach it. */
-	atomic_store(&inj_ip, r->sc_addr + SYSCALL_INSN_LEN);
-	atomic_store(&inj_tid, tid);
+	atomic_store(&r->marks->ip, r->sc_addr + SYSCALL_INSN_LEN);
+	atomic_store(&r->marks->tid, tid);
 	if (ptrace(PTRACE_SINGLESTEP, tid, 0, 0) < 0)
 		rc = -errno;
 	if (rc == 0)
 		rc = wait_step(r);
-	atomic_store(&inj_tid, 0);
+	atomic_store(&r->marks->tid, 0);
 	if (rc == 0 && ptrace(PTRACE_GETREGS, tid, 0, &regs) < 0)
 		rc = -errno;
 	if (rc == 0)

@@ -12,8 +12,8 @@
  * them the interrupted call's restart state).
  *
  * The injected call passes through the process's seccomp filter: if the
- * filter notifies it, memvisor's notify thread answers it like any other
- * call while the job thread waits here.
+ * filter notifies it, memvisor's notify thread lets it through (it is
+ * marked in the supervisor's remote_marks) while the job thread waits here.
  *
  * Failure point (MEMVISOR_FAULT): remote_syscall (EIO before the call).
  * Functions return 0 or -errno. */
@@ -25,7 +25,15 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* The call being injected, for the notify thread of the same supervisor
+ * (one at a time: one checkpoint job at a time injects). */
+struct remote_marks {
+	_Atomic pid_t tid;
+	_Atomic uint64_t ip;
+};
+
 struct remote {
+	struct remote_marks *marks;
 	pid_t pid;
 	struct ptrace_thread *t; /* stopped, seized by the calling thread */
 	uint64_t sc_addr;	 /* a `syscall` instruction in the [vdso] */
@@ -35,7 +43,7 @@ struct remote {
 /* Pick a stopped thread of pp to inject into and find the instruction.
  * -ESRCH: no stopped thread; -ENOEXEC: no [vdso] or no `syscall` in it,
  * or the thread runs 32-bit code. */
-int remote_open_stopped(struct remote *r, struct ptrace_proc *pp);
+int remote_open_stopped(struct remote *r, struct ptrace_proc *pp, struct remote_marks *marks);
 
 /* Run syscall nr(args...) in r's thread; its return value (a negative
  * errno for a failed call) in *ret. Returns 0, or -errno when the
@@ -47,6 +55,6 @@ int remote_syscall_stopped(struct remote *r, long nr, const long args[6], long *
  * instruction pointer ip (seccomp_data's: just after the `syscall`) one
  * we are injecting? It is then let through (CONTINUE) without the policy,
  * which is about the program's own calls. */
-bool remote_is_injected(pid_t tid, uint64_t ip);
+bool remote_is_injected(struct remote_marks *m, pid_t tid, uint64_t ip);
 
 #endif

@@ -7,6 +7,8 @@
 #include "common/util.h"
 #include "supervisor/reload/thp.h"
 #include "supervisor/kernel/procfs.h"
+#include "supervisor/supervise/events.h"
+#include "supervisor/supervise/mv.h"
 #include "supervisor/supervise/reaper.h"
 #include "supervisor/kernel/remote.h"
 #include "supervisor/kernel/uffd.h"
@@ -56,7 +58,8 @@ struct ev_chunk {
 struct evspace {
 	pthread_mutex_t mu;
 	pthread_rwlock_t lay;
-	int refs;	   /* under reg_mu */
+	struct evict *reg; /* the registry it is (or was) in */
+	int refs;	   /* under reg->mu */
 	uint64_t keep_id;  /* the reaper holds a duplicate of uffd under this id (0: not held) */
 	uint64_t features; /* granted by UFFDIO_API */
 	pid_t tgid;	   /* the process whose mm this is, when known (a fork child: its
@@ -85,15 +88,43 @@ struct evspace {
 	struct evspace *next;
 };
 
-static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct evspace *reg_head;
-
 /* ---- the registry ------------------------------------------------------ */
+
+/* The evicted spaces of one supervisor. reg->mu comes before any space's
+ * locks and is never held across I/O. */
+struct evict {
+	struct mv *mv;
+	pthread_mutex_t mu;
+	struct evspace *head;
+	uint64_t next_keep_id; /* atomic: ids of the uffds the reaper holds */
+};
+
+struct evict *evict_new(struct mv *mv)
+{
+	struct evict *reg = xcalloc(1, sizeof(*reg));
+	reg->mv = mv;
+	pthread_mutex_init(&reg->mu, NULL);
+	return reg;
+}
+
+void evict_free(struct evict *reg)
+{
+	if (!reg)
+		return;
+	pthread_mutex_lock(&reg->mu);
+	bool empty = !reg->head;
+	pthread_mutex_unlock(&reg->mu);
+	/* Spaces still served hold reg: it then lives as long as the process. */
+	if (!empty)
+		return;
+	pthread_mutex_destroy(&reg->mu);
+	free(reg);
+}
 
 static void space_free(struct evspace *s)
 {
 	if (s->keep_id)
-		reaper_release_fd(s->keep_id);
+		reaper_release_fd(s->reg->mv->reaper_wr, s->keep_id);
 	if (s->uffd >= 0)
 		close(s->uffd); /* userfaultfd_release: every range unregistered */
 	if (s->pagesfd >= 0)
@@ -114,7 +145,7 @@ static void space_free(struct evspace *s)
 
 static void unlink_locked(struct evspace *s)
 {
-	for (struct evspace **p = &reg_head; *p; p = &(*p)->next)
+	for (struct evspace **p = &s->reg->head; *p; p = &(*p)->next)
 		if (*p == s) {
 			*p = s->next;
 			s->linked = false;
@@ -125,9 +156,10 @@ static void unlink_locked(struct evspace *s)
 
 void evict_put(struct evspace *s)
 {
-	pthread_mutex_lock(&reg_mu);
+	struct evict *reg = s->reg;
+	pthread_mutex_lock(&reg->mu);
 	bool last = --s->refs == 0;
-	pthread_mutex_unlock(&reg_mu);
+	pthread_mutex_unlock(&reg->mu);
 	if (last)
 		space_free(s);
 }
@@ -139,53 +171,45 @@ static void get_locked(struct evspace *s)
 
 static void link_space(struct evspace *s)
 {
-	pthread_mutex_lock(&reg_mu);
-	s->next = reg_head;
-	reg_head = s;
+	pthread_mutex_lock(&s->reg->mu);
+	s->next = s->reg->head;
+	s->reg->head = s;
 	s->linked = true;
 	s->refs++;
-	pthread_mutex_unlock(&reg_mu);
+	pthread_mutex_unlock(&s->reg->mu);
 }
 
 /* Stop the workers (they drop their references as they go). */
 static void stop_space(struct evspace *s)
 {
-	pthread_mutex_lock(&reg_mu);
+	pthread_mutex_lock(&s->reg->mu);
 	s->stopping = true;
 	if (s->linked)
 		unlink_locked(s);
-	pthread_mutex_unlock(&reg_mu);
+	pthread_mutex_unlock(&s->reg->mu);
 	uint64_t one = 1;
 	if (write(s->stopfd, &one, sizeof(one)) < 0)
 		log_warn("evict: waking the workers of process %d: %s", s->pid, strerror(errno));
 }
 
-bool evict_any(void)
+bool evict_some_image(struct evict *reg, char *id, size_t idlen, char *dir, size_t dirlen)
 {
-	pthread_mutex_lock(&reg_mu);
-	bool any = reg_head != NULL;
-	pthread_mutex_unlock(&reg_mu);
-	return any;
-}
-
-bool evict_some_image(char *id, size_t idlen, char *dir, size_t dirlen)
-{
-	pthread_mutex_lock(&reg_mu);
-	struct evspace *s = reg_head;
+	pthread_mutex_lock(&reg->mu);
+	struct evspace *s = reg->head;
 	if (s) {
 		snprintf(id, idlen, "%s", s->id);
 		snprintf(dir, dirlen, "%s", s->dir);
 	}
-	pthread_mutex_unlock(&reg_mu);
+	pthread_mutex_unlock(&reg->mu);
 	return s != NULL;
 }
 
-size_t evict_spaces_of(const char *id, struct evspace ***out)
+size_t evict_spaces_of(struct evict *reg, const char *id, struct evspace ***out)
 {
 	size_t n = 0, cap = 4;
 	struct evspace **v = xcalloc(cap, sizeof(*v));
-	pthread_mutex_lock(&reg_mu);
-	for (struct evspace *s = reg_head; s; s = s->next) {
+	pthread_mutex_lock(&reg->mu);
+	for (struct evspace *s = reg->head; s; s = s->next) {
 		if (strcmp(s->id, id) != 0 || s->dead)
 			continue;
 		if (n == cap)
@@ -193,7 +217,7 @@ size_t evict_spaces_of(const char *id, struct evspace ***out)
 		get_locked(s);
 		v[n++] = s;
 	}
-	pthread_mutex_unlock(&reg_mu);
+	pthread_mutex_unlock(&reg->mu);
 	*out = v;
 	return n;
 }
@@ -409,14 +433,6 @@ static int copy_runs(struct evspace *s, const struct ev_chunk *c, uint32_t a, ui
 	return 0;
 }
 
-/* Tell whoever listens (the control socket's event stream). */
-static void (*notify_cb)(const char *type, json_t *obj);
-
-void evict_set_notify(void (*cb)(const char *type, json_t *obj))
-{
-	notify_cb = cb;
-}
-
 /* The image cannot give this page back (a read error, a truncated image,
  * a checksum mismatch): the program must not see anything in its place.
  * Poison the page, as a memory error would (an access raises SIGBUS, a
@@ -444,13 +460,13 @@ static int unservable(struct evspace *s, uint64_t addr, pid_t who, const struct 
 			kill(who, SIGKILL);
 		rc = 0;
 	}
-	if (first && notify_cb) {
+	if (first) {
 		char a[32];
 		snprintf(a, sizeof(a), "%#llx", (unsigned long long)addr);
-		notify_cb("evict_unservable",
-			  json_pack("{s:i, s:s, s:s, s:I, s:s, s:s}", "pid", pid, "image", s->dir,
-				    "address", a, "extent_offset", (json_int_t)e->off, "error",
-				    strerror(-err), "outcome", poisoned ? "sigbus" : "killed"));
+		events_emit(s->reg->mv, "evict_unservable",
+			    json_pack("{s:i, s:s, s:s, s:I, s:s, s:s}", "pid", pid, "image", s->dir,
+				      "address", a, "extent_offset", (json_int_t)e->off, "error",
+				      strerror(-err), "outcome", poisoned ? "sigbus" : "killed"));
 	}
 	return rc;
 }
@@ -514,7 +530,7 @@ static int serve_fault(struct evspace *s, uint64_t addr, pid_t who, void *buf, u
 
 /* ---- events ------------------------------------------------------------ */
 
-static struct evspace *space_new(void);
+static struct evspace *space_new(struct evict *reg);
 static int start_workers(struct evspace *s);
 
 /* Remove [start, end) ranges of v from the chunk map (fork exclusions). */
@@ -527,9 +543,8 @@ static void drop_ranges(struct evspace *s, const struct as_range *v, size_t n)
 /* Hold a duplicate of the space's uffd in the reaper (reaper_hold_fd). */
 static int keep_uffd(struct evspace *s)
 {
-	static uint64_t next_id;
-	uint64_t id = __atomic_add_fetch(&next_id, 1, __ATOMIC_RELAXED);
-	int rc = reaper_hold_fd(s->uffd, id);
+	uint64_t id = __atomic_add_fetch(&s->reg->next_keep_id, 1, __ATOMIC_RELAXED);
+	int rc = reaper_hold_fd(s->reg->mv->reaper_wr, s->uffd, id);
 	if (rc == 0)
 		s->keep_id = id;
 	return rc;
@@ -548,7 +563,7 @@ static int keep_uffd(struct evspace *s)
  * (write), in the order of the events. */
 static void on_fork(struct evspace *s, int ufd)
 {
-	struct evspace *c = space_new();
+	struct evspace *c = space_new(s->reg);
 	c->uffd = ufd;
 	c->features = s->features;
 	c->pagesfd = fcntl(s->pagesfd, F_DUPFD_CLOEXEC, 0);
@@ -768,9 +783,9 @@ static int start_workers(struct evspace *s)
 		w->s = s;
 		w->prober = i == 0;
 		w->buf = xmalloc(IMG_EXTENT_MAX);
-		pthread_mutex_lock(&reg_mu);
+		pthread_mutex_lock(&s->reg->mu);
 		get_locked(s);
-		pthread_mutex_unlock(&reg_mu);
+		pthread_mutex_unlock(&s->reg->mu);
 		pthread_t t;
 		pthread_attr_t at;
 		pthread_attr_init(&at);
@@ -787,9 +802,10 @@ static int start_workers(struct evspace *s)
 	return 0;
 }
 
-static struct evspace *space_new(void)
+static struct evspace *space_new(struct evict *reg)
 {
 	struct evspace *s = xcalloc(1, sizeof(*s));
+	s->reg = reg;
 	pthread_mutex_init(&s->mu, NULL);
 	/* Writers first: a worker waiting to read the uffd must not starve
 	 * behind a stream of copies (its event holds a program thread). */
@@ -931,18 +947,19 @@ static void evict_region(struct evspace *s, struct remote *r, const struct img_r
 		st->bytes += img_extent_len(&g->ext.v[x]);
 }
 
-int evict_proc_stopped(struct ptrace_proc *pp, const struct img_proc *ip, const char *dir,
-		       const char *id, struct evict_stats *st, char *err, size_t errlen)
+int evict_proc_stopped(struct evict *reg, struct ptrace_proc *pp, const struct img_proc *ip,
+		       const char *dir, const char *id, struct evict_stats *st, char *err,
+		       size_t errlen)
 {
 	struct remote r;
-	int rc = remote_open_stopped(&r, pp);
+	int rc = remote_open_stopped(&r, pp, &reg->mv->injecting);
 	if (rc < 0)
 		return mv_fail_msg(err, errlen, rc,
 				   "process %d: none of its threads is stopped (a vfork parent "
 				   "waits until its child execs or exits), so no system call can "
 				   "be injected into it: %s",
 				   pp->pid, strerror(-rc));
-	struct evspace *s = space_new();
+	struct evspace *s = space_new(reg);
 	rc = setup_space(s, pp, &r, dir, id, err, errlen);
 	if (rc < 0) {
 		evict_put(s);
@@ -1140,11 +1157,11 @@ void evict_space_faults(struct evspace *s, void *hist, uint64_t *faults, uint64_
 	pthread_mutex_unlock(&s->mu);
 }
 
-json_t *evict_status_json(void)
+json_t *evict_status_json(struct evict *reg)
 {
 	json_t *a = json_array();
-	pthread_mutex_lock(&reg_mu);
-	for (struct evspace *s = reg_head; s; s = s->next) {
+	pthread_mutex_lock(&reg->mu);
+	for (struct evspace *s = reg->head; s; s = s->next) {
 		pthread_mutex_lock(&s->mu);
 		json_array_append_new(
 		    a, json_pack("{s:i, s:i, s:s, s:s, s:I, s:I, s:I, s:I, s:I}", "pid", s->pid,
@@ -1155,6 +1172,6 @@ json_t *evict_status_json(void)
 				 (json_int_t)hist_quantile(&s->lat, 0.99)));
 		pthread_mutex_unlock(&s->mu);
 	}
-	pthread_mutex_unlock(&reg_mu);
+	pthread_mutex_unlock(&reg->mu);
 	return a;
 }

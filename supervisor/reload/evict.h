@@ -36,6 +36,15 @@
 void evict_boost_thread(int nice);
 
 struct evspace;
+struct mv;
+
+/* The evicted spaces of one supervisor (mv->evict). Its fault workers
+ * report pages the image cannot give back on mv's event stream and have
+ * mv's reaper hold their uffds. evict_free frees it once no space is left
+ * (spaces still served keep it for the process's life). */
+struct evict;
+struct evict *evict_new(struct mv *mv);
+void evict_free(struct evict *reg);
 
 struct evict_stats {
 	uint64_t regions, bytes; /* evicted */
@@ -48,18 +57,16 @@ struct evict_stats {
  * by remote syscalls, register and drop its private anonymous regions,
  * start the fault workers. On failure before anything was dropped, the
  * process is untouched; err says why. */
-int evict_proc_stopped(struct ptrace_proc *pp, const struct img_proc *ip, const char *dir,
-		       const char *id, struct evict_stats *st, char *err, size_t errlen);
-
-/* Is any space evicted (a new checkpoint would miss its pages)? */
-bool evict_any(void);
+int evict_proc_stopped(struct evict *reg, struct ptrace_proc *pp, const struct img_proc *ip,
+		       const char *dir, const char *id, struct evict_stats *st, char *err,
+		       size_t errlen);
 
 /* The live spaces evicted to image id (references; evict_put each), in
  * *out (malloc'd). Returns how many. */
-size_t evict_spaces_of(const char *id, struct evspace ***out);
+size_t evict_spaces_of(struct evict *reg, const char *id, struct evspace ***out);
 
 /* The image id and directory some space is evicted to, for messages. */
-bool evict_some_image(char *id, size_t idlen, char *dir, size_t dirlen);
+bool evict_some_image(struct evict *reg, char *id, size_t idlen, char *dir, size_t dirlen);
 
 void evict_put(struct evspace *s);
 
@@ -87,12 +94,7 @@ void evict_space_faults(struct evspace *s, void *hist, uint64_t *faults, uint64_
 /* The pid the space was evicted from (0 for a fork child). */
 pid_t evict_space_pid(const struct evspace *s);
 
-/* Where to report a page the image cannot give back (type
- * "evict_unservable"; the callback takes the object's reference). Any
- * thread may call it. */
-void evict_set_notify(void (*cb)(const char *type, json_t *obj));
-
 /* Every evicted space, for `status`. */
-json_t *evict_status_json(void);
+json_t *evict_status_json(struct evict *reg);
 
 #endif

@@ -141,7 +141,7 @@ static int load_space(struct reload *r, struct evspace *s, void *buf)
 static void add_spaces(struct reload *r)
 {
 	struct evspace **v;
-	size_t n = evict_spaces_of(r->req->id, &v);
+	size_t n = evict_spaces_of(r->j->mv->evict, r->req->id, &v);
 	for (size_t i = 0; i < n; i++) {
 		bool known = false;
 		for (size_t k = 0; k < r->n && !known; k++)
@@ -248,7 +248,7 @@ static int parse(json_t *args, struct reload_req *req, struct ctl_err *err)
 }
 
 /* The image at dir must be the one processes are evicted to. */
-static int match_image(struct reload_req *req, struct ctl_err *err)
+static int match_image(struct mv *mv, struct reload_req *req, struct ctl_err *err)
 {
 	struct imgread ir;
 	char msg[512];
@@ -260,14 +260,14 @@ static int match_image(struct reload_req *req, struct ctl_err *err)
 		return ctl_fail(err, rc == -ENOENT ? CTL_E_INVALID : RELOAD_E_CORRUPT,
 				"cannot reload from %s: %s", req->dir, msg);
 	struct evspace **v;
-	size_t n = evict_spaces_of(req->id, &v);
+	size_t n = evict_spaces_of(mv->evict, req->id, &v);
 	for (size_t i = 0; i < n; i++)
 		evict_put(v[i]);
 	free(v);
 	if (n)
 		return 0;
 	char id[40], dir[4096];
-	if (evict_some_image(id, sizeof(id), dir, sizeof(dir)))
+	if (evict_some_image(mv->evict, id, sizeof(id), dir, sizeof(dir)))
 		return ctl_fail(err, RELOAD_E_MISMATCH,
 				"%s holds image %s, but the evicted processes' image is %s (%s): "
 				"refusing to load pages of another image",
@@ -279,17 +279,17 @@ int ctl_cmd_reload(struct mv *mv, struct ctl_client *c, json_t *args, json_t **r
 		   struct ctl_err *err)
 {
 	struct reload_req *req = xcalloc(1, sizeof(*req));
-	if (parse(args, req, err) < 0 || match_image(req, err) < 0)
+	if (parse(args, req, err) < 0 || match_image(mv, req, err) < 0)
 		goto fail;
 	pthread_mutex_lock(&mv->lock);
-	bool busy = jobs_running_locked(mv, "reload");
+	bool busy = jobs_running_locked(mv, JOB_RELOAD);
 	pthread_mutex_unlock(&mv->lock);
 	if (busy) {
 		ctl_fail(err, CTL_E_BUSY, "a reload is already running");
 		goto fail;
 	}
 	struct job *j;
-	int rc = jobs_start(mv, "reload", reload_run, req, req_free, &j);
+	int rc = jobs_start(mv, JOB_RELOAD, reload_run, req, req_free, &j);
 	if (rc == -ESHUTDOWN) {
 		ctl_fail(err, CTL_E_NO_SUCH_PROCESS,
 			 "the supervised command has exited and memvisor is exiting");

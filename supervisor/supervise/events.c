@@ -1,6 +1,5 @@
 #include "supervisor/supervise/events.h"
 #include "common/util.h"
-#include "supervisor/ctl/server.h"
 #include "supervisor/supervise/mv.h"
 #include "supervisor/supervise/render.h"
 
@@ -18,7 +17,7 @@ struct events {
 	char **lines;
 	size_t n, cap;
 	uint64_t dropped;
-	struct ctl_client **subs; /* main thread only */
+	struct events_sub *subs; /* main thread only */
 	size_t nsubs, capsubs;
 };
 
@@ -117,22 +116,22 @@ void events_proc(struct mv *mv, enum mv_event_kind kind, const struct proc *p, i
 	events_emit(mv, names[kind], o);
 }
 
-void events_subscribe(struct mv *mv, struct ctl_client *c)
+void events_subscribe(struct mv *mv, const struct events_sub *s)
 {
 	struct events *e = mv->events;
 	if (e->nsubs == e->capsubs) {
 		e->capsubs = e->capsubs ? e->capsubs * 2 : 8;
 		e->subs = xrealloc(e->subs, e->capsubs * sizeof(*e->subs));
 	}
-	e->subs[e->nsubs++] = c;
+	e->subs[e->nsubs++] = *s;
 	atomic_fetch_add(&e->subscribers, 1);
 }
 
-void events_unsubscribe(struct mv *mv, struct ctl_client *c)
+void events_unsubscribe(struct mv *mv, void *ctx)
 {
 	struct events *e = mv->events;
 	for (size_t i = 0; i < e->nsubs; i++) {
-		if (e->subs[i] == c) {
+		if (e->subs[i].ctx == ctx) {
 			e->subs[i] = e->subs[--e->nsubs];
 			atomic_fetch_sub(&e->subscribers, 1);
 			return;
@@ -152,10 +151,11 @@ void events_flush(struct mv *mv)
 	e->dropped = 0;
 	pthread_mutex_unlock(&e->lock);
 	for (size_t s = 0; s < e->nsubs; s++) {
+		const struct events_sub *sub = &e->subs[s];
 		if (dropped)
-			ctl_client_dropped(e->subs[s], dropped);
+			sub->dropped(sub->ctx, dropped);
 		for (size_t i = 0; i < n; i++)
-			ctl_client_event(e->subs[s], lines[i]);
+			sub->line(sub->ctx, lines[i]);
 	}
 	for (size_t i = 0; i < n; i++)
 		free(lines[i]);

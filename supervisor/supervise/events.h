@@ -12,6 +12,7 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 struct mv;
 
@@ -34,10 +35,19 @@ void events_proc(struct mv *mv, enum mv_event_kind kind, const struct proc *p, i
 /* Any other event: obj gets "event" and "time" added; takes the reference. */
 void events_emit(struct mv *mv, const char *type, json_t *obj);
 
-/* Main thread: subscribe / unsubscribe a control client. */
-struct ctl_client;
-void events_subscribe(struct mv *mv, struct ctl_client *c);
-void events_unsubscribe(struct mv *mv, struct ctl_client *c);
+/* A subscriber (the control server's `events` clients): line() takes one
+ * event line (without newline), dropped() how many lines were lost before
+ * the next one. Both run on the main thread, from events_flush, and must
+ * not block. The stream knows nothing else of who listens. */
+struct events_sub {
+	void (*line)(void *ctx, const char *line);
+	void (*dropped)(void *ctx, uint64_t n);
+	void *ctx;
+};
+
+/* Main thread: subscribe (s is copied) / unsubscribe by ctx. */
+void events_subscribe(struct mv *mv, const struct events_sub *s);
+void events_unsubscribe(struct mv *mv, void *ctx);
 
 /* Main thread: deliver queued lines to subscribers. */
 void events_flush(struct mv *mv);

@@ -9,7 +9,7 @@
  * the way SELinux's execstack/execmem checks do. */
 #include "supervisor/supervise/execimage.h"
 #include "common/util.h"
-#include "supervisor/supervise/notify.h"
+#include "supervisor/kernel/listener.h"
 #include "supervisor/kernel/vm.h"
 
 #include <elf.h>
@@ -176,7 +176,7 @@ static int open_target(const struct mv_call *c, int listener, uint64_t id)
 		return n == -EFAULT ? -ENOENT : (int)n;
 	/* The read went to the notifying thread's memory only if it still
 	 * waits in this notification (seccomp_unotify(2): pid reuse). */
-	if (!notify_id_valid(listener, id))
+	if (!listener_id_valid(listener, id))
 		return -ESRCH;
 	int dirfd = at ? (int)c->args[0] : AT_FDCWD_;
 	int flags = at ? (int)c->args[4] : 0;

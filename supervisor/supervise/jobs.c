@@ -7,16 +7,19 @@
 #include <string.h>
 
 static const char *const state_names[] = {"running", "done", "failed"};
+static const char *const kind_names[] = {[JOB_CHECKPOINT] = "checkpoint", [JOB_RELOAD] = "reload"};
 
-/* The list is mv-wide, newest first, and guarded by mv->lock. Running
- * jobs are all kept; of the finished ones only the last JOBS_KEEP_FINISHED
- * (their result stays queryable with `job ID`): each keeps its result,
- * some KiB, and a client checkpointing in a loop would otherwise grow
- * memvisor without bound. */
+const char *job_kind_name(enum job_kind k)
+{
+	return kind_names[k];
+}
+
+/* mv->jobs.all is newest first, guarded by mv->lock. Running jobs are
+ * all kept; of the finished ones only the last JOBS_KEEP_FINISHED (their
+ * result stays queryable with `job ID`): each keeps its result, some KiB,
+ * and a client checkpointing in a loop would otherwise grow memvisor
+ * without bound. */
 #define JOBS_KEEP_FINISHED 64
-static struct job *all_jobs;
-static int next_id = 1;
-static bool closed; /* jobs_wait_all has begun */
 
 static double secs(uint64_t ns)
 {
@@ -29,7 +32,7 @@ json_t *job_json_locked(const struct job *j)
 	uint64_t elapsed = end - j->started_ns;
 	json_t *o = json_object();
 	json_object_set_new(o, "id", json_integer(j->id));
-	json_object_set_new(o, "kind", json_string(j->kind));
+	json_object_set_new(o, "kind", json_string(job_kind_name(j->kind)));
 	json_object_set_new(o, "state", json_string(state_names[j->state]));
 	json_object_set_new(o, "phase", json_string(j->phase));
 	json_object_set_new(o, "done", json_integer((json_int_t)j->done));
@@ -76,23 +79,23 @@ static void *job_thread(void *arg)
 	emit_locked(j);
 	pthread_mutex_unlock(&mv->lock);
 	if (rc < 0)
-		log_warn("%s job %d failed: %s", j->kind, j->id, j->error);
+		log_warn("%s job %d failed: %s", job_kind_name(j->kind), j->id, j->error);
 	else
-		log_info("%s job %d done", j->kind, j->id);
+		log_info("%s job %d done", job_kind_name(j->kind), j->id);
 	ev_async_send(mv->loop, &mv->wake);
 	return NULL;
 }
 
-int jobs_start(struct mv *mv, const char *kind, int (*run)(struct job *), void *ctx,
+int jobs_start(struct mv *mv, enum job_kind kind, int (*run)(struct job *), void *ctx,
 	       void (*ctx_free)(void *), struct job **out)
 {
 	pthread_mutex_lock(&mv->lock);
-	bool refused = closed;
+	bool refused = mv->jobs.closed;
 	pthread_mutex_unlock(&mv->lock);
 	if (refused)
 		return -ESHUTDOWN;
 	struct job *j = xcalloc(1, sizeof(*j));
-	snprintf(j->kind, sizeof(j->kind), "%s", kind);
+	j->kind = kind;
 	snprintf(j->phase, sizeof(j->phase), "starting");
 	j->mv = mv;
 	j->run = run;
@@ -101,9 +104,9 @@ int jobs_start(struct mv *mv, const char *kind, int (*run)(struct job *), void *
 	j->started_ns = mv_now_ns();
 	j->started_wall_ns = mv_wall_ns();
 	pthread_mutex_lock(&mv->lock);
-	j->id = next_id++;
-	j->next = all_jobs;
-	all_jobs = j;
+	j->id = ++mv->jobs.last_id;
+	j->next = mv->jobs.all;
+	mv->jobs.all = j;
 	emit_locked(j);
 	int rc = pthread_create(&j->thread, NULL, job_thread, j);
 	if (rc) {
@@ -146,16 +149,16 @@ void job_fail(struct job *j, const char *code, const char *fmt, ...)
 
 struct job *jobs_find_locked(struct mv *mv, int id)
 {
-	for (struct job *j = all_jobs; j; j = j->next)
+	for (struct job *j = mv->jobs.all; j; j = j->next)
 		if (j->id == id)
 			return j;
 	return NULL;
 }
 
-bool jobs_running_locked(struct mv *mv, const char *kind)
+bool jobs_running_locked(struct mv *mv, enum job_kind kind)
 {
-	for (struct job *j = all_jobs; j; j = j->next)
-		if (j->state == JOB_RUNNING && (!kind || strcmp(j->kind, kind) == 0))
+	for (struct job *j = mv->jobs.all; j; j = j->next)
+		if (j->state == JOB_RUNNING && j->kind == kind)
 			return true;
 	return false;
 }
@@ -163,7 +166,7 @@ bool jobs_running_locked(struct mv *mv, const char *kind)
 json_t *jobs_json_locked(struct mv *mv, bool running_only)
 {
 	json_t *a = json_array();
-	for (struct job *j = all_jobs; j; j = j->next)
+	for (struct job *j = mv->jobs.all; j; j = j->next)
 		if (!running_only || j->state == JOB_RUNNING)
 			json_array_append_new(a, job_json_locked(j));
 	return a;
@@ -171,7 +174,7 @@ json_t *jobs_json_locked(struct mv *mv, bool running_only)
 
 bool jobs_forgotten_locked(struct mv *mv, int id)
 {
-	return id > 0 && id < next_id && !jobs_find_locked(mv, id);
+	return id > 0 && id <= mv->jobs.last_id && !jobs_find_locked(mv, id);
 }
 
 static void job_free(struct job *j)
@@ -189,7 +192,7 @@ static void prune(struct mv *mv)
 {
 	pthread_mutex_lock(&mv->lock);
 	int kept = 0;
-	for (struct job **pp = &all_jobs; *pp;) {
+	for (struct job **pp = &mv->jobs.all; *pp;) {
 		struct job *j = *pp;
 		if (j->state == JOB_RUNNING || !j->joined || ++kept <= JOBS_KEEP_FINISHED) {
 			pp = &j->next;
@@ -206,7 +209,7 @@ void jobs_reap(struct mv *mv)
 	for (;;) {
 		struct job *found = NULL;
 		pthread_mutex_lock(&mv->lock);
-		for (struct job *j = all_jobs; j; j = j->next) {
+		for (struct job *j = mv->jobs.all; j; j = j->next) {
 			if (j->state != JOB_RUNNING && !j->joined) {
 				j->joined = true;
 				found = j;
@@ -228,12 +231,12 @@ void jobs_reap(struct mv *mv)
 void jobs_wait_all(struct mv *mv)
 {
 	pthread_mutex_lock(&mv->lock);
-	closed = true;
+	mv->jobs.closed = true;
 	pthread_mutex_unlock(&mv->lock);
 	for (;;) {
 		struct job *j;
 		pthread_mutex_lock(&mv->lock);
-		for (j = all_jobs; j && j->joined; j = j->next)
+		for (j = mv->jobs.all; j && j->joined; j = j->next)
 			;
 		pthread_mutex_unlock(&mv->lock);
 		if (!j)

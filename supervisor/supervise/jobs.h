@@ -12,10 +12,14 @@
 #include <stdarg.h>
 
 enum job_state { JOB_RUNNING, JOB_DONE, JOB_FAILED };
+enum job_kind { JOB_CHECKPOINT, JOB_RELOAD };
+
+/* "checkpoint", "reload": the protocol's names. */
+const char *job_kind_name(enum job_kind k);
 
 struct job {
 	int id;
-	char kind[16];
+	enum job_kind kind;
 	struct mv *mv;
 	enum job_state state;
 	char phase[32];
@@ -37,7 +41,7 @@ struct job {
 /* Start a job running run(j) on its own thread. ctx is freed with
  * ctx_free after the job ends. 0 or -errno: -ESHUTDOWN once memvisor is
  * exiting (jobs_wait_all has begun; nothing would wait for the job). */
-int jobs_start(struct mv *mv, const char *kind, int (*run)(struct job *), void *ctx,
+int jobs_start(struct mv *mv, enum job_kind kind, int (*run)(struct job *), void *ctx,
 	       void (*ctx_free)(void *), struct job **out);
 
 /* Worker: report progress (takes mv->lock). */
@@ -49,7 +53,7 @@ void job_fail(struct job *j, const char *code, const char *fmt, ...)
 
 /* Main thread, with mv->lock held. */
 struct job *jobs_find_locked(struct mv *mv, int id);
-bool jobs_running_locked(struct mv *mv, const char *kind);
+bool jobs_running_locked(struct mv *mv, enum job_kind kind);
 /* Was id a job that has been forgotten (only the last 64 finished jobs
  * are kept)? */
 bool jobs_forgotten_locked(struct mv *mv, int id);

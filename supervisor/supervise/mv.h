@@ -15,10 +15,13 @@
 #include "common/log.h"
 #include "state/proc.h"
 #include "supervisor/kernel/features.h"
+#include "supervisor/kernel/listener.h"
+#include "supervisor/kernel/remote.h"
 
 #include <ev.h>
 #include <linux/seccomp.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -39,6 +42,8 @@ struct mv_opts {
 struct ctl_server;
 struct events;
 struct enforce;
+struct evict;
+struct job;
 struct policy;
 
 struct mv {
@@ -50,10 +55,17 @@ struct mv {
 	pthread_mutex_t lock;
 	struct proctab procs;
 
-	/* Seccomp listener and the notify thread. */
+	/* Seccomp listener and the notify thread (supervise/notify.h). */
 	int listener;
+	struct {
+		struct listener l; /* the notify thread's receive and answer */
+		atomic_bool stopping;
+	} notify;
 	pthread_t notify_thread;
 	bool notify_running;
+	/* The system call a job is injecting (kernel/remote.h): the notify
+	 * thread lets it through. */
+	struct remote_marks injecting;
 	uint64_t notifications; /* under lock */
 	uint64_t unknown_calls; /* notifications for calls not in our table */
 	pid_t last_cloner;	/* the process that last called clone/fork/vfork */
@@ -75,6 +87,14 @@ struct mv {
 	ev_timer late_timer;
 	pthread_t main_thread;
 
+	/* Long operations (supervise/jobs.h), under lock: newest first. */
+	struct {
+		struct job *all;
+		int last_id;
+		bool closed; /* jobs_wait_all has begun */
+	} jobs;
+	struct evict *evict; /* evicted memory (reload/evict.h) */
+
 	struct ctl_server *ctl;
 	const char *socket_path; /* the control socket, once listening */
 	struct events *events;
@@ -93,8 +113,5 @@ struct mv {
 	bool tree_empty;
 	int exit_code;
 };
-
-/* The exit code memvisor returns for a wait status, like env(1). */
-int mv_exit_code(int wait_status);
 
 #endif

@@ -5,18 +5,12 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "supervisor/supervise/handle.h"
+#include "supervisor/kernel/listener.h"
 
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
-#include <sys/ioctl.h>
-#include <sys/syscall.h>
-
-static struct seccomp_notif_sizes sizes;
-static struct seccomp_notif *req;
-static struct seccomp_notif_resp *resp;
-static atomic_bool stopping;
 
 /* Interrupts the notify thread's blocking receive (a realtime signal
  * nothing else uses; the launcher gives the command default dispositions). */
@@ -24,16 +18,9 @@ static atomic_bool stopping;
 
 int notify_setup(struct mv *mv)
 {
-	if (syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sizes) < 0)
-		return -errno;
-	/* The kernel may know larger structs than our headers: allocate
-	 * what it says (seccomp_unotify(2)). */
-	req = xcalloc(1, MV_MAX(sizes.seccomp_notif, sizeof(*req)));
-	resp = xcalloc(1, MV_MAX(sizes.seccomp_notif_resp, sizeof(*resp)));
-	/* The flags are the ioctl's argument itself, not a pointer to them
-	 * (kernel/seccomp.c seccomp_notify_set_flags). */
-	mv->feat.sync_wake_up = ioctl(mv->listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS,
-				      (unsigned long)SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP) == 0;
+	int rc = listener_init(&mv->notify.l, mv->listener, &mv->feat.sync_wake_up);
+	if (rc < 0)
+		return rc;
 	if (!mv->feat.sync_wake_up)
 		log_info(
 		    "SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP unavailable (%s): wake-ups may cross CPUs",
@@ -41,37 +28,13 @@ int notify_setup(struct mv *mv)
 	return 0;
 }
 
-bool notify_id_valid(int listener, uint64_t id)
-{
-	return ioctl(listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0;
-}
-
-/* Answer the notification in resp. A failure other than ENOENT (the
- * thread is gone) is retried: an unanswered notification leaves its
- * thread blocked for good. */
-static int send_answer(int listener)
-{
-	int rc = -EIO;
-	for (int attempt = 0; attempt < 3; attempt++) {
-		if (fault_hit("notify_send"))
-			continue;
-		if (ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, resp) == 0)
-			return 0;
-		rc = -errno;
-		if (rc == -ENOENT)
-			return rc;
-	}
-	return rc;
-}
-
 /* One notification: receive, decide, answer, account. The thread that
  * receives answers, so with SYNC_WAKE_UP the whole round trip stays on
  * one CPU. */
 static void handle_one(struct mv *mv)
 {
-	memset(req, 0, sizes.seccomp_notif);
-	int r = fault_hit("notify_recv") ? (errno = EIO, -1)
-					 : ioctl(mv->listener, SECCOMP_IOCTL_NOTIF_RECV, req);
+	struct listener *l = &mv->notify.l;
+	int r = listener_recv(l);
 	if (r < 0) {
 		/* ENOENT: the call was withdrawn (the thread got a signal or
 		 * died) between the wake-up and our receive. EINTR: our own
@@ -79,22 +42,22 @@ static void handle_one(struct mv *mv)
 		 * and the loop goes on: stopping would leave every tracee
 		 * blocked in its next memory call. Only a listener that is
 		 * no longer valid ends it. */
-		if (errno == EBADF || errno == EFAULT) {
+		if (r == -EBADF || r == -EFAULT) {
 			log_error("seccomp notification receive: %s: supervision stops",
-				  strerror(errno));
-			atomic_store(&stopping, true);
-		} else if (errno != ENOENT && errno != EINTR) {
-			log_warn("seccomp notification receive: %s", strerror(errno));
+				  strerror(-r));
+			atomic_store(&mv->notify.stopping, true);
+		} else if (r != -ENOENT && r != -EINTR) {
+			log_warn("seccomp notification receive: %s", strerror(-r));
 		}
 		return;
 	}
 	uint64_t t0 = mv_now_ns();
-	memset(resp, 0, sizes.seccomp_notif_resp);
-	resp->id = req->id;
-	if (remote_is_injected((pid_t)req->pid, req->data.instruction_pointer)) {
+	const struct seccomp_notif *req = l->req;
+	struct seccomp_notif_resp *resp = l->resp;
+	if (remote_is_injected(&mv->injecting, (pid_t)req->pid, req->data.instruction_pointer)) {
 		/* Ours (evict: supervisor/kernel/remote.h), not the program's. */
 		resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
-		send_answer(mv->listener);
+		listener_send(l);
 		return;
 	}
 	struct answer a;
@@ -102,7 +65,7 @@ static void handle_one(struct mv *mv)
 	/* Service time ends at the answer: with SYNC_WAKE_UP the answer may
 	 * run the tracee on this CPU before the ioctl returns to us. */
 	uint64_t dt = mv_now_ns() - t0;
-	int rc = send_answer(mv->listener);
+	int rc = listener_send(l);
 	/* ENOENT: the thread is gone or was interrupted; an outcome. */
 	if (rc < 0 && rc != -ENOENT)
 		log_warn("seccomp answer to %d: %s", req->pid, strerror(-rc));
@@ -125,7 +88,7 @@ static void *notify_thread(void *arg)
 	/* A thread's first malloc creates its arena (an mmap): pay for it
 	 * now, not in the command's first notification. */
 	free(xmalloc(64 * 1024));
-	while (!atomic_load(&stopping))
+	while (!atomic_load(&mv->notify.stopping))
 		handle_one(mv);
 	return NULL;
 }
@@ -144,7 +107,7 @@ int notify_start(struct mv *mv)
 	sigemptyset(&sa.sa_mask);
 	if (sigaction(NOTIFY_WAKE_SIGNAL, &sa, NULL) < 0)
 		return -errno;
-	atomic_store(&stopping, false);
+	atomic_store(&mv->notify.stopping, false);
 	int rc = pthread_create(&mv->notify_thread, NULL, notify_thread, mv);
 	if (rc)
 		return -rc;
@@ -156,7 +119,7 @@ void notify_stop(struct mv *mv)
 {
 	if (!mv->notify_running)
 		return;
-	atomic_store(&stopping, true);
+	atomic_store(&mv->notify.stopping, true);
 	/* A signal that arrives before the thread is back in the ioctl is
 	 * lost; so send it again until the thread has gone. */
 	for (;;) {
@@ -172,4 +135,9 @@ void notify_stop(struct mv *mv)
 			break;
 	}
 	mv->notify_running = false;
+}
+
+void notify_free(struct mv *mv)
+{
+	listener_free(&mv->notify.l);
 }

@@ -17,18 +17,25 @@
 
 static int to_sup_fd = -1;
 
-/* ---- the supervisor's side of the fd keeping -------------------------- */
+/* ---- the supervisor's side ------------------------------------------- */
 
-static int chan_fd = -1;
-
-void reaper_set_channel(int fd)
+static void send_cmd(int chan, const struct reaper_cmd *c)
 {
-	chan_fd = fd;
+	while (send(chan, c, sizeof(*c), MSG_NOSIGNAL) < 0 && errno == EINTR)
+		;
 }
 
-int reaper_hold_fd(int fd, uint64_t id)
+void reaper_kill_tree(int chan, int grace_ms)
 {
-	if (chan_fd < 0)
+	if (chan < 0)
+		return;
+	struct reaper_cmd c = {.op = 'K', .grace_ms = grace_ms};
+	send_cmd(chan, &c);
+}
+
+int reaper_hold_fd(int chan, int fd, uint64_t id)
+{
+	if (chan < 0)
 		return -ENOTCONN;
 	struct reaper_cmd c = {.op = 'H', .id = id};
 	struct iovec iov = {.iov_base = &c, .iov_len = sizeof(c)};
@@ -51,18 +58,17 @@ int reaper_hold_fd(int fd, uint64_t id)
 	 * from then on. */
 	ssize_t n;
 	do
-		n = sendmsg(chan_fd, &msg, MSG_NOSIGNAL);
+		n = sendmsg(chan, &msg, MSG_NOSIGNAL);
 	while (n < 0 && errno == EINTR);
 	return n < 0 ? -errno : 0;
 }
 
-void reaper_release_fd(uint64_t id)
+void reaper_release_fd(int chan, uint64_t id)
 {
-	if (chan_fd < 0)
+	if (chan < 0)
 		return;
 	struct reaper_cmd c = {.op = 'R', .id = id};
-	while (send(chan_fd, &c, sizeof(c), MSG_NOSIGNAL) < 0 && errno == EINTR)
-		;
+	send_cmd(chan, &c);
 }
 
 /* ---- the reaper's side ------------------------------------------------ */
@@ -228,7 +234,6 @@ static _Noreturn void kill_everything(pid_t cmd)
 void reaper_main(struct launch_spec *spec, int from_sup, int to_sup)
 {
 	to_sup_fd = to_sup;
-	chan_fd = -1;
 	/* It may hold a userfaultfd for every evicted address space. */
 	struct rlimit nofile;
 	if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {

@@ -39,18 +39,21 @@ struct reaper_cmd {
 	uint64_t id;  /* 'H', 'R' */
 };
 
-/* Supervisor side: the socket the reaper reads its commands from. */
-void reaper_set_channel(int fd);
+/* The supervisor's side; chan is its end of the socket the reaper reads
+ * its commands from (mv->reaper_wr).
+ *
+ * End every process that remains: SIGTERM, SIGKILL after grace_ms. */
+void reaper_kill_tree(int chan, int grace_ms);
 
-/* Supervisor side: have the reaper hold a duplicate of fd until
+/* Have the reaper hold a duplicate of fd until
  * reaper_release_fd(id), or until every supervised process is dead when
  * the supervisor dies. For userfaultfds of evicted memory: while the
  * reaper holds one, the kernel keeps its ranges registered, so a fault
  * waits (and dies with the process) instead of reading zeros once the
  * supervisor is gone (fs/userfaultfd.c userfaultfd_release). Returns 0,
  * or -errno (-ENOTCONN without a reaper). */
-int reaper_hold_fd(int fd, uint64_t id);
-void reaper_release_fd(uint64_t id);
+int reaper_hold_fd(int chan, int fd, uint64_t id);
+void reaper_release_fd(int chan, uint64_t id);
 
 /* Runs in the reaper process: never returns. from_sup/to_sup are its pipe
  * ends; every other fd it holds is the supervisor's (close-on-exec). */
