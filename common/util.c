@@ -185,15 +185,6 @@ int mv_set_cloexec(int fd)
 	return 0;
 }
 
-int mv_fail_msg(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return rc;
-}
-
 int mv_create_beside(const char *path, char **tmp)
 {
 	static const char digits[] = "abcdefghijklmnopqrstuvwxyz0123456789";

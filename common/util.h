@@ -87,11 +87,6 @@ int mv_open_append(const char *path, mode_t mode);
 /* Make an fd close-on-exec. 0 or -errno. */
 int mv_set_cloexec(int fd);
 
-/* Format a message into err[errlen] and return rc: for functions that
- * return -errno with a message. */
-int mv_fail_msg(char *err, size_t errlen, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
 /* The exit code memvisor returns for a wait status, like env(1): the
  * status, 128 + the signal, or 125. */
 int mv_exit_code(int wait_status);

@@ -148,8 +148,8 @@ bool policy_needs_args(const struct policy *p, enum mv_sc sc)
 	return false;
 }
 
-int policy_runtime_gaps(const struct pol_launch_setup *launch, const struct policy *pol, char *msg,
-			size_t len)
+int policy_runtime_gaps(const struct pol_launch_setup *launch, const struct policy *pol,
+			struct mv_err *err)
 {
 	/* Only a refusing W^X relies on them: "log" refuses nothing. */
 	if (pol->wx != POL_WX_DENY)
@@ -165,9 +165,8 @@ int policy_runtime_gaps(const struct pol_launch_setup *launch, const struct poli
 				"or was allowed since)";
 	if (!*mem && !*rie)
 		return 0;
-	snprintf(msg, len,
-		 "wx \"deny\" set at run time would leave open %s%s%s: start memvisor with "
-		 "a policy that has \"wx\": \"deny\"",
-		 mem, *mem && *rie ? ", and " : "", rie);
-	return -EINVAL;
+	return mv_err_set(err, -EINVAL, MV_E_NOT_SUPPORTED,
+			  "wx \"deny\" set at run time would leave open %s%s%s: start memvisor "
+			  "with a policy that has \"wx\": \"deny\"",
+			  mem, *mem && *rie ? ", and " : "", rie);
 }

@@ -11,6 +11,7 @@
 #ifndef MV_POLICY_H
 #define MV_POLICY_H
 
+#include "common/err.h"
 #include "common/syscalls.h"
 #include "state/stats.h"
 
@@ -126,8 +127,8 @@ struct pol_launch_setup {
 /* What a policy pol, set at run time, would rely on that the launch set-up
  * does not give. Pure. Returns 0 when nothing, -EINVAL with a message in
  * msg (len bytes) naming each gap it would leave open. */
-int policy_runtime_gaps(const struct pol_launch_setup *launch, const struct policy *pol, char *msg,
-			size_t len);
+int policy_runtime_gaps(const struct pol_launch_setup *launch, const struct policy *pol,
+			struct mv_err *err);
 
 /* Does the policy need the arguments of this call to decide it (so that
  * the i386 old_mmap, whose arguments are in memory, must be refused)? */

@@ -307,35 +307,25 @@ void img_header_encode(const struct img_header *h, void *buf)
 	put32(b + H_CRC, crc32c(b, H_CRC));
 }
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -EINVAL;
-}
-
-int img_header_decode(const void *buf, struct img_header *h, char *err, size_t errlen)
+int img_header_decode(const void *buf, struct img_header *h, struct mv_err *err)
 {
 	const unsigned char *b = buf;
 	if (memcmp(b + H_MAGIC, IMG_MAGIC, 8) != 0)
-		return fail(err, errlen, "pages: not a memvisor pages file (bad magic)");
+		return mv_err_set(err, -EINVAL, NULL,
+				  "pages: not a memvisor pages file (bad magic)");
 	uint32_t want = get32(b + H_CRC), got = crc32c(b, H_CRC);
 	if (want != got)
-		return fail(err, errlen,
-			    "pages: header checksum mismatch (stored %08x, computed %08x)", want,
-			    got);
+		return mv_err_set(err, -EINVAL, NULL,
+				  "pages: header checksum mismatch (stored %08x, computed %08x)",
+				  want, got);
 	memset(h, 0, sizeof(*h));
 	h->version = get32(b + H_VERSION);
 	if (h->version != IMG_VERSION)
-		return fail(err, errlen, "pages: format version %u, this memvisor reads %u",
-			    h->version, IMG_VERSION);
+		return mv_err_set(err, -EINVAL, NULL,
+				  "pages: format version %u, this memvisor reads %u", h->version,
+				  IMG_VERSION);
 	if (get32(b + H_SIZE) != IMG_HEADER_SIZE || get32(b + H_PAGE) != IMG_PAGE)
-		return fail(err, errlen, "pages: unexpected header or page size");
+		return mv_err_set(err, -EINVAL, NULL, "pages: unexpected header or page size");
 	memcpy(h->id, b + H_ID, 32);
 	h->id[32] = '\0';
 	h->pages_size = get64(b + H_PAGES_SIZE);
@@ -359,8 +349,7 @@ static bool same_backing(const struct img_region *r, const struct as_region *l)
 	return true;
 }
 
-int img_match_layout(const struct img_proc *p, const struct as_model *live, char *err,
-		     size_t errlen)
+int img_match_layout(const struct img_proc *p, const struct as_model *live, struct mv_err *err)
 {
 	for (size_t i = 0; i < p->n_r; i++) {
 		const struct img_region *r = &p->r[i];
@@ -369,16 +358,16 @@ int img_match_layout(const struct img_proc *p, const struct as_model *live, char
 		long k = as_find(live, r->start);
 		const struct as_region *l = k >= 0 ? &live->r[k] : NULL;
 		if (!l || l->end < r->end) {
-			snprintf(
-			    err, errlen,
+			mv_err_set(
+			    err, 0, NULL,
 			    "process %d: region %#llx-%#llx (%s) is no longer mapped as a whole",
 			    p->pid, (unsigned long long)r->start, (unsigned long long)r->end,
 			    as_kind_name(r->kind));
 			return -ESTALE;
 		}
 		if (!same_backing(r, l)) {
-			snprintf(
-			    err, errlen,
+			mv_err_set(
+			    err, 0, NULL,
 			    "process %d: region %#llx-%#llx (%s) has changed (now %#llx-%#llx, %s)",
 			    p->pid, (unsigned long long)r->start, (unsigned long long)r->end,
 			    as_kind_name(r->kind), (unsigned long long)l->start,

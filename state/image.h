@@ -14,6 +14,7 @@
 #ifndef MV_IMAGE_H
 #define MV_IMAGE_H
 
+#include "common/err.h"
 #include "state/as.h"
 
 #include <stdbool.h>
@@ -191,13 +192,13 @@ char *img_manifest_write(const struct img *im, size_t *len);
 
 /* Parse a manifest into im (which img_free releases even on failure).
  * -EINVAL with err filled when it is not a manifest of this format. */
-int img_manifest_parse(const char *text, size_t len, struct img *im, char *err, size_t errlen);
+int img_manifest_parse(const char *text, size_t len, struct img *im, struct mv_err *err);
 
 /* Check an image's internal consistency: regions sorted, aligned and
  * disjoint; every extent page-aligned, inside its region (or object),
  * within one 2 MiB block, inside the pages file after the header, and no
  * two extents overlapping in the file. 0 or -EINVAL with err. */
-int img_validate(const struct img *im, char *err, size_t errlen);
+int img_validate(const struct img *im, struct mv_err *err);
 
 /* The pages file header. */
 struct img_header {
@@ -212,15 +213,14 @@ struct img_header {
 /* Encode into / decode from an IMG_HEADER_SIZE buffer. Decode returns
  * -EINVAL with err for a bad magic, version or header checksum. */
 void img_header_encode(const struct img_header *h, void *buf);
-int img_header_decode(const void *buf, struct img_header *h, char *err, size_t errlen);
+int img_header_decode(const void *buf, struct img_header *h, struct mv_err *err);
 
 /* Does the live layout of a process (a model from the kernel) still
  * match the image's record of it? Every region the image holds content
  * for (private or shared) must exist live with the same bounds,
  * protection, sharing and backing (inode, device, offset). 0, or
  * -ESTALE with err naming the first difference. */
-int img_match_layout(const struct img_proc *p, const struct as_model *live, char *err,
-		     size_t errlen);
+int img_match_layout(const struct img_proc *p, const struct as_model *live, struct mv_err *err);
 
 /* Base64 (RFC 4648, padded), for register sets in the manifest. encode
  * returns a malloc'd string; decode returns the length, or -1. */

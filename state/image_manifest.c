@@ -225,8 +225,7 @@ char *img_manifest_write(const struct img *im, size_t *len)
 /* ---- parsing ------------------------------------------------------------ */
 
 struct pctx {
-	char *err;
-	size_t errlen;
+	struct mv_err *err;
 	char where[160]; /* the path of the value being read */
 };
 
@@ -239,7 +238,7 @@ static int perr(struct pctx *c, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	snprintf(c->err, c->errlen, "manifest: %s%s%s", c->where, c->where[0] ? ": " : "", msg);
+	mv_err_set(c->err, 0, NULL, "manifest: %s%s%s", c->where, c->where[0] ? ": " : "", msg);
 	return -EINVAL;
 }
 
@@ -602,14 +601,14 @@ static int parse_top(struct pctx *c, json_t *root, struct img *im)
 	return 0;
 }
 
-int img_manifest_parse(const char *text, size_t len, struct img *im, char *err, size_t errlen)
+int img_manifest_parse(const char *text, size_t len, struct img *im, struct mv_err *err)
 {
-	struct pctx c = {.err = err, .errlen = errlen};
+	struct pctx c = {.err = err};
 	img_init(im);
 	json_error_t je;
 	json_t *root = json_loadb(text, len, 0, &je);
 	if (!root) {
-		snprintf(err, errlen, "manifest: not JSON: %s (line %d)", je.text, je.line);
+		mv_err_set(err, 0, NULL, "manifest: not JSON: %s (line %d)", je.text, je.line);
 		return -EINVAL;
 	}
 	int rc = -EINVAL;
@@ -649,30 +648,18 @@ static int cmp_fileref(const void *a, const void *b)
 	return x->off < y->off ? -1 : x->off > y->off;
 }
 
-static int vfail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int vfail(char *err, size_t errlen, const char *fmt, ...)
+static int fail_extent(struct mv_err *err, const char *owner, size_t i, const struct img_extent *e,
+		       const char *why)
 {
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -EINVAL;
-}
-
-static int fail_extent(char *err, size_t errlen, const char *owner, size_t i,
-		       const struct img_extent *e, const char *why)
-{
-	return vfail(err, errlen, "%s extent %zu (%#llx, %u pages at pages offset %#llx): %s",
-		     owner, i, (unsigned long long)e->addr, e->pages, (unsigned long long)e->off,
-		     why);
+	return mv_err_set(err, -EINVAL, NULL,
+			  "%s extent %zu (%#llx, %u pages at pages offset %#llx): %s", owner, i,
+			  (unsigned long long)e->addr, e->pages, (unsigned long long)e->off, why);
 }
 
 /* Extents of one region or object: aligned, sorted, disjoint, inside
  * [lo, hi), each in one 2 MiB block and inside the pages file. */
 static int check_extents(const struct img_extents *x, uint64_t lo, uint64_t hi, uint64_t pages_size,
-			 const char *owner, char *err, size_t errlen)
+			 const char *owner, struct mv_err *err)
 {
 	uint64_t prev_end = 0;
 	for (size_t i = 0; i < x->n; i++) {
@@ -691,7 +678,7 @@ static int check_extents(const struct img_extents *x, uint64_t lo, uint64_t hi, 
 			 e->off + len < e->off)
 			why = "outside the pages file";
 		if (why)
-			return fail_extent(err, errlen, owner, i, e, why);
+			return fail_extent(err, owner, i, e, why);
 		prev_end = e->addr + len;
 	}
 	return 0;
@@ -704,42 +691,44 @@ static void region_owner(char *buf, size_t len, const struct img_proc *p,
 		 (unsigned long long)r->end);
 }
 
-static int check_region(const struct img *im, const struct img_proc *p, size_t k, char *err,
-			size_t errlen)
+static int check_region(const struct img *im, const struct img_proc *p, size_t k,
+			struct mv_err *err)
 {
 	const struct img_region *r = &p->r[k];
 	char owner[96];
 	region_owner(owner, sizeof(owner), p, r);
 	if (r->start >= r->end || r->start % IMG_PAGE || r->end % IMG_PAGE)
-		return vfail(err, errlen, "%s: empty or not page-aligned", owner);
+		return mv_err_set(err, -EINVAL, NULL, "%s: empty or not page-aligned", owner);
 	if (k && r->start < p->r[k - 1].end)
-		return vfail(err, errlen, "%s: overlaps or precedes the region before it", owner);
+		return mv_err_set(err, -EINVAL, NULL,
+				  "%s: overlaps or precedes the region before it", owner);
 	if (r->content == IMG_SHARED) {
 		if (r->object < 0 || (size_t)r->object >= im->n_o)
-			return vfail(err, errlen, "%s: object %ld does not exist", owner,
-				     r->object);
+			return mv_err_set(err, -EINVAL, NULL, "%s: object %ld does not exist",
+					  owner, r->object);
 	} else if (r->object >= 0) {
-		return vfail(err, errlen, "%s: a %s region names an object", owner,
-			     img_content_name(r->content));
+		return mv_err_set(err, -EINVAL, NULL, "%s: a %s region names an object", owner,
+				  img_content_name(r->content));
 	}
 	if (r->content != IMG_PRIVATE && r->ext.n)
-		return vfail(err, errlen, "%s: a %s region has extents", owner,
-			     img_content_name(r->content));
-	return check_extents(&r->ext, r->start, r->end, im->pages_size, owner, err, errlen);
+		return mv_err_set(err, -EINVAL, NULL, "%s: a %s region has extents", owner,
+				  img_content_name(r->content));
+	return check_extents(&r->ext, r->start, r->end, im->pages_size, owner, err);
 }
 
-static int check_proc(const struct img *im, const struct img_proc *p, char *err, size_t errlen)
+static int check_proc(const struct img *im, const struct img_proc *p, struct mv_err *err)
 {
 	if (p->pid <= 0)
-		return vfail(err, errlen, "a process has pid %d", p->pid);
+		return mv_err_set(err, -EINVAL, NULL, "a process has pid %d", p->pid);
 	if (p->gone && (p->n_t || p->n_r))
-		return vfail(err, errlen, "process %d is gone but has threads or regions", p->pid);
+		return mv_err_set(err, -EINVAL, NULL,
+				  "process %d is gone but has threads or regions", p->pid);
 	for (size_t i = 0; i < p->n_t; i++)
 		if (p->t[i].tid <= 0)
-			return vfail(err, errlen, "process %d: a thread has tid %d", p->pid,
-				     p->t[i].tid);
+			return mv_err_set(err, -EINVAL, NULL, "process %d: a thread has tid %d",
+					  p->pid, p->t[i].tid);
 	for (size_t k = 0; k < p->n_r; k++) {
-		int rc = check_region(im, p, k, err, errlen);
+		int rc = check_region(im, p, k, err);
 		if (rc < 0)
 			return rc;
 	}
@@ -753,7 +742,7 @@ static void add_refs(const struct img_extents *x, const char *owner, struct file
 }
 
 /* No two extents share a byte of the pages file. */
-static int check_file_overlap(const struct img *im, size_t n_ext, char *err, size_t errlen)
+static int check_file_overlap(const struct img *im, size_t n_ext, struct mv_err *err)
 {
 	_cleanup_free_ struct fileref *v = xcalloc(n_ext + 1, sizeof(*v));
 	size_t n = 0;
@@ -765,15 +754,14 @@ static int check_file_overlap(const struct img *im, size_t n_ext, char *err, siz
 	qsort(v, n, sizeof(*v), cmp_fileref);
 	for (size_t i = 1; i < n; i++)
 		if (v[i].off < v[i - 1].off + v[i - 1].len)
-			return vfail(
-			    err, errlen,
+			return mv_err_set(
+			    err, -EINVAL, NULL,
 			    "two extents overlap in the pages file at offset %#llx (%s, %s)",
 			    (unsigned long long)v[i].off, v[i - 1].owner, v[i].owner);
 	return 0;
 }
 
-static int check_totals(const struct img_totals *t, const struct img_totals *r, char *err,
-			size_t errlen)
+static int check_totals(const struct img_totals *t, const struct img_totals *r, struct mv_err *err)
 {
 	const struct {
 		const char *name;
@@ -791,24 +779,24 @@ static int check_totals(const struct img_totals *t, const struct img_totals *r, 
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(f); i++)
 		if (f[i].got != f[i].want)
-			return vfail(err, errlen,
-				     "totals.%s is %llu but the content adds up to %llu", f[i].name,
-				     (unsigned long long)f[i].want, (unsigned long long)f[i].got);
+			return mv_err_set(
+			    err, -EINVAL, NULL, "totals.%s is %llu but the content adds up to %llu",
+			    f[i].name, (unsigned long long)f[i].want, (unsigned long long)f[i].got);
 	return 0;
 }
 
-int img_validate(const struct img *im, char *err, size_t errlen)
+int img_validate(const struct img *im, struct mv_err *err)
 {
 	if (im->pages_size < IMG_HEADER_SIZE || im->pages_size % IMG_PAGE)
-		return vfail(err, errlen,
-			     "pages_size %llu is not a whole number of pages after the header",
-			     (unsigned long long)im->pages_size);
+		return mv_err_set(err, -EINVAL, NULL,
+				  "pages_size %llu is not a whole number of pages after the header",
+				  (unsigned long long)im->pages_size);
 	for (size_t i = 0; i < im->n_p; i++) {
 		for (size_t j = 0; j < i; j++)
 			if (im->p[j].pid == im->p[i].pid)
-				return vfail(err, errlen, "process %d is listed twice",
-					     im->p[i].pid);
-		int rc = check_proc(im, &im->p[i], err, errlen);
+				return mv_err_set(err, -EINVAL, NULL, "process %d is listed twice",
+						  im->p[i].pid);
+		int rc = check_proc(im, &im->p[i], err);
 		if (rc < 0)
 			return rc;
 	}
@@ -816,16 +804,17 @@ int img_validate(const struct img *im, char *err, size_t errlen)
 		const struct img_object *o = &im->o[i];
 		char owner[64];
 		snprintf(owner, sizeof(owner), "object %zu", i);
-		int rc = check_extents(&o->ext, 0, o->size, im->pages_size, owner, err, errlen);
+		int rc = check_extents(&o->ext, 0, o->size, im->pages_size, owner, err);
 		if (rc < 0)
 			return rc;
 	}
 	struct img_totals t;
 	img_totals(im, &t);
-	int rc = check_totals(&t, &im->recorded, err, errlen);
+	int rc = check_totals(&t, &im->recorded, err);
 	if (rc < 0)
 		return rc;
 	if (t.data_bytes > im->pages_size - IMG_HEADER_SIZE)
-		return vfail(err, errlen, "the extents hold more bytes than the pages file");
-	return check_file_overlap(im, t.extents, err, errlen);
+		return mv_err_set(err, -EINVAL, NULL,
+				  "the extents hold more bytes than the pages file");
+	return check_file_overlap(im, t.extents, err);
 }

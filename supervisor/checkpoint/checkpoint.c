@@ -4,7 +4,6 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "common/crc32c.h"
-#include "supervisor/ctl/ctl.h"
 #include "supervisor/reload/evict.h"
 
 #include <stdio.h>
@@ -32,10 +31,11 @@ static int commit(struct ckpt *c)
 	job_progress(c->j, "syncing", c->done, c->total);
 	uint64_t t0 = mv_now_ns();
 	fill_identity(c);
-	char err[IMG_ERR_LEN];
+	struct mv_err err = {0};
 	/* Never commit an image we would refuse to read. */
-	if (img_validate(&c->im, err, sizeof(err)) < 0)
-		return ckpt_fail(c, -EINVAL, CTL_E_INTERNAL, "the image is inconsistent: %s", err);
+	if (img_validate(&c->im, &err) < 0)
+		return ckpt_fail(c, -EINVAL, MV_E_INTERNAL, "the image is inconsistent: %s",
+				 err.msg);
 	uint64_t t1 = mv_now_ns();
 	size_t len;
 	_cleanup_free_ char *text = img_manifest_write(&c->im, &len);
@@ -50,19 +50,19 @@ static int commit(struct ckpt *c)
 	 * on one journal they often share a commit and a device flush. */
 	int rc = pagesw_seal(c->w, &h);
 	if (rc < 0)
-		return ckpt_fail(c, rc, CKPT_E_IO, "writing %s/%s: %s", c->req->dir.dir, IMG_PAGES,
+		return ckpt_fail(c, rc, MV_E_IO, "writing %s/%s: %s", c->req->dir.dir, IMG_PAGES,
 				 strerror(-rc));
 	uint64_t t3 = mv_now_ns();
 	rc = imgdir_write_file(&c->req->dir, IMG_MANIFEST, text, len);
 	if (rc < 0)
-		return ckpt_fail(c, rc, CKPT_E_IO, "writing %s/%s: %s", c->req->dir.dir,
-				 IMG_MANIFEST, strerror(-rc));
+		return ckpt_fail(c, rc, MV_E_IO, "writing %s/%s: %s", c->req->dir.dir, IMG_MANIFEST,
+				 strerror(-rc));
 	if ((rc = pagesw_sealed(c->w)) < 0)
-		return ckpt_fail(c, rc, CKPT_E_IO, "syncing %s/%s: %s", c->req->dir.dir, IMG_PAGES,
+		return ckpt_fail(c, rc, MV_E_IO, "syncing %s/%s: %s", c->req->dir.dir, IMG_PAGES,
 				 strerror(-rc));
 	uint64_t t4 = mv_now_ns();
-	if ((rc = imgdir_commit(&c->req->dir, err, sizeof(err))) < 0)
-		return ckpt_fail(c, rc, CKPT_E_IO, "%s", err);
+	if ((rc = imgdir_commit(&c->req->dir, &err)) < 0)
+		return ckpt_fail(c, rc, MV_E_IO, "%s", err.msg);
 	c->t_end = mv_now_ns();
 	log_debug("checkpoint: commit: validate %.1f ms, manifest %.1f ms, drain+header %.1f ms, "
 		  "manifest write and both syncs %.1f ms, rename+syncs %.1f ms",
@@ -80,7 +80,7 @@ static int require_a_process(struct ckpt *c)
 	for (size_t i = 0; i < c->im.n_p; i++)
 		if (!c->im.p[i].gone)
 			return 0;
-	return ckpt_fail(c, -ESRCH, CTL_E_NO_SUCH_PROCESS,
+	return ckpt_fail(c, -ESRCH, MV_E_NO_SUCH_PROCESS,
 			 "the program exited during the checkpoint: no process is left to save");
 }
 
@@ -172,7 +172,7 @@ int checkpoint_run(struct job *j)
 	 * would otherwise add to the pause. */
 	int rc = pagesw_open(c.req->dir.tmpfd, c.req->buffer, &c.w);
 	if (rc < 0) {
-		ckpt_fail(&c, rc, CKPT_E_IO, "creating %s/%s: %s", c.req->dir.dir, IMG_PAGES,
+		ckpt_fail(&c, rc, MV_E_IO, "creating %s/%s: %s", c.req->dir.dir, IMG_PAGES,
 			  strerror(-rc));
 		goto out_remove;
 	}
@@ -217,7 +217,10 @@ out_remove:
 out_failed:
 	if (c.w)
 		pagesw_close(c.w);
-	job_fail(j, c.code ? c.code : CTL_E_INTERNAL, "%s", c.code ? c.msg : strerror(-rc));
+	if (mv_err_isset(&c.err))
+		job_fail_with(j, &c.err);
+	else
+		job_fail(j, MV_E_INTERNAL, "%s", strerror(-rc));
 	cleanup(&c);
 	return rc < 0 ? rc : -EIO;
 }

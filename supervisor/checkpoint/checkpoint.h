@@ -27,9 +27,6 @@
 #include <sys/types.h>
 
 /* Job error codes beyond ctl.h's. */
-#define CKPT_E_IO      "io_error"
-#define CKPT_E_TIMEOUT "timeout"
-#define CKPT_E_EVICT   "evict_failed"
 
 #define CKPT_STOP_TIMEOUT_MS 10000
 #define CKPT_BUFFER_DEFAULT  (64u << 20)

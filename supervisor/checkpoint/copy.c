@@ -6,7 +6,6 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "supervisor/kernel/backing.h"
-#include "supervisor/ctl/ctl.h"
 #include "supervisor/kernel/vm.h"
 
 #include <fcntl.h>
@@ -30,7 +29,7 @@ struct reader {
 static int writer_failed(struct ckpt *c)
 {
 	int e = pagesw_error(c->w);
-	return ckpt_fail(c, e, CKPT_E_IO, "writing %s/%s: %s", c->req->dir.dir, IMG_PAGES,
+	return ckpt_fail(c, e, MV_E_IO, "writing %s/%s: %s", c->req->dir.dir, IMG_PAGES,
 			 strerror(-e));
 }
 
@@ -67,11 +66,10 @@ static int read_batch(struct reader *r, struct cproc *p, char *dst)
 		if (rc < 0) {
 			if (rc == -ESRCH || ckpt_proc_dead(p))
 				return -ESRCH;
-			return ckpt_fail(r->c, rc, CTL_E_INTERNAL,
-					 "reading %zu bytes of process %d at %#llx: %s",
-					 r->iov[k].iov_len, p->pt.pid,
-					 (unsigned long long)(uintptr_t)r->iov[k].iov_base,
-					 strerror(-rc));
+			return ckpt_fail(
+			    r->c, rc, MV_E_INTERNAL, "reading %zu bytes of process %d at %#llx: %s",
+			    r->iov[k].iov_len, p->pt.pid,
+			    (unsigned long long)(uintptr_t)r->iov[k].iov_base, strerror(-rc));
 		}
 		dst += acc + r->iov[k].iov_len;
 		i0 = k + 1;
@@ -144,7 +142,7 @@ static int place(struct reader *r, const struct img_extent *e)
 		r->buf->off = e->off;
 	}
 	if (r->buf->off + r->buf->len != e->off || len > r->buf->cap)
-		return ckpt_fail(r->c, -EINVAL, CTL_E_INTERNAL,
+		return ckpt_fail(r->c, -EINVAL, MV_E_INTERNAL,
 				 "extent at pages offset %#llx out of order",
 				 (unsigned long long)e->off);
 	return 0;
@@ -179,7 +177,7 @@ static int copy_fd(struct reader *r, int fd, const char *what, struct img_extent
 	char *dst = (char *)r->buf->data + r->buf->len;
 	rc = backing_read(fd, e->addr, dst, len);
 	if (rc < 0)
-		return ckpt_fail(r->c, rc, CTL_E_INTERNAL, "reading %s at %#llx: %s", what,
+		return ckpt_fail(r->c, rc, MV_E_INTERNAL, "reading %s at %#llx: %s", what,
 				 (unsigned long long)e->addr, strerror(-rc));
 	add_sum(r->buf, &e->crc, r->buf->len, len);
 	r->buf->len += len;
@@ -263,7 +261,7 @@ int ckpt_settle(struct ckpt *c)
 	int rc = pagesw_drain(c->w);
 	log_debug("checkpoint: drain %.1f ms after resume", (double)(mv_now_ns() - t0) / 1e6);
 	if (rc < 0)
-		return ckpt_fail(c, rc, CKPT_E_IO, "writing %s/%s: %s", c->req->dir.dir, IMG_PAGES,
+		return ckpt_fail(c, rc, MV_E_IO, "writing %s/%s: %s", c->req->dir.dir, IMG_PAGES,
 				 strerror(-rc));
 	for (size_t k = 0; k < c->im.n_o; k++)
 		drop_dead_pieces(c, k);

@@ -87,13 +87,14 @@ int ckpt_evict_all(struct ckpt *c, struct evict_stats *st)
 			skip(c, i, err);
 			continue;
 		}
+		struct mv_err e = {0};
 		int rc = evict_proc_stopped(c->mv->evict, &p->pt, ckpt_iproc(c, i), c->req->dir.dir,
-					    c->im.id, st, err, sizeof(err));
+					    c->im.id, st, &e);
 		if (rc < 0)
-			return ckpt_fail(c, rc, CKPT_E_EVICT,
+			return ckpt_fail(c, rc, MV_E_EVICT_FAILED,
 					 "%s; the image at %s is complete and the program keeps "
 					 "its memory",
-					 err, c->req->dir.dir);
+					 e.msg, c->req->dir.dir);
 	}
 	log_info("evict: %llu regions, %llu bytes dropped (%llu left resident, %llu shared)",
 		 (unsigned long long)st->regions, (unsigned long long)st->bytes,

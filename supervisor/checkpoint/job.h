@@ -73,8 +73,7 @@ struct ckpt {
 	uint64_t pause_start, pause_end;
 	uint64_t ns_read, ns_wait; /* where the copy's time went */
 	json_t *evict_skipped;	   /* [{pid, reason}]: processes --evict left resident */
-	const char *code;
-	char msg[512];
+	struct mv_err err;	   /* the first failure (ckpt_fail) */
 };
 
 /* Record the first failure (code and message for the job), return rc. */

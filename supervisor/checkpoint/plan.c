@@ -3,7 +3,6 @@
 #include "supervisor/checkpoint/job.h"
 #include "common/util.h"
 #include "supervisor/kernel/backing.h"
-#include "supervisor/ctl/ctl.h"
 #include "supervisor/kernel/pagemap.h"
 #include "supervisor/kernel/procfs.h"
 #include "supervisor/kernel/procmap.h"
@@ -14,11 +13,6 @@
 #include <sys/stat.h>
 
 /* ---- layout ------------------------------------------------------------ */
-
-struct img_proc *ckpt_iproc(struct ckpt *c, size_t i)
-{
-	return &c->im.p[c->p[i].img];
-}
 
 static void add_regsets(struct img_thread *it, struct ptrace_thread *t)
 {
@@ -47,7 +41,7 @@ static int plan_threads(struct ckpt *c, size_t i)
 		if (rc == -ESRCH)
 			continue;
 		if (rc < 0)
-			return ckpt_fail(c, rc, CTL_E_INTERNAL,
+			return ckpt_fail(c, rc, MV_E_INTERNAL,
 					 "reading the registers of thread %d: %s", t->tid,
 					 strerror(-rc));
 		struct img_thread *it = img_add_thread(ckpt_iproc(c, i), t->tid);
@@ -235,7 +229,7 @@ static int plan_proc(struct ckpt *c, size_t i)
 		return 0;
 	}
 	if (rc < 0)
-		return ckpt_fail(c, rc, CTL_E_INTERNAL, "reading the layout of process %d: %s",
+		return ckpt_fail(c, rc, MV_E_INTERNAL, "reading the layout of process %d: %s",
 				 p->pt.pid, strerror(-rc));
 	return 0;
 }
@@ -259,7 +253,7 @@ static int plan_objects(struct ckpt *c)
 					    &c->off);
 		free(runs);
 		if (rc < 0)
-			return ckpt_fail(c, rc, CTL_E_INTERNAL, "reading the holes of %s: %s",
+			return ckpt_fail(c, rc, MV_E_INTERNAL, "reading the holes of %s: %s",
 					 io->path ? io->path : "a shared memory object",
 					 strerror(-rc));
 	}

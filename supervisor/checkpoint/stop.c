@@ -3,7 +3,6 @@
 #include "supervisor/checkpoint/job.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "supervisor/ctl/ctl.h"
 #include "supervisor/kernel/procfs.h"
 
 #include <fcntl.h>
@@ -14,19 +13,6 @@
 #include <sys/syscall.h>
 #include <time.h>
 
-/* Record the first failure; later ones are consequences. */
-int ckpt_fail(struct ckpt *c, int rc, const char *code, const char *fmt, ...)
-{
-	if (!c->code) {
-		c->code = code;
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(c->msg, sizeof(c->msg), fmt, ap);
-		va_end(ap);
-	}
-	return rc < 0 ? rc : -EIO;
-}
-
 /* ---- stopping --------------------------------------------------------- */
 
 static struct cproc *find_proc(struct ckpt *c, pid_t pid)
@@ -35,21 +21,6 @@ static struct cproc *find_proc(struct ckpt *c, pid_t pid)
 		if (c->p[i].pt.pid == pid)
 			return &c->p[i];
 	return NULL;
-}
-
-struct cproc *ckpt_add_proc(struct ckpt *c, pid_t pid, int pidfd, bool requested)
-{
-	if (c->n == c->cap) {
-		c->cap = c->cap ? c->cap * 2 : 16;
-		c->p = xrealloc(c->p, c->cap * sizeof(*c->p));
-	}
-	struct cproc *p = &c->p[c->n++];
-	memset(p, 0, sizeof(*p));
-	ptrace_proc_init(&p->pt, pid, pidfd);
-	p->requested = requested;
-	p->memfd = -1;
-	p->img = -1;
-	return p;
 }
 
 /* Has the process gone (killed while stopped: only SIGKILL ends a
@@ -94,16 +65,6 @@ static size_t discover(struct ckpt *c)
 	return added;
 }
 
-int ckpt_proc_lost(struct ckpt *c, struct cproc *p)
-{
-	p->pt.gone = true;
-	if (p->requested)
-		return ckpt_fail(c, -ESRCH, CTL_E_NO_SUCH_PROCESS,
-				 "process %d exited during the checkpoint", p->pt.pid);
-	log_info("checkpoint: process %d exited meanwhile; recorded as gone", p->pt.pid);
-	return 0;
-}
-
 static int seize_round(struct ckpt *c, size_t *fresh)
 {
 	for (size_t i = 0; i < c->n; i++) {
@@ -117,7 +78,7 @@ static int seize_round(struct ckpt *c, size_t *fresh)
 			continue;
 		}
 		if (r < 0)
-			return ckpt_fail(c, r, r == -EPERM ? CTL_E_PERMISSION : CTL_E_INTERNAL,
+			return ckpt_fail(c, r, r == -EPERM ? MV_E_PERMISSION : MV_E_INTERNAL,
 					 "cannot stop process %d with ptrace: %s", p->pt.pid,
 					 strerror(-r));
 		*fresh += (size_t)r;
@@ -133,7 +94,7 @@ static int stop_timeout(struct ckpt *c)
 			continue;
 		char why[160];
 		ptrace_describe_thread(c->p[i].pt.pid, t->tid, why, sizeof(why));
-		return ckpt_fail(c, -ETIMEDOUT, CKPT_E_TIMEOUT,
+		return ckpt_fail(c, -ETIMEDOUT, MV_E_TIMEOUT,
 				 "thread %d of process %d did not stop within %d ms (%s)", t->tid,
 				 c->p[i].pt.pid, c->req->stop_timeout_ms, why);
 	}

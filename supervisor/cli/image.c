@@ -160,10 +160,10 @@ static void print_json(json_t *o)
 static int cmd_info(const char *dir, const struct image_opts *o)
 {
 	struct imgread r;
-	char err[IMG_ERR_LEN];
-	int rc = imgread_open(dir, &r, err, sizeof(err));
+	struct mv_err err = {0};
+	int rc = imgread_open(dir, &r, &err);
 	if (rc < 0) {
-		fprintf(stderr, "memvisor image: %s: %s\n", dir, err);
+		fprintf(stderr, "memvisor image: %s: %s\n", dir, err.msg);
 		imgread_close(&r);
 		return EXIT_BAD;
 	}
@@ -188,25 +188,25 @@ static void on_progress(uint64_t done, uint64_t total, void *arg)
 static int cmd_verify(const char *dir, const struct image_opts *o)
 {
 	struct imgread r;
-	char err[IMG_ERR_LEN];
+	struct mv_err err = {0};
 	uint64_t t0 = mv_now_ns();
-	int rc = imgread_open(dir, &r, err, sizeof(err));
+	int rc = imgread_open(dir, &r, &err);
 	if (rc == 0)
-		rc = imgread_verify(&r, on_progress, NULL, err, sizeof(err));
+		rc = imgread_verify(&r, on_progress, NULL, &err);
 	double secs = (double)(mv_now_ns() - t0) / 1e9;
 	if (o->json) {
-		print_json(rc == 0
-			       ? json_pack("{s:s, s:b, s:I, s:I, s:f}", "dir", dir, "ok", 1,
-					   "extents", (json_int_t)r.im.recorded.extents, "bytes",
-					   (json_int_t)r.im.recorded.data_bytes, "seconds", secs)
-			       : json_pack("{s:s, s:b, s:s}", "dir", dir, "ok", 0, "error", err));
+		print_json(
+		    rc == 0 ? json_pack("{s:s, s:b, s:I, s:I, s:f}", "dir", dir, "ok", 1, "extents",
+					(json_int_t)r.im.recorded.extents, "bytes",
+					(json_int_t)r.im.recorded.data_bytes, "seconds", secs)
+			    : json_pack("{s:s, s:b, s:s}", "dir", dir, "ok", 0, "error", err.msg));
 	} else if (rc == 0) {
 		char a[32];
 		printf("%s: ok: %zu extents, %s checked in %.2f s\n", dir, r.im.recorded.extents,
 		       human(r.im.recorded.data_bytes, a, sizeof(a)), secs);
 	}
 	if (rc < 0)
-		fprintf(stderr, "memvisor image: %s: %s\n", dir, err);
+		fprintf(stderr, "memvisor image: %s: %s\n", dir, err.msg);
 	imgread_close(&r);
 	return rc < 0 ? EXIT_BAD : EXIT_GOOD;
 }

@@ -297,9 +297,9 @@ static int start_command(struct mv *mv)
 		return rc;
 	struct runas ra = {0};
 	if (mv->opts.user) {
-		char err[256];
-		if ((rc = runas_parse(mv->opts.user, &ra, err, sizeof(err))) < 0) {
-			fprintf(stderr, "memvisor: %s\n", err);
+		struct mv_err err = {0};
+		if ((rc = runas_parse(mv->opts.user, &ra, &err)) < 0) {
+			fprintf(stderr, "memvisor: %s\n", err.msg);
 			return rc;
 		}
 		spec->set_ids = true;

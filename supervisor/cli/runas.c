@@ -24,7 +24,7 @@ static bool parse_id(const char *s, unsigned long *out)
 	return true;
 }
 
-static int resolve_group(const char *g, gid_t *gid, char *err, size_t errlen)
+static int resolve_group(const char *g, gid_t *gid, struct mv_err *err)
 {
 	unsigned long v;
 	if (parse_id(g, &v)) {
@@ -33,12 +33,12 @@ static int resolve_group(const char *g, gid_t *gid, char *err, size_t errlen)
 	}
 	struct group *gr = getgrnam(g);
 	if (!gr)
-		return mv_fail_msg(err, errlen, -ENOENT, "--user: no group '%s'", g);
+		return mv_err_set(err, -ENOENT, NULL, "--user: no group '%s'", g);
 	*gid = gr->gr_gid;
 	return 0;
 }
 
-int runas_parse(const char *spec, struct runas *out, char *err, size_t errlen)
+int runas_parse(const char *spec, struct runas *out, struct mv_err *err)
 {
 	memset(out, 0, sizeof(*out));
 	_cleanup_free_ char *user = xstrdup(spec);
@@ -46,22 +46,22 @@ int runas_parse(const char *spec, struct runas *out, char *err, size_t errlen)
 	if (group)
 		*group++ = '\0';
 	if (!*user || (group && !*group))
-		return mv_fail_msg(err, errlen, -EINVAL, "--user: '%s' is not USER or USER:GROUP",
-				   spec);
+		return mv_err_set(err, -EINVAL, NULL, "--user: '%s' is not USER or USER:GROUP",
+				  spec);
 	if (geteuid() != 0)
-		return mv_fail_msg(err, errlen, -EPERM,
-				   "--user needs root (CAP_SETUID and CAP_SETGID): memvisor "
-				   "keeps its own uid and starts the command as another");
+		return mv_err_set(err, -EPERM, NULL,
+				  "--user needs root (CAP_SETUID and CAP_SETGID): memvisor "
+				  "keeps its own uid and starts the command as another");
 	unsigned long v;
 	struct passwd *pw = getpwnam(user);
 	if (!pw && parse_id(user, &v))
 		pw = getpwuid((uid_t)v);
 	if (!pw && !parse_id(user, &v))
-		return mv_fail_msg(err, errlen, -ENOENT, "--user: no user '%s'", user);
+		return mv_err_set(err, -ENOENT, NULL, "--user: no user '%s'", user);
 	out->uid = pw ? pw->pw_uid : (uid_t)v;
 	out->gid = pw ? pw->pw_gid : (gid_t)v;
 	if (group) {
-		int rc = resolve_group(group, &out->gid, err, errlen);
+		int rc = resolve_group(group, &out->gid, err);
 		if (rc < 0)
 			return rc;
 	}

@@ -7,6 +7,8 @@
 #ifndef MV_RUNAS_H
 #define MV_RUNAS_H
 
+#include "common/err.h"
+
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -21,7 +23,7 @@ struct runas {
  * groups from the group database; USER:GROUP sets the primary group (and
  * no supplementary one). Needs root (CAP_SETUID and CAP_SETGID) to be
  * used: refused here otherwise. */
-int runas_parse(const char *spec, struct runas *out, char *err, size_t errlen);
+int runas_parse(const char *spec, struct runas *out, struct mv_err *err);
 
 void runas_free(struct runas *r);
 

@@ -20,15 +20,15 @@ static int pidfd_of_locked(struct proc *p)
 }
 
 static int add_pid(struct mv *mv, struct checkpoint_req *req, json_t *v, size_t idx,
-		   struct ctl_err *err)
+		   struct mv_err *err)
 {
 	json_t *args = json_pack("{s:O}", "pid", v);
 	pid_t pid;
 	int rc = ctl_arg_pid(mv, args, "pid", &pid, err);
 	json_decref(args);
 	if (rc < 0) {
-		if (err->code && strcmp(err->code, CTL_E_BAD_REQUEST) == 0)
-			snprintf(err->message, sizeof(err->message),
+		if (err->code && strcmp(err->code, MV_E_BAD_REQUEST) == 0)
+			snprintf(err->msg, sizeof(err->msg),
 				 "args.pids[%zu]: expected a process id", idx);
 		return -1;
 	}
@@ -40,13 +40,13 @@ static int add_pid(struct mv *mv, struct checkpoint_req *req, json_t *v, size_t 
 	int fd = p ? pidfd_of_locked(p) : -1;
 	pthread_mutex_unlock(&mv->lock);
 	if (!p)
-		return ctl_fail(err, CTL_E_NO_SUCH_PROCESS, "process %d has exited", pid);
+		return ctl_fail(err, MV_E_NO_SUCH_PROCESS, "process %d has exited", pid);
 	req->pids[req->n] = pid;
 	req->pidfds[req->n++] = fd;
 	return 0;
 }
 
-static int parse_pids(struct mv *mv, json_t *args, struct checkpoint_req *req, struct ctl_err *err)
+static int parse_pids(struct mv *mv, json_t *args, struct checkpoint_req *req, struct mv_err *err)
 {
 	json_t *a = json_object_get(args, "pids"), *v;
 	size_t i;
@@ -55,7 +55,7 @@ static int parse_pids(struct mv *mv, json_t *args, struct checkpoint_req *req, s
 		return 0;
 	}
 	if (!json_is_array(a) || json_array_size(a) == 0)
-		return ctl_fail(err, CTL_E_BAD_REQUEST,
+		return ctl_fail(err, MV_E_BAD_REQUEST,
 				"args.pids: expected a non-empty array of process ids");
 	req->pids = xcalloc(json_array_size(a), sizeof(*req->pids));
 	req->pidfds = xcalloc(json_array_size(a), sizeof(*req->pidfds));
@@ -63,7 +63,7 @@ static int parse_pids(struct mv *mv, json_t *args, struct checkpoint_req *req, s
 	return 0;
 }
 
-static int parse_opts(json_t *args, struct checkpoint_req *req, bool *force, struct ctl_err *err)
+static int parse_opts(json_t *args, struct checkpoint_req *req, bool *force, struct mv_err *err)
 {
 	long long buffer = CKPT_BUFFER_DEFAULT, timeout = CKPT_STOP_TIMEOUT_MS;
 	if (ctl_arg_bool_opt(args, "force", force, err) < 0 ||
@@ -72,59 +72,59 @@ static int parse_opts(json_t *args, struct checkpoint_req *req, bool *force, str
 	    ctl_arg_int_opt(args, "stop_timeout_ms", &timeout, err) < 0)
 		return -1;
 	if (buffer < (16 << 20) || buffer > (16ll << 30))
-		return ctl_fail(err, CTL_E_BAD_REQUEST, "args.buffer: between 16 MiB and 16 GiB");
+		return ctl_fail(err, MV_E_BAD_REQUEST, "args.buffer: between 16 MiB and 16 GiB");
 	if (timeout < 1 || timeout > 3600 * 1000)
-		return ctl_fail(err, CTL_E_BAD_REQUEST,
+		return ctl_fail(err, MV_E_BAD_REQUEST,
 				"args.stop_timeout_ms: between 1 and 3600000");
 	req->buffer = (size_t)buffer;
 	req->stop_timeout_ms = (int)timeout;
 	return 0;
 }
 
-static int any_running(struct mv *mv, struct ctl_err *err)
+static int any_running(struct mv *mv, struct mv_err *err)
 {
 	lifecycle_scan_tree(mv);
 	pthread_mutex_lock(&mv->lock);
 	size_t n = proctab_running(&mv->procs);
 	pthread_mutex_unlock(&mv->lock);
 	if (!n)
-		return ctl_fail(err, CTL_E_NO_SUCH_PROCESS, "no supervised process is running");
+		return ctl_fail(err, MV_E_NO_SUCH_PROCESS, "no supervised process is running");
 	return 0;
 }
 
-static int prepare_dir(const char *dir, bool force, struct checkpoint_req *req, struct ctl_err *err)
+static int prepare_dir(const char *dir, bool force, struct checkpoint_req *req, struct mv_err *err)
 {
-	char msg[512];
-	int rc = imgdir_prepare(dir, force, &req->dir, msg, sizeof(msg));
+	int rc = imgdir_prepare(dir, force, &req->dir, err);
 	if (rc == 0)
 		return 0;
-	const char *code = rc == -EACCES || rc == -EPERM || rc == -EROFS ? CTL_E_PERMISSION
-			   : rc == -ENOMEM || rc == -EIO		 ? CTL_E_INTERNAL
-									 : CTL_E_INVALID;
-	return ctl_fail(err, code, "%s", msg);
+	/* The message says what; the code is the errno's. */
+	err->code = rc == -EACCES || rc == -EPERM || rc == -EROFS ? MV_E_PERMISSION
+		    : rc == -ENOMEM || rc == -EIO		  ? MV_E_INTERNAL
+								  : MV_E_INVALID;
+	return -1;
 }
 
 /* An evicted process's pages are in its image, not in its memory: a new
  * checkpoint would miss them. */
-static int evicted_refusal(struct mv *mv, struct ctl_err *err)
+static int evicted_refusal(struct mv *mv, struct mv_err *err)
 {
 	char id[40], dir[4096];
 	if (!evict_some_image(mv->evict, id, sizeof(id), dir, sizeof(dir)))
 		return 0;
-	return ctl_fail(err, CTL_E_BUSY,
+	return ctl_fail(err, MV_E_BUSY,
 			"memory is evicted to %s: reload it first (memvisor ctl reload %s --wait)",
 			dir, dir);
 }
 
 int ctl_cmd_checkpoint(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
-		       struct ctl_err *err)
+		       struct mv_err *err)
 {
 	const char *dir;
 	bool force = false;
 	if (ctl_arg_string(args, "dir", &dir, err) < 0)
 		return -1;
 	if (dir[0] != '/')
-		return ctl_fail(err, CTL_E_BAD_REQUEST, "args.dir: '%s' is not an absolute path",
+		return ctl_fail(err, MV_E_BAD_REQUEST, "args.dir: '%s' is not an absolute path",
 				dir);
 	struct checkpoint_req *req = xcalloc(1, sizeof(*req));
 	req->dir.parentfd = req->dir.tmpfd = -1;
@@ -135,7 +135,7 @@ int ctl_cmd_checkpoint(struct mv *mv, struct ctl_client *c, json_t *args, json_t
 	bool busy = jobs_running_locked(mv, JOB_CHECKPOINT);
 	pthread_mutex_unlock(&mv->lock);
 	if (busy) {
-		ctl_fail(err, CTL_E_BUSY, "a checkpoint is already running");
+		ctl_fail(err, MV_E_BUSY, "a checkpoint is already running");
 		goto fail;
 	}
 	if (evicted_refusal(mv, err) < 0)
@@ -145,13 +145,13 @@ int ctl_cmd_checkpoint(struct mv *mv, struct ctl_client *c, json_t *args, json_t
 	struct job *j;
 	int rc = jobs_start(mv, JOB_CHECKPOINT, checkpoint_run, req, checkpoint_req_free, &j);
 	if (rc == -ESHUTDOWN) {
-		ctl_fail(err, CTL_E_NO_SUCH_PROCESS,
+		ctl_fail(err, MV_E_NO_SUCH_PROCESS,
 			 "the supervised command has exited and memvisor is exiting");
 		goto fail;
 	}
 	if (rc < 0) {
 		/* jobs_start keeps a failed job without its ctx: ours to free. */
-		ctl_fail(err, CTL_E_INTERNAL, "cannot start the checkpoint: %s", strerror(-rc));
+		ctl_fail(err, MV_E_INTERNAL, "cannot start the checkpoint: %s", strerror(-rc));
 		goto fail;
 	}
 	*result = json_pack("{s:i, s:s}", "job", j->id, "dir", req->dir.dir);

@@ -9,6 +9,6 @@
 /* {"dir": ABSOLUTE PATH, "pids": [PID...], "force": BOOL, "buffer": BYTES,
  *  "stop_timeout_ms": MS} -> {"job": ID, "dir": PATH} */
 int ctl_cmd_checkpoint(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
-		       struct ctl_err *err);
+		       struct mv_err *err);
 
 #endif

@@ -5,7 +5,7 @@
 #include "common/util.h"
 #include "supervisor/ctl/checkpoint.h"
 #include "supervisor/reload/evict.h"
-#include "supervisor/reload/reload.h"
+#include "supervisor/ctl/reload.h"
 #include "supervisor/ctl/policy.h"
 #include "supervisor/ctl/server.h"
 #include "supervisor/supervise/jobs.h"
@@ -22,75 +22,63 @@
 
 #define PROTOCOL_VERSION 1
 
-int ctl_fail(struct ctl_err *err, const char *code, const char *fmt, ...)
-{
-	err->code = code;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err->message, sizeof(err->message), fmt, ap);
-	va_end(ap);
-	return -1;
-}
-
 /* ---- arguments ------------------------------------------------------ */
 
-int ctl_arg_int_opt(json_t *args, const char *key, long long *out, struct ctl_err *err)
+int ctl_arg_int_opt(json_t *args, const char *key, long long *out, struct mv_err *err)
 {
 	json_t *v = json_object_get(args, key);
 	if (!v)
 		return 0;
 	if (!json_is_integer(v))
-		return ctl_fail(err, CTL_E_BAD_REQUEST, "args.%s: expected an integer", key);
+		return ctl_fail(err, MV_E_BAD_REQUEST, "args.%s: expected an integer", key);
 	*out = json_integer_value(v);
 	return 0;
 }
 
-int ctl_arg_int(json_t *args, const char *key, long long *out, struct ctl_err *err)
+int ctl_arg_int(json_t *args, const char *key, long long *out, struct mv_err *err)
 {
 	if (!json_object_get(args, key))
-		return ctl_fail(err, CTL_E_BAD_REQUEST, "args.%s: missing (expected an integer)",
+		return ctl_fail(err, MV_E_BAD_REQUEST, "args.%s: missing (expected an integer)",
 				key);
 	return ctl_arg_int_opt(args, key, out, err);
 }
 
-int ctl_arg_string_opt(json_t *args, const char *key, const char **out, struct ctl_err *err)
+int ctl_arg_string_opt(json_t *args, const char *key, const char **out, struct mv_err *err)
 {
 	json_t *v = json_object_get(args, key);
 	if (!v)
 		return 0;
 	if (!json_is_string(v))
-		return ctl_fail(err, CTL_E_BAD_REQUEST, "args.%s: expected a string", key);
+		return ctl_fail(err, MV_E_BAD_REQUEST, "args.%s: expected a string", key);
 	*out = json_string_value(v);
 	return 0;
 }
 
-int ctl_arg_string(json_t *args, const char *key, const char **out, struct ctl_err *err)
+int ctl_arg_string(json_t *args, const char *key, const char **out, struct mv_err *err)
 {
 	if (!json_object_get(args, key))
-		return ctl_fail(err, CTL_E_BAD_REQUEST, "args.%s: missing (expected a string)",
-				key);
+		return ctl_fail(err, MV_E_BAD_REQUEST, "args.%s: missing (expected a string)", key);
 	return ctl_arg_string_opt(args, key, out, err);
 }
 
-int ctl_arg_bool_opt(json_t *args, const char *key, bool *out, struct ctl_err *err)
+int ctl_arg_bool_opt(json_t *args, const char *key, bool *out, struct mv_err *err)
 {
 	json_t *v = json_object_get(args, key);
 	if (!v)
 		return 0;
 	if (!json_is_boolean(v))
-		return ctl_fail(err, CTL_E_BAD_REQUEST, "args.%s: expected true or false", key);
+		return ctl_fail(err, MV_E_BAD_REQUEST, "args.%s: expected true or false", key);
 	*out = json_is_true(v);
 	return 0;
 }
 
-int ctl_arg_pid(struct mv *mv, json_t *args, const char *key, pid_t *out, struct ctl_err *err)
+int ctl_arg_pid(struct mv *mv, json_t *args, const char *key, pid_t *out, struct mv_err *err)
 {
 	long long v;
 	if (ctl_arg_int(args, key, &v, err) < 0)
 		return -1;
 	if (v <= 0 || v > INT32_MAX)
-		return ctl_fail(err, CTL_E_BAD_REQUEST, "args.%s: %lld is not a process id", key,
-				v);
+		return ctl_fail(err, MV_E_BAD_REQUEST, "args.%s: %lld is not a process id", key, v);
 	pthread_mutex_lock(&mv->lock);
 	bool known = proctab_get(&mv->procs, (pid_t)v) != NULL;
 	pthread_mutex_unlock(&mv->lock);
@@ -102,7 +90,7 @@ int ctl_arg_pid(struct mv *mv, json_t *args, const char *key, pid_t *out, struct
 		pthread_mutex_unlock(&mv->lock);
 	}
 	if (!known)
-		return ctl_fail(err, CTL_E_NO_SUCH_PROCESS,
+		return ctl_fail(err, MV_E_NO_SUCH_PROCESS,
 				"process %lld is not supervised by this memvisor", v);
 	*out = (pid_t)v;
 	return 0;
@@ -155,7 +143,7 @@ static json_t *command_json(struct mv *mv)
 }
 
 static int cmd_hello(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
-		     struct ctl_err *err)
+		     struct mv_err *err)
 {
 	json_t *cmds = json_array();
 	size_t n;
@@ -193,7 +181,7 @@ static pid_t *running_pids(struct mv *mv, size_t *n)
 }
 
 static int cmd_status(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
-		      struct ctl_err *err)
+		      struct mv_err *err)
 {
 	size_t n;
 	_cleanup_free_ pid_t *pids = running_pids(mv, &n);
@@ -254,7 +242,7 @@ static const char *state_word(char s)
 }
 
 static int cmd_ps(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
-		  struct ctl_err *err)
+		  struct mv_err *err)
 {
 	size_t n;
 	_cleanup_free_ pid_t *pids = running_pids(mv, &n);
@@ -322,7 +310,7 @@ static void region_json_w(struct jw *w, const struct as_region *r)
 }
 
 /* An address argument: an integer, or a "0x..." string. */
-static int arg_addr_opt(json_t *args, const char *key, uint64_t *out, struct ctl_err *err)
+static int arg_addr_opt(json_t *args, const char *key, uint64_t *out, struct mv_err *err)
 {
 	json_t *v = json_object_get(args, key);
 	if (!v)
@@ -341,11 +329,11 @@ static int arg_addr_opt(json_t *args, const char *key, uint64_t *out, struct ctl
 			return 0;
 		}
 	}
-	return ctl_fail(err, CTL_E_BAD_REQUEST,
+	return ctl_fail(err, MV_E_BAD_REQUEST,
 			"args.%s: expected an address (integer or \"0x...\")", key);
 }
 
-static int parse_source(json_t *args, enum procmap_source *src, struct ctl_err *err)
+static int parse_source(json_t *args, enum procmap_source *src, struct mv_err *err)
 {
 	const char *s = "auto";
 	if (ctl_arg_string_opt(args, "source", &s, err) < 0)
@@ -357,13 +345,13 @@ static int parse_source(json_t *args, enum procmap_source *src, struct ctl_err *
 	else if (strcmp(s, "maps") == 0)
 		*src = PROCMAP_SRC_MAPS;
 	else
-		return ctl_fail(err, CTL_E_BAD_REQUEST,
+		return ctl_fail(err, MV_E_BAD_REQUEST,
 				"args.source: '%s' is not one of auto, procmap_query, maps", s);
 	return 0;
 }
 
 static int cmd_regions(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
-		       struct ctl_err *err)
+		       struct mv_err *err)
 {
 	pid_t pid;
 	enum procmap_source src = PROCMAP_SRC_AUTO;
@@ -376,22 +364,22 @@ static int cmd_regions(struct mv *mv, struct ctl_client *c, json_t *args, json_t
 	    ctl_arg_bool_opt(args, "summary", &summary, err) < 0)
 		return -1;
 	if (json_object_get(args, "limit") && limit < 0)
-		return ctl_fail(err, CTL_E_BAD_REQUEST, "args.limit: must not be negative");
+		return ctl_fail(err, MV_E_BAD_REQUEST, "args.limit: must not be negative");
 	if (src == PROCMAP_SRC_QUERY && !mv->feat.procmap_query)
-		return ctl_fail(err, CTL_E_NOT_SUPPORTED,
+		return ctl_fail(err, MV_E_NOT_SUPPORTED,
 				"this kernel has no PROCMAP_QUERY (Linux 6.11)");
 	struct model_cost cost = {0};
 	int rc = model_reconcile(mv, pid, src, &cost);
 	if (rc == -ESRCH)
-		return ctl_fail(err, CTL_E_NO_SUCH_PROCESS, "process %d has exited", pid);
+		return ctl_fail(err, MV_E_NO_SUCH_PROCESS, "process %d has exited", pid);
 	if (rc < 0)
-		return ctl_fail(err, CTL_E_INTERNAL, "reading the layout of %d: %s", pid,
+		return ctl_fail(err, MV_E_INTERNAL, "reading the layout of %d: %s", pid,
 				strerror(-rc));
 	pthread_mutex_lock(&mv->lock);
 	struct proc *p = proctab_get(&mv->procs, pid);
 	if (!p) {
 		pthread_mutex_unlock(&mv->lock);
-		return ctl_fail(err, CTL_E_NO_SUCH_PROCESS, "process %d has exited", pid);
+		return ctl_fail(err, MV_E_NO_SUCH_PROCESS, "process %d has exited", pid);
 	}
 	const struct as_model *m = &p->model;
 	struct jw w;
@@ -437,7 +425,7 @@ static json_t *proc_stats_json(const struct proc *p)
 }
 
 static int cmd_stats(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
-		     struct ctl_err *err)
+		     struct mv_err *err)
 {
 	lifecycle_refresh(mv);
 	if (json_object_get(args, "pid")) {
@@ -449,7 +437,7 @@ static int cmd_stats(struct mv *mv, struct ctl_client *c, json_t *args, json_t *
 		*result = p ? proc_stats_json(p) : NULL;
 		pthread_mutex_unlock(&mv->lock);
 		if (!*result)
-			return ctl_fail(err, CTL_E_NO_SUCH_PROCESS, "process %d has exited", pid);
+			return ctl_fail(err, MV_E_NO_SUCH_PROCESS, "process %d has exited", pid);
 		return 0;
 	}
 	struct proc_stats *total = xcalloc(1, sizeof(*total));
@@ -470,7 +458,7 @@ static int cmd_stats(struct mv *mv, struct ctl_client *c, json_t *args, json_t *
 /* ---- events, jobs --------------------------------------------------- */
 
 static int cmd_events(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
-		      struct ctl_err *err)
+		      struct mv_err *err)
 {
 	ctl_client_subscribe(c);
 	*result = json_pack("{s:b}", "subscribed", 1);
@@ -478,7 +466,7 @@ static int cmd_events(struct mv *mv, struct ctl_client *c, json_t *args, json_t 
 }
 
 static int cmd_job(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
-		   struct ctl_err *err)
+		   struct mv_err *err)
 {
 	long long id = 0;
 	if (ctl_arg_int(args, "id", &id, err) < 0)
@@ -490,17 +478,17 @@ static int cmd_job(struct mv *mv, struct ctl_client *c, json_t *args, json_t **r
 	*result = j ? job_json_locked(j) : NULL;
 	pthread_mutex_unlock(&mv->lock);
 	if (forgotten)
-		return ctl_fail(err, CTL_E_BAD_REQUEST,
+		return ctl_fail(err, MV_E_BAD_REQUEST,
 				"args.id: job %lld is no longer kept (memvisor keeps the last 64 "
 				"finished jobs)",
 				id);
 	if (!*result)
-		return ctl_fail(err, CTL_E_BAD_REQUEST, "args.id: no job %lld", id);
+		return ctl_fail(err, MV_E_BAD_REQUEST, "args.id: no job %lld", id);
 	return 0;
 }
 
 static int cmd_jobs(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
-		    struct ctl_err *err)
+		    struct mv_err *err)
 {
 	pthread_mutex_lock(&mv->lock);
 	*result = json_pack("{s:o}", "jobs", jobs_json_locked(mv, false));

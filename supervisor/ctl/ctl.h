@@ -8,32 +8,15 @@
 #ifndef MV_CTL_H
 #define MV_CTL_H
 
+#include "common/err.h"
 #include "supervisor/supervise/mv.h"
 
 #include <jansson.h>
 
 struct ctl_client;
 
-/* Error codes (the "code" slug of an error reply). */
-#define CTL_E_BAD_JSON	      "bad_json"
-#define CTL_E_BAD_REQUEST     "bad_request"
-#define CTL_E_UNKNOWN_COMMAND "unknown_command"
-#define CTL_E_NO_SUCH_PROCESS "no_such_process"
-#define CTL_E_BUSY	      "busy"
-#define CTL_E_INTERNAL	      "internal"
-#define CTL_E_TOO_LARGE	      "too_large"
-#define CTL_E_PERMISSION      "permission_denied"
-#define CTL_E_NOT_SUPPORTED   "not_supported"
-#define CTL_E_INVALID	      "invalid"
-#define CTL_E_FORBIDDEN	      "forbidden"
-
-struct ctl_err {
-	const char *code;
-	char message[512];
-};
-
 typedef int (*ctl_handler)(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
-			   struct ctl_err *err);
+			   struct mv_err *err);
 
 struct ctl_cmd {
 	const char *name;
@@ -47,18 +30,18 @@ const struct ctl_cmd *ctl_cmd_find(const char *name);
 /* Iterate the table (for hello and help). */
 const struct ctl_cmd *ctl_cmd_table(size_t *n);
 
-/* Set err and return -1, printf-style. */
-int ctl_fail(struct ctl_err *err, const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* A handler fails by filling err (common/err.h: a code of the protocol
+ * and a message) and returning -1: ctl_fail does both, printf-style. */
+#define ctl_fail(err, code, ...) mv_err_set((err), -1, (code), __VA_ARGS__)
 
 /* Argument helpers: 0, or -1 with a bad_request naming "args.KEY". When
  * the key is absent, *_opt variants leave *out alone and return 0. */
-int ctl_arg_int(json_t *args, const char *key, long long *out, struct ctl_err *err);
-int ctl_arg_int_opt(json_t *args, const char *key, long long *out, struct ctl_err *err);
-int ctl_arg_string(json_t *args, const char *key, const char **out, struct ctl_err *err);
-int ctl_arg_string_opt(json_t *args, const char *key, const char **out, struct ctl_err *err);
-int ctl_arg_bool_opt(json_t *args, const char *key, bool *out, struct ctl_err *err);
+int ctl_arg_int(json_t *args, const char *key, long long *out, struct mv_err *err);
+int ctl_arg_int_opt(json_t *args, const char *key, long long *out, struct mv_err *err);
+int ctl_arg_string(json_t *args, const char *key, const char **out, struct mv_err *err);
+int ctl_arg_string_opt(json_t *args, const char *key, const char **out, struct mv_err *err);
+int ctl_arg_bool_opt(json_t *args, const char *key, bool *out, struct mv_err *err);
 /* A supervised, running pid: no_such_process when it is not one. */
-int ctl_arg_pid(struct mv *mv, json_t *args, const char *key, pid_t *out, struct ctl_err *err);
+int ctl_arg_pid(struct mv *mv, json_t *args, const char *key, pid_t *out, struct mv_err *err);
 
 #endif

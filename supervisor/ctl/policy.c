@@ -7,7 +7,7 @@
 #include <string.h>
 
 int ctl_policy_show(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
-		    struct ctl_err *err)
+		    struct mv_err *err)
 {
 	*result = enforce_show(mv);
 	return 0;
@@ -30,11 +30,11 @@ static void diag_message(const struct pol_diag *d, char *buf, size_t len)
 }
 
 int ctl_policy_set(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
-		   struct ctl_err *err)
+		   struct mv_err *err)
 {
 	json_t *p = args ? json_object_get(args, "path") : NULL;
 	if (!json_is_string(p) || !*json_string_value(p))
-		return ctl_fail(err, CTL_E_BAD_REQUEST,
+		return ctl_fail(err, MV_E_BAD_REQUEST,
 				"args.path: expected the policy file's path");
 	/* The supervisor reads the file itself: a relative path is relative
 	 * to memvisor's working directory, so clients send absolute ones. */
@@ -46,16 +46,16 @@ int ctl_policy_set(struct mv *mv, struct ctl_client *c, json_t *args, json_t **r
 	/* Never blocks the main loop (policy_read_file, regular_only). */
 	if (policy_read_file(path, true, &text, &len, &d) < 0 ||
 	    policy_parse(text, len, path, &pol, &d) < 0) {
-		diag_message(&d, err->message, sizeof(err->message));
-		err->code = CTL_E_INVALID;
+		diag_message(&d, err->msg, sizeof(err->msg));
+		err->code = MV_E_INVALID;
 		pol_diag_free(&d);
 		return -1;
 	}
 	pol_diag_free(&d);
-	char why[sizeof(err->message)];
-	if (enforce_set_policy(mv, pol, why, sizeof(why)) < 0) {
+	if (enforce_set_policy(mv, pol, err) < 0) {
 		policy_free(pol);
-		return ctl_fail(err, CTL_E_NOT_SUPPORTED, "%s", why);
+		err->code = MV_E_NOT_SUPPORTED;
+		return -1;
 	}
 	*result = enforce_show(mv);
 	return 0;

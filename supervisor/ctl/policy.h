@@ -10,8 +10,8 @@
 #include "supervisor/ctl/ctl.h"
 
 int ctl_policy_show(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
-		    struct ctl_err *err);
+		    struct mv_err *err);
 int ctl_policy_set(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
-		   struct ctl_err *err);
+		   struct mv_err *err);
 
 #endif

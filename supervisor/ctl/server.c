@@ -273,32 +273,32 @@ static char *request_reply(struct ctl_client *c, const char *line, size_t len)
 	if (!req) {
 		char msg[256];
 		snprintf(msg, sizeof(msg), "invalid JSON at column %d: %s", jerr.column, jerr.text);
-		return error_line(NULL, CTL_E_BAD_JSON, msg);
+		return error_line(NULL, MV_E_BAD_JSON, msg);
 	}
 	json_t *id = json_is_object(req) ? json_object_get(req, "id") : NULL;
 	json_t *cmd = json_is_object(req) ? json_object_get(req, "cmd") : NULL;
 	json_t *args = json_is_object(req) ? json_object_get(req, "args") : NULL;
 	char *reply;
-	struct ctl_err err = {.code = CTL_E_INTERNAL, .message = ""};
+	struct mv_err err = {.code = MV_E_INTERNAL, .msg = ""};
 	const struct ctl_cmd *cc = NULL;
 	if (!json_is_object(req))
-		reply = error_line(NULL, CTL_E_BAD_REQUEST, "a request must be a JSON object");
+		reply = error_line(NULL, MV_E_BAD_REQUEST, "a request must be a JSON object");
 	else if (!json_is_string(cmd))
-		reply = error_line(id, CTL_E_BAD_REQUEST, "cmd: expected a string");
+		reply = error_line(id, MV_E_BAD_REQUEST, "cmd: expected a string");
 	else if (args && !json_is_object(args) && !json_is_null(args))
-		reply = error_line(id, CTL_E_BAD_REQUEST, "args: expected an object");
+		reply = error_line(id, MV_E_BAD_REQUEST, "args: expected an object");
 	else if (!(cc = ctl_cmd_find(json_string_value(cmd)))) {
 		char msg[300];
 		snprintf(msg, sizeof(msg),
 			 "unknown command '%.200s' (the hello command lists them)",
 			 json_string_value(cmd));
-		reply = error_line(id, CTL_E_UNKNOWN_COMMAND, msg);
+		reply = error_line(id, MV_E_UNKNOWN_COMMAND, msg);
 	} else {
 		json_t *empty = NULL;
 		if (!json_is_object(args))
 			args = empty = json_object();
 		json_t *result = NULL;
-		int hrc = fault_hit("ctl_alloc") ? ctl_fail(&err, CTL_E_INTERNAL, "out of memory")
+		int hrc = fault_hit("ctl_alloc") ? ctl_fail(&err, MV_E_INTERNAL, "out of memory")
 						 : cc->fn(c->mv, c, args, &result, &err);
 		if (hrc == 0 && c->raw_result) {
 			json_decref(result);
@@ -315,7 +315,7 @@ static char *request_reply(struct ctl_client *c, const char *line, size_t len)
 		} else {
 			free(mv_steal_ptr(c->raw_result));
 			json_decref(result);
-			reply = error_line(id, err.code, err.message);
+			reply = error_line(id, err.code, err.msg);
 		}
 		json_decref(empty);
 	}
@@ -354,8 +354,8 @@ static int process_input(struct ctl_client *c)
 		if (c->discarding) {
 			c->discarding = false;
 		} else if (len > CTL_MAX_LINE) {
-			if (reply_error(c, NULL, CTL_E_TOO_LARGE,
-					"request line longer than 1 MiB") < 0)
+			if (reply_error(c, NULL, MV_E_TOO_LARGE, "request line longer than 1 MiB") <
+			    0)
 				return -1;
 		} else if (len > 0 && !(len == 1 && c->in[start] == '\r')) {
 			if (handle_request(c, c->in + start, len) < 0)
@@ -370,8 +370,8 @@ static int process_input(struct ctl_client *c)
 		c->in_len = 0;
 		if (!c->discarding) {
 			c->discarding = true;
-			if (reply_error(c, NULL, CTL_E_TOO_LARGE,
-					"request line longer than 1 MiB") < 0)
+			if (reply_error(c, NULL, MV_E_TOO_LARGE, "request line longer than 1 MiB") <
+			    0)
 				return -1;
 		}
 	}
@@ -520,7 +520,7 @@ static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
 	bool full = s->nclients >= CTL_MAX_CLIENTS;
 	struct ctl_client *c = client_new(mv, fd);
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
-		refuse(c, CTL_E_INTERNAL, "cannot identify the peer (SO_PEERCRED)");
+		refuse(c, MV_E_INTERNAL, "cannot identify the peer (SO_PEERCRED)");
 		return;
 	}
 	c->uid = cred.uid;
@@ -529,7 +529,7 @@ static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
 		snprintf(why, sizeof(why), "uid %u may not use this socket (owner: uid %u)",
 			 cred.uid, geteuid());
 		log_info("refused control client pid %d uid %u", cred.pid, cred.uid);
-		refuse(c, CTL_E_PERMISSION, why);
+		refuse(c, MV_E_PERMISSION, why);
 		return;
 	}
 	/* Checked once, here: the peer cannot leave or enter the supervised
@@ -541,7 +541,7 @@ static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
 	if (prc < 0) {
 		log_info("refused control client pid %d: %s", cred.pid,
 			 prc == -EPERM ? "a supervised process" : strerror(-prc));
-		refuse(c, CTL_E_FORBIDDEN,
+		refuse(c, MV_E_FORBIDDEN,
 		       prc == -EPERM
 			   ? "requests from a supervised process are refused: a program cannot "
 			     "steer its own supervisor"
@@ -549,7 +549,7 @@ static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
 		return;
 	}
 	if (full) {
-		refuse(c, CTL_E_BUSY, "too many control clients (limit 64)");
+		refuse(c, MV_E_BUSY, "too many control clients (limit 64)");
 		return;
 	}
 	ev_io_start(loop, &c->rio);

@@ -50,33 +50,33 @@ static bool dir_empty(int dirfd)
 }
 
 /* May an existing DIR be replaced (with force)? */
-static int check_existing(struct imgdir *d, bool force, char *err, size_t errlen)
+static int check_existing(struct imgdir *d, bool force, struct mv_err *err)
 {
 	struct stat st;
 	if (fstatat(d->parentfd, d->base, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 		if (errno == ENOENT)
 			return 0;
-		return mv_fail_msg(err, errlen, -errno, "%s: %s", d->dir, strerror(errno));
+		return mv_err_set(err, -errno, NULL, "%s: %s", d->dir, strerror(errno));
 	}
 	if (!force)
-		return mv_fail_msg(err, errlen, -EEXIST, "%s exists (use --force to replace it)",
-				   d->dir);
+		return mv_err_set(err, -EEXIST, NULL, "%s exists (use --force to replace it)",
+				  d->dir);
 	if (!S_ISDIR(st.st_mode))
-		return mv_fail_msg(err, errlen, -ENOTEMPTY,
-				   "%s exists and is not a directory; not replacing it", d->dir);
+		return mv_err_set(err, -ENOTEMPTY, NULL,
+				  "%s exists and is not a directory; not replacing it", d->dir);
 	_cleanup_close_ int fd =
 	    openat(d->parentfd, d->base, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
-		return mv_fail_msg(err, errlen, -errno, "%s: %s", d->dir, strerror(errno));
+		return mv_err_set(err, -errno, NULL, "%s: %s", d->dir, strerror(errno));
 	if (!dir_empty(fd) && !imgdir_is_image(fd))
-		return mv_fail_msg(err, errlen, -ENOTEMPTY,
-				   "%s exists and is not a memvisor image; not replacing it",
-				   d->dir);
+		return mv_err_set(err, -ENOTEMPTY, NULL,
+				  "%s exists and is not a memvisor image; not replacing it",
+				  d->dir);
 	d->replace = true;
 	return 0;
 }
 
-static int make_tmp(struct imgdir *d, char *err, size_t errlen)
+static int make_tmp(struct imgdir *d, struct mv_err *err)
 {
 	static unsigned counter;
 	for (int tries = 0; tries < 100; tries++) {
@@ -85,9 +85,9 @@ static int make_tmp(struct imgdir *d, char *err, size_t errlen)
 		if (mkdirat(d->parentfd, name, 0700) < 0) {
 			if (errno == EEXIST)
 				continue;
-			return mv_fail_msg(err, errlen, -errno,
-					   "cannot create a directory next to %s: %s", d->dir,
-					   strerror(errno));
+			return mv_err_set(err, -errno, NULL,
+					  "cannot create a directory next to %s: %s", d->dir,
+					  strerror(errno));
 		}
 		d->tmpbase = xstrdup(name);
 		/* The umask may have taken bits we need; nothing more than
@@ -97,15 +97,15 @@ static int make_tmp(struct imgdir *d, char *err, size_t errlen)
 		if (d->tmpfd < 0 || fchmod(d->tmpfd, 0700) < 0) {
 			int e = errno;
 			imgdir_abort(d);
-			return mv_fail_msg(err, errlen, -e, "%s: %s", name, strerror(e));
+			return mv_err_set(err, -e, NULL, "%s: %s", name, strerror(e));
 		}
 		return 0;
 	}
-	return mv_fail_msg(err, errlen, -EEXIST, "cannot find a free temporary name next to %s",
-			   d->dir);
+	return mv_err_set(err, -EEXIST, NULL, "cannot find a free temporary name next to %s",
+			  d->dir);
 }
 
-int imgdir_prepare(const char *dir, bool force, struct imgdir *d, char *err, size_t errlen)
+int imgdir_prepare(const char *dir, bool force, struct imgdir *d, struct mv_err *err)
 {
 	memset(d, 0, sizeof(*d));
 	d->parentfd = d->tmpfd = -1;
@@ -113,22 +113,22 @@ int imgdir_prepare(const char *dir, bool force, struct imgdir *d, char *err, siz
 	while (len > 1 && dir[len - 1] == '/')
 		len--;
 	if (dir[0] != '/')
-		return mv_fail_msg(err, errlen, -EINVAL,
-				   "%s: the directory must be an absolute path", dir);
+		return mv_err_set(err, -EINVAL, NULL, "%s: the directory must be an absolute path",
+				  dir);
 	d->dir = strndup(dir, len);
 	const char *slash = strrchr(d->dir, '/');
 	d->base = xstrdup(slash + 1);
 	if (!*d->base || strcmp(d->base, ".") == 0 || strcmp(d->base, "..") == 0)
-		return mv_fail_msg(err, errlen, -EINVAL, "%s: not a name for a new directory", dir);
+		return mv_err_set(err, -EINVAL, NULL, "%s: not a name for a new directory", dir);
 	_cleanup_free_ char *parent =
 	    slash == d->dir ? xstrdup("/") : strndup(d->dir, (size_t)(slash - d->dir));
 	d->parentfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (d->parentfd < 0)
-		return mv_fail_msg(err, errlen, -errno, "%s: %s", parent, strerror(errno));
-	int rc = check_existing(d, force, err, errlen);
+		return mv_err_set(err, -errno, NULL, "%s: %s", parent, strerror(errno));
+	int rc = check_existing(d, force, err);
 	if (rc < 0)
 		return rc;
-	return make_tmp(d, err, errlen);
+	return make_tmp(d, err);
 }
 
 int imgdir_write_file(struct imgdir *d, const char *name, const void *buf, size_t len)
@@ -192,16 +192,15 @@ static int rename_into_place(struct imgdir *d)
 	return rc < 0 ? -errno : 0;
 }
 
-int imgdir_commit(struct imgdir *d, char *err, size_t errlen)
+int imgdir_commit(struct imgdir *d, struct mv_err *err)
 {
 	if (fsync(d->tmpfd) < 0)
-		return mv_fail_msg(err, errlen, -errno, "syncing %s: %s", d->tmpbase,
-				   strerror(errno));
+		return mv_err_set(err, -errno, NULL, "syncing %s: %s", d->tmpbase, strerror(errno));
 	int rc = rename_into_place(d);
 	if (rc < 0)
-		return mv_fail_msg(err, errlen, rc, "cannot rename the image into %s: %s", d->dir,
-				   rc == -EEXIST || rc == -ENOTEMPTY ? "it appeared meanwhile"
-								     : strerror(-rc));
+		return mv_err_set(err, rc, NULL, "cannot rename the image into %s: %s", d->dir,
+				  rc == -EEXIST || rc == -ENOTEMPTY ? "it appeared meanwhile"
+								    : strerror(-rc));
 	d->committed = true;
 	if (fsync(d->parentfd) < 0)
 		log_warn("syncing the directory of %s: %s", d->dir, strerror(errno));

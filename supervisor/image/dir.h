@@ -13,6 +13,8 @@
 #ifndef MV_IMGDIR_H
 #define MV_IMGDIR_H
 
+#include "common/err.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -29,14 +31,14 @@ struct imgdir {
 /* Check dir (absolute) and create the temporary sibling. -EEXIST: DIR
  * exists and force is false; -ENOTEMPTY: DIR exists and is not an image;
  * other -errno: the parent cannot be used. */
-int imgdir_prepare(const char *dir, bool force, struct imgdir *d, char *err, size_t errlen);
+int imgdir_prepare(const char *dir, bool force, struct imgdir *d, struct mv_err *err);
 
 /* Write a whole file (mode 0600) into the temporary directory and fsync it. */
 int imgdir_write_file(struct imgdir *d, const char *name, const void *buf, size_t len);
 
 /* fsync the temporary directory, rename it to DIR, fsync the parent, and
  * remove the image it replaced. */
-int imgdir_commit(struct imgdir *d, char *err, size_t errlen);
+int imgdir_commit(struct imgdir *d, struct mv_err *err);
 
 /* Remove the temporary directory and what is in it (after a failure). */
 void imgdir_abort(struct imgdir *d);

@@ -8,82 +8,79 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static int read_header(struct imgread *r, const char *dir, char *err, size_t errlen)
+static int read_header(struct imgread *r, const char *dir, struct mv_err *err)
 {
 	unsigned char buf[IMG_HEADER_SIZE];
 	r->pagesfd = openat(r->dirfd, IMG_PAGES, O_RDONLY | O_CLOEXEC);
 	if (r->pagesfd < 0)
-		return mv_fail_msg(err, errlen, -errno, "%s/%s: %s", dir, IMG_PAGES,
-				   strerror(errno));
+		return mv_err_set(err, -errno, NULL, "%s/%s: %s", dir, IMG_PAGES, strerror(errno));
 	ssize_t n = pread(r->pagesfd, buf, sizeof(buf), 0);
 	if (n < 0)
-		return mv_fail_msg(err, errlen, -errno, "%s/%s: %s", dir, IMG_PAGES,
-				   strerror(errno));
+		return mv_err_set(err, -errno, NULL, "%s/%s: %s", dir, IMG_PAGES, strerror(errno));
 	if (n != (ssize_t)sizeof(buf))
-		return mv_fail_msg(err, errlen, -EINVAL, "%s/%s: shorter than its header", dir,
-				   IMG_PAGES);
-	return img_header_decode(buf, &r->h, err, errlen);
+		return mv_err_set(err, -EINVAL, NULL, "%s/%s: shorter than its header", dir,
+				  IMG_PAGES);
+	return img_header_decode(buf, &r->h, err);
 }
 
-static int read_manifest(struct imgread *r, const char *dir, char *err, size_t errlen)
+static int read_manifest(struct imgread *r, const char *dir, struct mv_err *err)
 {
 	_cleanup_free_ char *text = NULL;
 	size_t len = 0;
 	int rc = mv_read_file_at(r->dirfd, IMG_MANIFEST, &text, &len);
 	if (rc < 0)
-		return mv_fail_msg(err, errlen, rc, "%s/%s: %s", dir, IMG_MANIFEST, strerror(-rc));
+		return mv_err_set(err, rc, NULL, "%s/%s: %s", dir, IMG_MANIFEST, strerror(-rc));
 	r->manifest_size = len;
 	if (len != r->h.manifest_size)
-		return mv_fail_msg(err, errlen, -EBADMSG,
-				   "%s: %zu bytes, the pages header says %llu", IMG_MANIFEST, len,
-				   (unsigned long long)r->h.manifest_size);
+		return mv_err_set(err, -EBADMSG, NULL, "%s: %zu bytes, the pages header says %llu",
+				  IMG_MANIFEST, len, (unsigned long long)r->h.manifest_size);
 	uint32_t crc = crc32c(text, len);
 	if (crc != r->h.manifest_crc)
-		return mv_fail_msg(
-		    err, errlen, -EBADMSG,
+		return mv_err_set(
+		    err, -EBADMSG, NULL,
 		    "%s: checksum mismatch (pages header says %08x, the file has %08x)",
 		    IMG_MANIFEST, r->h.manifest_crc, crc);
-	return img_manifest_parse(text, len, &r->im, err, errlen);
+	return img_manifest_parse(text, len, &r->im, err);
 }
 
-static int check_agree(struct imgread *r, char *err, size_t errlen)
+static int check_agree(struct imgread *r, struct mv_err *err)
 {
 	struct stat st;
 	if (fstat(r->pagesfd, &st) < 0)
-		return mv_fail_msg(err, errlen, -errno, "%s: %s", IMG_PAGES, strerror(errno));
+		return mv_err_set(err, -errno, NULL, "%s: %s", IMG_PAGES, strerror(errno));
 	if (strcmp(r->h.id, r->im.id) != 0)
-		return mv_fail_msg(err, errlen, -EINVAL,
-				   "%s and %s belong to different images (%s, %s)", IMG_PAGES,
-				   IMG_MANIFEST, r->h.id, r->im.id);
+		return mv_err_set(err, -EINVAL, NULL,
+				  "%s and %s belong to different images (%s, %s)", IMG_PAGES,
+				  IMG_MANIFEST, r->h.id, r->im.id);
 	if (r->h.pages_size != r->im.pages_size || (uint64_t)st.st_size != r->h.pages_size)
-		return mv_fail_msg(err, errlen, -EINVAL,
-				   "%s is %llu bytes; its header says %llu and the manifest %llu",
-				   IMG_PAGES, (unsigned long long)st.st_size,
-				   (unsigned long long)r->h.pages_size,
-				   (unsigned long long)r->im.pages_size);
+		return mv_err_set(err, -EINVAL, NULL,
+				  "%s is %llu bytes; its header says %llu and the manifest %llu",
+				  IMG_PAGES, (unsigned long long)st.st_size,
+				  (unsigned long long)r->h.pages_size,
+				  (unsigned long long)r->im.pages_size);
 	if (r->h.data_bytes != r->im.recorded.data_bytes)
-		return mv_fail_msg(err, errlen, -EINVAL,
-				   "the pages header counts %llu data bytes, the manifest %llu",
-				   (unsigned long long)r->h.data_bytes,
-				   (unsigned long long)r->im.recorded.data_bytes);
+		return mv_err_set(err, -EINVAL, NULL,
+				  "the pages header counts %llu data bytes, the manifest %llu",
+				  (unsigned long long)r->h.data_bytes,
+				  (unsigned long long)r->im.recorded.data_bytes);
 	return 0;
 }
 
-int imgread_open(const char *dir, struct imgread *r, char *err, size_t errlen)
+int imgread_open(const char *dir, struct imgread *r, struct mv_err *err)
 {
 	memset(r, 0, sizeof(*r));
 	r->pagesfd = -1;
 	img_init(&r->im);
 	r->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (r->dirfd < 0)
-		return mv_fail_msg(err, errlen, -errno, "%s: %s", dir, strerror(errno));
-	int rc = read_header(r, dir, err, errlen);
+		return mv_err_set(err, -errno, NULL, "%s: %s", dir, strerror(errno));
+	int rc = read_header(r, dir, err);
 	if (rc == 0)
-		rc = read_manifest(r, dir, err, errlen);
+		rc = read_manifest(r, dir, err);
 	if (rc == 0)
-		rc = img_validate(&r->im, err, errlen);
+		rc = img_validate(&r->im, err);
 	if (rc == 0)
-		rc = check_agree(r, err, errlen);
+		rc = check_agree(r, err);
 	return rc;
 }
 
@@ -169,7 +166,7 @@ static int read_full(int fd, void *buf, size_t len, uint64_t off)
 }
 
 int imgread_verify(const struct imgread *r, void (*progress)(uint64_t, uint64_t, void *), void *arg,
-		   char *err, size_t errlen)
+		   struct mv_err *err)
 {
 	struct imgread_ref *refs;
 	size_t n = imgread_refs(r, &refs);
@@ -184,15 +181,15 @@ int imgread_verify(const struct imgread *r, void (*progress)(uint64_t, uint64_t,
 		rc = read_full(r->pagesfd, buf, len, e->off);
 		if (rc < 0) {
 			imgread_describe(r, &refs[i], where, sizeof(where));
-			rc = mv_fail_msg(err, errlen, rc, "%s: %s", where, strerror(-rc));
+			rc = mv_err_set(err, rc, NULL, "%s: %s", where, strerror(-rc));
 			break;
 		}
 		uint32_t crc = crc32c(buf, len);
 		if (crc != e->crc) {
 			imgread_describe(r, &refs[i], where, sizeof(where));
-			rc = mv_fail_msg(err, errlen, -EBADMSG,
-					 "%s: checksum mismatch (stored %08x, computed %08x)",
-					 where, e->crc, crc);
+			rc = mv_err_set(err, -EBADMSG, NULL,
+					"%s: checksum mismatch (stored %08x, computed %08x)", where,
+					e->crc, crc);
 			break;
 		}
 		done += len;

@@ -30,7 +30,7 @@ struct imgread_ref {
 
 /* Open dir: read and check the header and the manifest (checksum,
  * parse, validate, the two agree). */
-int imgread_open(const char *dir, struct imgread *r, char *err, size_t errlen);
+int imgread_open(const char *dir, struct imgread *r, struct mv_err *err);
 void imgread_close(struct imgread *r);
 
 /* Every extent, sorted by offset in the pages file. *refs is malloc'd. */
@@ -44,7 +44,7 @@ void imgread_describe(const struct imgread *r, const struct imgread_ref *ref, ch
  * given, is called now and then with the bytes checked so far. -EBADMSG
  * with err naming the first bad extent; -errno for a read error. */
 int imgread_verify(const struct imgread *r,
-		   void (*progress)(uint64_t done, uint64_t total, void *arg), void *arg, char *err,
-		   size_t errlen);
+		   void (*progress)(uint64_t done, uint64_t total, void *arg), void *arg,
+		   struct mv_err *err);
 
 #endif

@@ -853,16 +853,16 @@ static void build_map(struct evspace *s, const struct img_proc *ip)
 }
 
 /* userfaultfd(2) inside the process, then its fd fetched into ours. */
-static int make_uffd(struct remote *r, int pidfd, int *out, char *err, size_t errlen)
+static int make_uffd(struct remote *r, int pidfd, int *out, struct mv_err *err)
 {
 	long a[6] = {O_CLOEXEC | O_NONBLOCK}, tfd = -1, ignored;
 	int rc = remote_syscall_stopped(r, SYS_userfaultfd, a, &tfd);
 	if (rc < 0)
-		return mv_fail_msg(err, errlen, rc, "injecting userfaultfd(2) into process %d: %s",
-				   r->pid, strerror(-rc));
+		return mv_err_set(err, rc, NULL, "injecting userfaultfd(2) into process %d: %s",
+				  r->pid, strerror(-rc));
 	if (tfd < 0)
-		return mv_fail_msg(
-		    err, errlen, (int)tfd,
+		return mv_err_set(
+		    err, (int)tfd, NULL,
 		    "userfaultfd(2) failed in process %d: %s (evict needs userfaultfd: "
 		    "CAP_SYS_PTRACE or vm.unprivileged_userfaultfd=1)",
 		    r->pid, strerror((int)-tfd));
@@ -872,40 +872,39 @@ static int make_uffd(struct remote *r, int pidfd, int *out, char *err, size_t er
 	if (remote_syscall_stopped(r, SYS_close, c, &ignored) < 0)
 		log_warn("evict: process %d keeps a copy of its userfaultfd (fd %ld)", r->pid, tfd);
 	if (fd < 0)
-		return mv_fail_msg(err, errlen, -gerr,
-				   "pidfd_getfd of process %d's userfaultfd: %s", r->pid,
-				   strerror(gerr));
+		return mv_err_set(err, -gerr, NULL, "pidfd_getfd of process %d's userfaultfd: %s",
+				  r->pid, strerror(gerr));
 	*out = fd;
 	return 0;
 }
 
 static int setup_space(struct evspace *s, struct ptrace_proc *pp, struct remote *r, const char *dir,
-		       const char *id, char *err, size_t errlen)
+		       const char *id, struct mv_err *err)
 {
-	int rc = make_uffd(r, pp->pidfd, &s->uffd, err, errlen);
+	int rc = make_uffd(r, pp->pidfd, &s->uffd, err);
 	if (rc < 0)
 		return rc;
 	rc = uffd_api_best(s->uffd, UFFD_EVICT_FEATURES,
 			   UFFD_FEATURE_THREAD_ID | UFFD_FEATURE_POISON, &s->features);
 	if (rc < 0)
-		return mv_fail_msg(
-		    err, errlen, rc,
+		return mv_err_set(
+		    err, rc, NULL,
 		    "userfaultfd of process %d: UFFDIO_API: %s (features missing: %#llx)", pp->pid,
 		    strerror(-rc), (unsigned long long)s->features);
 	/* Before anything is dropped: should we die, the reaper keeps the
 	 * ranges registered until the program is dead (reaper.h). */
 	rc = keep_uffd(s);
 	if (rc < 0 && rc != -ENOTCONN)
-		return mv_fail_msg(err, errlen, rc,
-				   "handing process %d's userfaultfd to the reaper: %s", pp->pid,
-				   strerror(-rc));
+		return mv_err_set(err, rc, NULL,
+				  "handing process %d's userfaultfd to the reaper: %s", pp->pid,
+				  strerror(-rc));
 	char path[4096];
 	snprintf(path, sizeof(path), "%s/%s", dir, IMG_PAGES);
 	s->pagesfd = open(path, O_RDONLY | O_CLOEXEC);
 	if (s->pagesfd < 0)
-		return mv_fail_msg(err, errlen, -errno, "%s: %s", path, strerror(errno));
+		return mv_err_set(err, -errno, NULL, "%s: %s", path, strerror(errno));
 	if (s->stopfd < 0)
-		return mv_fail_msg(err, errlen, -EMFILE, "eventfd: %s", strerror(EMFILE));
+		return mv_err_set(err, -EMFILE, NULL, "eventfd: %s", strerror(EMFILE));
 	s->pid = s->tgid = pp->pid;
 	s->pidfd = fcntl(pp->pidfd, F_DUPFD_CLOEXEC, 0);
 	s->probe = r->vdso_start;
@@ -948,19 +947,18 @@ static void evict_region(struct evspace *s, struct remote *r, const struct img_r
 }
 
 int evict_proc_stopped(struct evict *reg, struct ptrace_proc *pp, const struct img_proc *ip,
-		       const char *dir, const char *id, struct evict_stats *st, char *err,
-		       size_t errlen)
+		       const char *dir, const char *id, struct evict_stats *st, struct mv_err *err)
 {
 	struct remote r;
 	int rc = remote_open_stopped(&r, pp, &reg->mv->injecting);
 	if (rc < 0)
-		return mv_fail_msg(err, errlen, rc,
-				   "process %d: none of its threads is stopped (a vfork parent "
-				   "waits until its child execs or exits), so no system call can "
-				   "be injected into it: %s",
-				   pp->pid, strerror(-rc));
+		return mv_err_set(err, rc, NULL,
+				  "process %d: none of its threads is stopped (a vfork parent "
+				  "waits until its child execs or exits), so no system call can "
+				  "be injected into it: %s",
+				  pp->pid, strerror(-rc));
 	struct evspace *s = space_new(reg);
-	rc = setup_space(s, pp, &r, dir, id, err, errlen);
+	rc = setup_space(s, pp, &r, dir, id, err);
 	if (rc < 0) {
 		evict_put(s);
 		return rc;
@@ -971,8 +969,7 @@ int evict_proc_stopped(struct evict *reg, struct ptrace_proc *pp, const struct i
 	s->evicting = true;
 	if ((rc = start_workers(s)) < 0) {
 		evict_put(s);
-		return mv_fail_msg(err, errlen, rc, "starting the fault workers: %s",
-				   strerror(-rc));
+		return mv_err_set(err, rc, NULL, "starting the fault workers: %s", strerror(-rc));
 	}
 	link_space(s);
 	uint64_t regions_before = st->regions;

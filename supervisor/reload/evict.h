@@ -58,8 +58,7 @@ struct evict_stats {
  * start the fault workers. On failure before anything was dropped, the
  * process is untouched; err says why. */
 int evict_proc_stopped(struct evict *reg, struct ptrace_proc *pp, const struct img_proc *ip,
-		       const char *dir, const char *id, struct evict_stats *st, char *err,
-		       size_t errlen);
+		       const char *dir, const char *id, struct evict_stats *st, struct mv_err *err);
 
 /* The live spaces evicted to image id (references; evict_put each), in
  * *out (malloc'd). Returns how many. */

@@ -48,17 +48,15 @@ static int verify(struct reload *r)
 {
 	job_progress(r->j, "verifying", 0, 0);
 	struct imgread ir;
-	char err[512];
-	int rc = imgread_open(r->req->dir, &ir, err, sizeof(err));
-	if (rc == 0 && strcmp(ir.im.id, r->req->id) != 0) {
-		snprintf(err, sizeof(err), "%s now holds image %s, not %s", r->req->dir, ir.im.id,
-			 r->req->id);
-		rc = -EINVAL;
-	}
+	struct mv_err err = {0};
+	int rc = imgread_open(r->req->dir, &ir, &err);
+	if (rc == 0 && strcmp(ir.im.id, r->req->id) != 0)
+		rc = mv_err_set(&err, -EINVAL, NULL, "%s now holds image %s, not %s", r->req->dir,
+				ir.im.id, r->req->id);
 	imgread_close(&ir);
 	if (rc < 0)
-		job_fail(r->j, rc == -EBADMSG || rc == -EINVAL ? RELOAD_E_CORRUPT : CTL_E_INTERNAL,
-			 "%s: %s; nothing of it was loaded", r->req->dir, err);
+		job_fail(r->j, rc == -EBADMSG || rc == -EINVAL ? MV_E_CORRUPT_IMAGE : MV_E_INTERNAL,
+			 "%s: %s; nothing of it was loaded", r->req->dir, err.msg);
 	return rc;
 }
 
@@ -123,7 +121,7 @@ static int load_space(struct reload *r, struct evspace *s, void *buf)
 			return 0;
 		}
 		if (rc == -EBADMSG) {
-			job_fail(r->j, RELOAD_E_CORRUPT,
+			job_fail(r->j, MV_E_CORRUPT_IMAGE,
 				 "loading process %d from %s: an extent fails its checksum "
 				 "(checksum mismatch): the image is corrupt; its pages were not "
 				 "loaded and the rest stays evicted",
@@ -131,7 +129,7 @@ static int load_space(struct reload *r, struct evspace *s, void *buf)
 			return rc;
 		}
 		if (rc < 0) {
-			job_fail(r->j, CTL_E_INTERNAL, "loading process %d from %s: %s",
+			job_fail(r->j, MV_E_INTERNAL, "loading process %d from %s: %s",
 				 evict_space_pid(s), r->req->dir, strerror(-rc));
 			return rc;
 		}
@@ -228,37 +226,19 @@ static int reload_run(struct job *j)
 	return rc;
 }
 
-/* ---- the command ------------------------------------------------------- */
-
-static int parse(json_t *args, struct reload_req *req, struct ctl_err *err)
-{
-	const char *dir;
-	if (ctl_arg_string(args, "dir", &dir, err) < 0)
-		return -1;
-	if (dir[0] != '/')
-		return ctl_fail(err, CTL_E_BAD_REQUEST, "args.dir: '%s' is not an absolute path",
-				dir);
-	json_t *rate = json_object_get(args, "rate");
-	if (rate && (!json_is_number(rate) || json_number_value(rate) < 0))
-		return ctl_fail(err, CTL_E_BAD_REQUEST,
-				"args.rate: expected a number of MB/s (0: no cap)");
-	req->rate = rate ? json_number_value(rate) * 1e6 : 0;
-	req->dir = xstrdup(dir);
-	return 0;
-}
+/* ---- starting ------------------------------------------------------- */
 
 /* The image at dir must be the one processes are evicted to. */
-static int match_image(struct mv *mv, struct reload_req *req, struct ctl_err *err)
+static int match_image(struct mv *mv, struct reload_req *req, struct mv_err *err)
 {
 	struct imgread ir;
-	char msg[512];
-	int rc = imgread_open(req->dir, &ir, msg, sizeof(msg));
+	int rc = imgread_open(req->dir, &ir, err);
 	if (rc == 0)
 		snprintf(req->id, sizeof(req->id), "%s", ir.im.id);
 	imgread_close(&ir);
 	if (rc < 0)
-		return ctl_fail(err, rc == -ENOENT ? CTL_E_INVALID : RELOAD_E_CORRUPT,
-				"cannot reload from %s: %s", req->dir, msg);
+		return mv_err_set(err, rc, rc == -ENOENT ? MV_E_INVALID : MV_E_CORRUPT_IMAGE,
+				  "cannot reload from %s: %s", req->dir, err->msg);
 	struct evspace **v;
 	size_t n = evict_spaces_of(mv->evict, req->id, &v);
 	for (size_t i = 0; i < n; i++)
@@ -268,40 +248,42 @@ static int match_image(struct mv *mv, struct reload_req *req, struct ctl_err *er
 		return 0;
 	char id[40], dir[4096];
 	if (evict_some_image(mv->evict, id, sizeof(id), dir, sizeof(dir)))
-		return ctl_fail(err, RELOAD_E_MISMATCH,
-				"%s holds image %s, but the evicted processes' image is %s (%s): "
-				"refusing to load pages of another image",
-				req->dir, req->id, id, dir);
-	return ctl_fail(err, CTL_E_INVALID, "no process is evicted to %s", req->dir);
+		return mv_err_set(err, -EINVAL, MV_E_IMAGE_MISMATCH,
+				  "%s holds image %s, but the evicted processes' image is %s (%s): "
+				  "refusing to load pages of another image",
+				  req->dir, req->id, id, dir);
+	return mv_err_set(err, -ENOENT, MV_E_INVALID, "no process is evicted to %s", req->dir);
 }
 
-int ctl_cmd_reload(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
-		   struct ctl_err *err)
+int reload_start(struct mv *mv, const char *dir, double rate, struct job **out, char *id,
+		 size_t idlen, struct mv_err *err)
 {
 	struct reload_req *req = xcalloc(1, sizeof(*req));
-	if (parse(args, req, err) < 0 || match_image(mv, req, err) < 0)
+	req->dir = xstrdup(dir);
+	req->rate = rate;
+	int rc = match_image(mv, req, err);
+	if (rc < 0)
 		goto fail;
 	pthread_mutex_lock(&mv->lock);
 	bool busy = jobs_running_locked(mv, JOB_RELOAD);
 	pthread_mutex_unlock(&mv->lock);
 	if (busy) {
-		ctl_fail(err, CTL_E_BUSY, "a reload is already running");
+		rc = mv_err_set(err, -EBUSY, MV_E_BUSY, "a reload is already running");
 		goto fail;
 	}
-	struct job *j;
-	int rc = jobs_start(mv, JOB_RELOAD, reload_run, req, req_free, &j);
+	rc = jobs_start(mv, JOB_RELOAD, reload_run, req, req_free, out);
 	if (rc == -ESHUTDOWN) {
-		ctl_fail(err, CTL_E_NO_SUCH_PROCESS,
-			 "the supervised command has exited and memvisor is exiting");
+		mv_err_set(err, rc, MV_E_NO_SUCH_PROCESS,
+			   "the supervised command has exited and memvisor is exiting");
 		goto fail;
 	}
 	if (rc < 0) {
-		ctl_fail(err, CTL_E_INTERNAL, "cannot start the reload: %s", strerror(-rc));
+		mv_err_set(err, rc, MV_E_INTERNAL, "cannot start the reload: %s", strerror(-rc));
 		goto fail;
 	}
-	*result = json_pack("{s:i, s:s, s:s}", "job", j->id, "dir", req->dir, "id", req->id);
+	snprintf(id, idlen, "%s", req->id);
 	return 0;
 fail:
 	req_free(req);
-	return -1;
+	return rc;
 }

@@ -6,13 +6,18 @@
 #ifndef MV_RELOAD_H
 #define MV_RELOAD_H
 
-#include "supervisor/ctl/ctl.h"
+#include "common/err.h"
+#include "supervisor/supervise/jobs.h"
 
-#define RELOAD_E_CORRUPT  "corrupt_image"
-#define RELOAD_E_MISMATCH "image_mismatch"
+#include <stddef.h>
 
-/* The control command: {"dir":PATH, ["rate":MB/s]} -> {"job":N, ...}. */
-int ctl_cmd_reload(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
-		   struct ctl_err *err);
+/* Start a reload of the memory evicted to the image at dir (an absolute
+ * path), reading at most rate bytes a second from it (0: no cap). dir
+ * must hold the image processes are evicted to (MV_E_IMAGE_MISMATCH
+ * otherwise, MV_E_INVALID when nothing is evicted), and no other reload
+ * may run (MV_E_BUSY). 0 with the job in *out and the image id in id;
+ * -errno with err filled. */
+int reload_start(struct mv *mv, const char *dir, double rate, struct job **out, char *id,
+		 size_t idlen, struct mv_err *err);
 
 #endif

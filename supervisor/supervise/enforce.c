@@ -949,23 +949,23 @@ static void apply_rlimit_as(struct mv *mv, uint64_t max_mapped)
 	}
 }
 
-static int kernel_pieces_allow(const struct enforce *e, const struct policy *pol, char *err,
-			       size_t len)
+static int kernel_pieces_allow(const struct enforce *e, const struct policy *pol,
+			       struct mv_err *err)
 {
 	if (e->mdwe && (pol->wx != POL_WX_DENY || pol->n_wx_allow)) {
-		snprintf(err, len,
-			 "the command runs with PR_SET_MDWE (set at launch for wx deny without "
-			 "wx_allow), which the kernel cannot lift: wx must stay \"deny\" with no "
-			 "wx_allow");
+		mv_err_set(err, 0, MV_E_NOT_SUPPORTED,
+			   "the command runs with PR_SET_MDWE (set at launch for wx deny without "
+			   "wx_allow), which the kernel cannot lift: wx must stay \"deny\" with no "
+			   "wx_allow");
 		return -1;
 	}
 	struct pol_launch_setup setup = {.landlock_proc_mem = e->landlock,
 					 .rie_guarded = e->rie_guarded};
-	if (policy_runtime_gaps(&setup, pol, err, len) < 0)
+	if (policy_runtime_gaps(&setup, pol, err) < 0)
 		return -1;
 	if (pol->lim.max_mapped && !e->rlimit_guard) {
-		snprintf(
-		    err, len,
+		mv_err_set(
+		    err, 0, MV_E_NOT_SUPPORTED,
 		    "limits.max_mapped is RLIMIT_AS, and the launch policy had no max_mapped, so "
 		    "the command may have changed its own RLIMIT_AS: start memvisor with a "
 		    "policy that has max_mapped to change it at run time");
@@ -974,7 +974,7 @@ static int kernel_pieces_allow(const struct enforce *e, const struct policy *pol
 	return 0;
 }
 
-int enforce_set_policy(struct mv *mv, struct policy *pol, char *err, size_t len)
+int enforce_set_policy(struct mv *mv, struct policy *pol, struct mv_err *err)
 {
 	struct enforce *e = mv->enforce;
 	struct needs want;
@@ -983,13 +983,13 @@ int enforce_set_policy(struct mv *mv, struct policy *pol, char *err, size_t len)
 	int rc = needs_covered(&e->launch, &want, why, sizeof(why));
 	needs_free(&want);
 	if (rc < 0) {
-		snprintf(err, len,
-			 "the filter fixed at launch does not notify what this policy needs: %s "
-			 "(start memvisor with this policy, or with --notify-all)",
-			 why);
+		mv_err_set(err, 0, MV_E_NOT_SUPPORTED,
+			   "the filter fixed at launch does not notify what this policy needs: %s "
+			   "(start memvisor with this policy, or with --notify-all)",
+			   why);
 		return -EINVAL;
 	}
-	if (kernel_pieces_allow(e, pol, err, len) < 0)
+	if (kernel_pieces_allow(e, pol, err) < 0)
 		return -EINVAL;
 	pthread_mutex_lock(&mv->lock);
 	struct policy *old = mv->policy;

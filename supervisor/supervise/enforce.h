@@ -10,6 +10,7 @@
 #ifndef MV_ENFORCE_H
 #define MV_ENFORCE_H
 
+#include "common/err.h"
 #include "policy/decide.h"
 #include "supervisor/supervise/mv.h"
 #include "tracee/launch.h"
@@ -49,7 +50,7 @@ void enforce_proc_exit_locked(struct mv *mv, struct proc *p);
  * err) when the launch filter does not notify what pol needs or a
  * kernel-side piece set at launch would contradict it; then the old
  * policy stays. Takes ownership of pol on success only. */
-int enforce_set_policy(struct mv *mv, struct policy *pol, char *err, size_t len);
+int enforce_set_policy(struct mv *mv, struct policy *pol, struct mv_err *err);
 
 /* The active policy and how it is enforced, for `ctl policy`. */
 json_t *enforce_show(struct mv *mv);

@@ -45,9 +45,10 @@ json_t *job_json_locked(const struct job *j)
 	if (j->state == JOB_DONE && j->result)
 		json_object_set(o, "result", j->result);
 	if (j->state == JOB_FAILED)
-		json_object_set_new(
-		    o, "error",
-		    json_pack("{s:s, s:s}", "code", j->error_code, "message", j->error));
+		json_object_set_new(o, "error",
+				    json_pack("{s:s, s:s}", "code",
+					      j->err.code ? j->err.code : MV_E_INTERNAL, "message",
+					      j->err.msg));
 	return o;
 }
 
@@ -67,10 +68,8 @@ static void *job_thread(void *arg)
 	j->finished_ns = mv_now_ns();
 	if (rc < 0) {
 		j->state = JOB_FAILED;
-		if (!j->error[0]) {
-			snprintf(j->error_code, sizeof(j->error_code), "internal");
-			snprintf(j->error, sizeof(j->error), "%s", strerror(-rc));
-		}
+		if (!mv_err_isset(&j->err))
+			mv_err_set(&j->err, rc, MV_E_INTERNAL, "%s", strerror(-rc));
 		snprintf(j->phase, sizeof(j->phase), "failed");
 	} else {
 		j->state = JOB_DONE;
@@ -79,7 +78,7 @@ static void *job_thread(void *arg)
 	emit_locked(j);
 	pthread_mutex_unlock(&mv->lock);
 	if (rc < 0)
-		log_warn("%s job %d failed: %s", job_kind_name(j->kind), j->id, j->error);
+		log_warn("%s job %d failed: %s", job_kind_name(j->kind), j->id, j->err.msg);
 	else
 		log_info("%s job %d done", job_kind_name(j->kind), j->id);
 	ev_async_send(mv->loop, &mv->wake);
@@ -112,8 +111,7 @@ int jobs_start(struct mv *mv, enum job_kind kind, int (*run)(struct job *), void
 	if (rc) {
 		j->state = JOB_FAILED;
 		j->joined = true;
-		snprintf(j->error_code, sizeof(j->error_code), "internal");
-		snprintf(j->error, sizeof(j->error), "cannot start a thread: %s", strerror(rc));
+		mv_err_set(&j->err, -rc, MV_E_INTERNAL, "cannot start a thread: %s", strerror(rc));
 	}
 	pthread_mutex_unlock(&mv->lock);
 	if (rc)
@@ -139,11 +137,19 @@ void job_progress(struct job *j, const char *phase, uint64_t done, uint64_t tota
 void job_fail(struct job *j, const char *code, const char *fmt, ...)
 {
 	pthread_mutex_lock(&j->mv->lock);
-	snprintf(j->error_code, sizeof(j->error_code), "%s", code);
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(j->error, sizeof(j->error), fmt, ap);
+	mv_err_vset(&j->err, -1, code, fmt, ap);
 	va_end(ap);
+	pthread_mutex_unlock(&j->mv->lock);
+}
+
+void job_fail_with(struct job *j, const struct mv_err *e)
+{
+	pthread_mutex_lock(&j->mv->lock);
+	j->err = *e;
+	if (!j->err.code)
+		j->err.code = MV_E_INTERNAL;
 	pthread_mutex_unlock(&j->mv->lock);
 }
 

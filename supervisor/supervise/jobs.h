@@ -6,6 +6,7 @@
 #ifndef MV_JOBS_H
 #define MV_JOBS_H
 
+#include "common/err.h"
 #include "supervisor/supervise/mv.h"
 
 #include <jansson.h>
@@ -26,10 +27,9 @@ struct job {
 	uint64_t done, total; /* bytes */
 	uint64_t started_ns, finished_ns, started_wall_ns;
 	uint64_t last_event_ns;
-	json_t *result;	     /* set by the worker before it returns 0 */
-	json_t *progress;    /* optional extra progress fields (worker-owned, under lock) */
-	char error_code[32]; /* set with job_fail */
-	char error[512];
+	json_t *result;	   /* set by the worker before it returns 0 */
+	json_t *progress;  /* optional extra progress fields (worker-owned, under lock) */
+	struct mv_err err; /* set with job_fail */
 	int (*run)(struct job *j);
 	void *ctx;
 	void (*ctx_free)(void *ctx);
@@ -50,6 +50,8 @@ void job_progress(struct job *j, const char *phase, uint64_t done, uint64_t tota
 /* Worker: record why the job failed; run() then returns a negative value. */
 void job_fail(struct job *j, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The same with an error already made (code NULL: internal). */
+void job_fail_with(struct job *j, const struct mv_err *e);
 
 /* Main thread, with mv->lock held. */
 struct job *jobs_find_locked(struct mv *mv, int id);

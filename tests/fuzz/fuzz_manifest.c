@@ -15,9 +15,10 @@ static void check_roundtrip(const struct img *im)
 	size_t len;
 	char *text = img_manifest_write(im, &len);
 	struct img again;
-	char err[IMG_ERR_LEN];
+	struct mv_err E = {0};
+	const char *err = E.msg;
 	img_init(&again);
-	if (img_manifest_parse(text, len, &again, err, sizeof(err)) < 0) {
+	if (img_manifest_parse(text, len, &again, &E) < 0) {
 		fprintf(stderr, "written manifest refused: %s\n", err);
 		abort();
 	}
@@ -28,10 +29,11 @@ static void check_roundtrip(const struct img *im)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct img im;
-	char err[IMG_ERR_LEN];
+	struct mv_err E = {0};
+	const char *err = E.msg;
 	img_init(&im);
-	if (img_manifest_parse((const char *)data, size, &im, err, sizeof(err)) == 0 &&
-	    img_validate(&im, err, sizeof(err)) == 0) {
+	if (img_manifest_parse((const char *)data, size, &im, &E) == 0 &&
+	    img_validate(&im, &E) == 0) {
 		struct img_totals t;
 		img_totals(&im, &t);
 		check_roundtrip(&im);
@@ -41,7 +43,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	img_free(&im);
 	if (size >= IMG_HEADER_SIZE) {
 		struct img_header h;
-		img_header_decode(data, &h, err, sizeof(err));
+		img_header_decode(data, &h, &E);
 	}
 	return 0;
 }

@@ -184,10 +184,12 @@ static void build(struct img *im)
 static int parse_and_validate(const char *text, size_t len, char *err)
 {
 	struct img im;
-	int rc = img_manifest_parse(text, len, &im, err, IMG_ERR_LEN);
+	struct mv_err e = {0};
+	int rc = img_manifest_parse(text, len, &im, &e);
 	if (rc == 0)
-		rc = img_validate(&im, err, IMG_ERR_LEN);
+		rc = img_validate(&im, &e);
 	img_free(&im);
+	snprintf(err, IMG_ERR_LEN, "%s", e.msg);
 	return rc;
 }
 
@@ -219,14 +221,15 @@ static void test_manifest(void)
 {
 	struct img im, back;
 	build(&im);
-	char err[IMG_ERR_LEN] = "";
-	ok(img_validate(&im, err, sizeof(err)) == 0, "a built image validates: %s", err);
+	struct mv_err E = {0};
+	const char *err = E.msg;
+	ok(img_validate(&im, &E) == 0, "a built image validates: %s", err);
 	size_t len;
 	char *text = img_manifest_write(&im, &len);
 	ok(text && len == strlen(text) && text[len - 1] == '\n', "manifest text ends in a newline");
-	int rc = img_manifest_parse(text, len, &back, err, sizeof(err));
+	int rc = img_manifest_parse(text, len, &back, &E);
 	ok(rc == 0, "manifest parses: %s", err);
-	ok(rc == 0 && img_validate(&back, err, sizeof(err)) == 0, "parsed manifest validates: %s", err);
+	ok(rc == 0 && img_validate(&back, &E) == 0, "parsed manifest validates: %s", err);
 	ok(strcmp(back.id, im.id) == 0 && back.created_ns == im.created_ns &&
 		   back.pages_size == im.pages_size,
 	   "top-level fields round-trip");
@@ -277,7 +280,7 @@ static void test_manifest(void)
 	im.p[0].r[0].start = 0x100000;
 	im.p[0].r[0].end = 0x400000;
 	im.p[0].r[0].ext.v[0].addr = 0x1ff000;
-	ok(img_validate(&im, err, sizeof(err)) == -EINVAL && strstr(err, "2 MiB"),
+	ok(img_validate(&im, &E) == -EINVAL && strstr(err, "2 MiB"),
 	   "an extent across a 2 MiB boundary is refused: %s", err);
 	free(text);
 	img_free(&im);
@@ -291,17 +294,18 @@ static void test_header(void)
 	unsigned char buf[IMG_HEADER_SIZE];
 	img_header_encode(&h, buf);
 	struct img_header g;
-	char err[IMG_ERR_LEN] = "";
-	ok(img_header_decode(buf, &g, err, sizeof(err)) == 0, "header decodes: %s", err);
+	struct mv_err E = {0};
+	const char *err = E.msg;
+	ok(img_header_decode(buf, &g, &E) == 0, "header decodes: %s", err);
 	ok(strcmp(g.id, h.id) == 0 && g.pages_size == h.pages_size && g.data_bytes == h.data_bytes &&
 		   g.manifest_size == 999 && g.manifest_crc == 0x12345678,
 	   "header fields round-trip");
 	buf[50] ^= 1;
-	ok(img_header_decode(buf, &g, err, sizeof(err)) == -EINVAL && strstr(err, "checksum"),
+	ok(img_header_decode(buf, &g, &E) == -EINVAL && strstr(err, "checksum"),
 	   "a flipped header bit is caught: %s", err);
 	buf[50] ^= 1;
 	buf[0] = 'X';
-	ok(img_header_decode(buf, &g, err, sizeof(err)) == -EINVAL && strstr(err, "magic"),
+	ok(img_header_decode(buf, &g, &E) == -EINVAL && strstr(err, "magic"),
 	   "a wrong magic is caught");
 	char id2[33];
 	img_new_id(id2);
@@ -339,23 +343,24 @@ static void test_match(void)
 			      .kind = AS_SHMEM, .inode = 77, .dev_minor = 1};
 	as_model_push(&live, &a);
 	as_model_push(&live, &s);
-	char err[IMG_ERR_LEN] = "";
-	ok(img_match_layout(&im.p[0], &live, err, sizeof(err)) == 0,
+	struct mv_err E = {0};
+	const char *err = E.msg;
+	ok(img_match_layout(&im.p[0], &live, &E) == 0,
 	   "the same layout matches (file references need not be mapped): %s", err);
 	live.r[0].start = 0x8000; /* grown downwards, like a stack */
-	ok(img_match_layout(&im.p[0], &live, err, sizeof(err)) == 0, "a grown region still contains it");
+	ok(img_match_layout(&im.p[0], &live, &E) == 0, "a grown region still contains it");
 	live.r[0].start = 0x10000;
 	live.r[0].prot = AS_PROT_READ;
-	ok(img_match_layout(&im.p[0], &live, err, sizeof(err)) == -ESTALE && strstr(err, "changed"),
+	ok(img_match_layout(&im.p[0], &live, &E) == -ESTALE && strstr(err, "changed"),
 	   "a protection change is a mismatch: %s", err);
 	live.r[0].prot = AS_PROT_READ | AS_PROT_WRITE;
 	live.r[0].end = 0x18000;
-	ok(img_match_layout(&im.p[0], &live, err, sizeof(err)) == -ESTALE &&
+	ok(img_match_layout(&im.p[0], &live, &E) == -ESTALE &&
 		   strstr(err, "no longer mapped"),
 	   "a shrunk region is a mismatch: %s", err);
 	live.r[0].end = 0x20000;
 	live.r[1].inode = 78;
-	ok(img_match_layout(&im.p[0], &live, err, sizeof(err)) == -ESTALE,
+	ok(img_match_layout(&im.p[0], &live, &E) == -ESTALE,
 	   "another object is a mismatch");
 	live.n = 0; /* as_model_free would free the paths we did not allocate */
 	free(live.r);

@@ -260,19 +260,20 @@ static void test_runtime_gaps(void)
 {
 	struct policy *deny = parse_ok("{\"version\": 1, \"wx\": \"deny\"}");
 	struct policy *log = parse_ok("{\"version\": 1, \"wx\": \"log\"}");
-	char msg[512];
+	struct mv_err e = {0};
+	const char *msg = e.msg;
 	struct pol_launch_setup full = {true, true}, none = {false, false},
 				no_mem = {false, true}, no_rie = {true, false};
-	ok(policy_runtime_gaps(&full, deny, msg, sizeof(msg)) == 0,
+	ok(policy_runtime_gaps(&full, deny, &e) == 0,
 	   "gaps: deny over a deny launch is enforceable");
-	ok(policy_runtime_gaps(&none, log, msg, sizeof(msg)) == 0, "gaps: log refuses nothing");
-	ok(policy_runtime_gaps(&none, deny, msg, sizeof(msg)) == -EINVAL &&
+	ok(policy_runtime_gaps(&none, log, &e) == 0, "gaps: log refuses nothing");
+	ok(policy_runtime_gaps(&none, deny, &e) == -EINVAL &&
 	       strstr(msg, "/proc/PID/mem") && strstr(msg, "READ_IMPLIES_EXEC"),
 	   "gaps: deny over an off launch names both gaps");
-	ok(policy_runtime_gaps(&no_mem, deny, msg, sizeof(msg)) == -EINVAL &&
+	ok(policy_runtime_gaps(&no_mem, deny, &e) == -EINVAL &&
 	       strstr(msg, "/proc/PID/mem") && !strstr(msg, "READ_IMPLIES_EXEC"),
 	   "gaps: without Landlock only /proc/PID/mem");
-	ok(policy_runtime_gaps(&no_rie, deny, msg, sizeof(msg)) == -EINVAL &&
+	ok(policy_runtime_gaps(&no_rie, deny, &e) == -EINVAL &&
 	       !strstr(msg, "/proc/PID/mem") && strstr(msg, "READ_IMPLIES_EXEC"),
 	   "gaps: READ_IMPLIES_EXEC allowed since launch");
 	policy_free(deny);
