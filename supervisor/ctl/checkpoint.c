@@ -116,7 +116,7 @@ static int evicted_refusal(struct mv *mv, struct mv_err *err)
 			dir, dir);
 }
 
-int ctl_cmd_checkpoint(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
+int ctl_cmd_checkpoint(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,
 		       struct mv_err *err)
 {
 	const char *dir;

@@ -8,7 +8,7 @@
 
 /* {"dir": ABSOLUTE PATH, "pids": [PID...], "force": BOOL, "buffer": BYTES,
  *  "stop_timeout_ms": MS} -> {"job": ID, "dir": PATH} */
-int ctl_cmd_checkpoint(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
+int ctl_cmd_checkpoint(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,
 		       struct mv_err *err);
 
 #endif

@@ -7,7 +7,6 @@
 #include "supervisor/reload/evict.h"
 #include "supervisor/ctl/reload.h"
 #include "supervisor/ctl/policy.h"
-#include "supervisor/ctl/server.h"
 #include "supervisor/supervise/jobs.h"
 #include "supervisor/supervise/lifecycle.h"
 #include "supervisor/supervise/model.h"
@@ -142,8 +141,8 @@ static json_t *command_json(struct mv *mv)
 	return a;
 }
 
-static int cmd_hello(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
-		     struct mv_err *err)
+static int ctl_cmd_hello(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,
+			 struct mv_err *err)
 {
 	json_t *cmds = json_array();
 	size_t n;
@@ -180,8 +179,8 @@ static pid_t *running_pids(struct mv *mv, size_t *n)
 	return v;
 }
 
-static int cmd_status(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
-		      struct mv_err *err)
+static int ctl_cmd_status(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,
+			  struct mv_err *err)
 {
 	size_t n;
 	_cleanup_free_ pid_t *pids = running_pids(mv, &n);
@@ -241,8 +240,8 @@ static const char *state_word(char s)
 	}
 }
 
-static int cmd_ps(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
-		  struct mv_err *err)
+static int ctl_cmd_ps(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,
+		      struct mv_err *err)
 {
 	size_t n;
 	_cleanup_free_ pid_t *pids = running_pids(mv, &n);
@@ -350,8 +349,8 @@ static int parse_source(json_t *args, enum procmap_source *src, struct mv_err *e
 	return 0;
 }
 
-static int cmd_regions(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
-		       struct mv_err *err)
+static int ctl_cmd_regions(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,
+			   struct mv_err *err)
 {
 	pid_t pid;
 	enum procmap_source src = PROCMAP_SRC_AUTO;
@@ -411,7 +410,7 @@ static int cmd_regions(struct mv *mv, struct ctl_client *c, json_t *args, json_t
 	}
 	jw_obj_end(&w);
 	pthread_mutex_unlock(&mv->lock);
-	ctl_client_raw_result(c, w.buf);
+	call->raw_result = w.buf;
 	return 0;
 }
 
@@ -424,8 +423,8 @@ static json_t *proc_stats_json(const struct proc *p)
 			 p->state == PROC_EXITED, "stats", render_stats(&p->stats));
 }
 
-static int cmd_stats(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
-		     struct mv_err *err)
+static int ctl_cmd_stats(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,
+			 struct mv_err *err)
 {
 	lifecycle_refresh(mv);
 	if (json_object_get(args, "pid")) {
@@ -457,16 +456,16 @@ static int cmd_stats(struct mv *mv, struct ctl_client *c, json_t *args, json_t *
 
 /* ---- events, jobs --------------------------------------------------- */
 
-static int cmd_events(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
-		      struct mv_err *err)
+static int ctl_cmd_events(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,
+			  struct mv_err *err)
 {
-	ctl_client_subscribe(c);
+	call->subscribe = true;
 	*result = json_pack("{s:b}", "subscribed", 1);
 	return 0;
 }
 
-static int cmd_job(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
-		   struct mv_err *err)
+static int ctl_cmd_job(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,
+		       struct mv_err *err)
 {
 	long long id = 0;
 	if (ctl_arg_int(args, "id", &id, err) < 0)
@@ -487,8 +486,8 @@ static int cmd_job(struct mv *mv, struct ctl_client *c, json_t *args, json_t **r
 	return 0;
 }
 
-static int cmd_jobs(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
-		    struct mv_err *err)
+static int ctl_cmd_jobs(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,
+			struct mv_err *err)
 {
 	pthread_mutex_lock(&mv->lock);
 	*result = json_pack("{s:o}", "jobs", jobs_json_locked(mv, false));
@@ -499,16 +498,17 @@ static int cmd_jobs(struct mv *mv, struct ctl_client *c, json_t *args, json_t **
 /* ---- the table ------------------------------------------------------ */
 
 static const struct ctl_cmd table[] = {
-    {"hello", cmd_hello, "versions, supervisor pid, kernel features, commands"},
-    {"status", cmd_status, "uptime, command, processes, totals, running jobs"},
-    {"ps", cmd_ps, "every supervised process"},
-    {"regions", cmd_regions, "a process's address space now: {\"pid\":N}"},
-    {"stats", cmd_stats, "calls by syscall and verdict, bytes, service time: [{\"pid\":N}]"},
-    {"events", cmd_events, "subscribe to the event stream"},
-    {"policy", ctl_policy_show, "the active policy and how it is enforced"},
-    {"policy_set", ctl_policy_set, "validate a policy file and make it active: {\"path\":FILE}"},
-    {"job", cmd_job, "a job's progress or result: {\"id\":N}"},
-    {"jobs", cmd_jobs, "every job of this run"},
+    {"hello", ctl_cmd_hello, "versions, supervisor pid, kernel features, commands"},
+    {"status", ctl_cmd_status, "uptime, command, processes, totals, running jobs"},
+    {"ps", ctl_cmd_ps, "every supervised process"},
+    {"regions", ctl_cmd_regions, "a process's address space now: {\"pid\":N}"},
+    {"stats", ctl_cmd_stats, "calls by syscall and verdict, bytes, service time: [{\"pid\":N}]"},
+    {"events", ctl_cmd_events, "subscribe to the event stream"},
+    {"policy", ctl_cmd_policy, "the active policy and how it is enforced"},
+    {"policy_set", ctl_cmd_policy_set,
+     "validate a policy file and make it active: {\"path\":FILE}"},
+    {"job", ctl_cmd_job, "a job's progress or result: {\"id\":N}"},
+    {"jobs", ctl_cmd_jobs, "every job of this run"},
     {"checkpoint", ctl_cmd_checkpoint,
      "write the processes' memory to an image: {\"dir\":PATH, [\"pids\":[N...]], [\"force\":true], "
      "[\"evict\":true]}"},

@@ -13,9 +13,16 @@
 
 #include <jansson.h>
 
-struct ctl_client;
+/* What a handler may ask of the connection besides its result. */
+struct ctl_call {
+	/* The result as JSON text instead of *result (for large results,
+	 * written without building a jansson tree); the server frees it. */
+	char *raw_result;
+	/* Make the client an event subscriber (the events command). */
+	bool subscribe;
+};
 
-typedef int (*ctl_handler)(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
+typedef int (*ctl_handler)(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,
 			   struct mv_err *err);
 
 struct ctl_cmd {

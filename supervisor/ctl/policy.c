@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
-int ctl_policy_show(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
-		    struct mv_err *err)
+int ctl_cmd_policy(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,
+		   struct mv_err *err)
 {
 	*result = enforce_show(mv);
 	return 0;
@@ -29,8 +29,8 @@ static void diag_message(const struct pol_diag *d, char *buf, size_t len)
 	}
 }
 
-int ctl_policy_set(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
-		   struct mv_err *err)
+int ctl_cmd_policy_set(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,
+		       struct mv_err *err)
 {
 	json_t *p = args ? json_object_get(args, "path") : NULL;
 	if (!json_is_string(p) || !*json_string_value(p))

@@ -9,9 +9,9 @@
 
 #include "supervisor/ctl/ctl.h"
 
-int ctl_policy_show(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
-		    struct mv_err *err);
-int ctl_policy_set(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
+int ctl_cmd_policy(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,
 		   struct mv_err *err);
+int ctl_cmd_policy_set(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,
+		       struct mv_err *err);
 
 #endif

@@ -3,7 +3,7 @@
 #include "supervisor/ctl/reload.h"
 #include "supervisor/reload/reload.h"
 
-int ctl_cmd_reload(struct mv *mv, struct ctl_client *c, json_t *args, json_t **result,
+int ctl_cmd_reload(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,
 		   struct mv_err *err)
 {
 	const char *dir;

@@ -41,9 +41,8 @@ struct ctl_client {
 	bool closing;	  /* close once the output is flushed */
 	bool lingering;	  /* refused: our side shut, discarding input until EOF */
 	ev_timer linger;
-	bool dead;	  /* closed; freed after this loop iteration */
-	bool detached;	  /* no socket: ctl_reply_line's client, never subscribes */
-	char *raw_result; /* a handler's result as JSON text (ctl_client_raw_result) */
+	bool dead;     /* closed; freed after this loop iteration */
+	bool detached; /* no socket: ctl_reply_line's client, never subscribes */
 	uid_t uid;
 	uint64_t last_ns; /* connected, or last request read */
 	bool following;	  /* its last `job` answer said running: it polls for the end */
@@ -235,12 +234,6 @@ static void client_dropped(void *ctx, uint64_t n)
 	c->dropped += n;
 }
 
-void ctl_client_raw_result(struct ctl_client *c, char *json_text)
-{
-	free(c->raw_result);
-	c->raw_result = json_text;
-}
-
 static char *raw_reply_line(json_t *id, char *result)
 {
 	char *ids = id ? json_dumps(id, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
@@ -253,7 +246,8 @@ static char *raw_reply_line(json_t *id, char *result)
 	return line;
 }
 
-void ctl_client_subscribe(struct ctl_client *c)
+/* The events command: the client gets every event line from now on. */
+static void subscribe(struct ctl_client *c)
 {
 	if (!c->subscribed && !c->detached) {
 		c->subscribed = true;
@@ -298,11 +292,14 @@ static char *request_reply(struct ctl_client *c, const char *line, size_t len)
 		if (!json_is_object(args))
 			args = empty = json_object();
 		json_t *result = NULL;
+		struct ctl_call call = {0};
 		int hrc = fault_hit("ctl_alloc") ? ctl_fail(&err, MV_E_INTERNAL, "out of memory")
-						 : cc->fn(c->mv, c, args, &result, &err);
-		if (hrc == 0 && c->raw_result) {
+						 : cc->fn(c->mv, &call, args, &result, &err);
+		if (hrc == 0 && call.subscribe)
+			subscribe(c);
+		if (hrc == 0 && call.raw_result) {
 			json_decref(result);
-			reply = raw_reply_line(id, mv_steal_ptr(c->raw_result));
+			reply = raw_reply_line(id, mv_steal_ptr(call.raw_result));
 		} else if (hrc == 0) {
 			/* A client polling a job is owed its end (drain_clients). */
 			if (strcmp(cc->name, "job") == 0) {
@@ -313,7 +310,7 @@ static char *request_reply(struct ctl_client *c, const char *line, size_t len)
 			reply = json_line(json_pack("{s:O?, s:b, s:o}", "id", id, "ok", 1, "result",
 						    result ? result : json_null()));
 		} else {
-			free(mv_steal_ptr(c->raw_result));
+			free(mv_steal_ptr(call.raw_result));
 			json_decref(result);
 			reply = error_line(id, err.code, err.msg);
 		}
@@ -463,7 +460,6 @@ static void free_dead(struct mv *mv)
 		s->dead = c->next;
 		if (c->subscribed)
 			events_unsubscribe(mv, c);
-		free(c->raw_result);
 		free(c->in);
 		free(c->out);
 		free(c);

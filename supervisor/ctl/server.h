@@ -19,11 +19,4 @@ struct ctl_client;
  * subscribes (events) is answered but subscribes nothing. Main thread. */
 char *ctl_reply_line(struct mv *mv, const char *line, size_t len);
 
-/* A handler's result given as JSON text (for large results, written
- * without building a jansson tree); the server takes ownership. */
-void ctl_client_raw_result(struct ctl_client *c, char *json_text);
-
-/* Make the client an event subscriber (the events command). */
-void ctl_client_subscribe(struct ctl_client *c);
-
 #endif
