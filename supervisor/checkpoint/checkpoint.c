@@ -170,7 +170,7 @@ int checkpoint_run(struct job *j)
 	init_procs(&c);
 	/* The buffers are made before the program stops: making them
 	 * would otherwise add to the pause. */
-	int rc = pagesw_open(c.req->dir.tmpfd, c.req->buffer, &c.w);
+	int rc = pagesw_open(c.mv->staging, c.req->dir.tmpfd, c.req->buffer, &c.w);
 	if (rc < 0) {
 		ckpt_fail(&c, rc, MV_E_IO, "creating %s/%s: %s", c.req->dir.dir, IMG_PAGES,
 			  strerror(-rc));

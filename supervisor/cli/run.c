@@ -10,6 +10,7 @@
 #include "supervisor/ctl/server.h"
 #include "supervisor/supervise/enforce.h"
 #include "supervisor/supervise/events.h"
+#include "supervisor/image/pagesw.h"
 #include "supervisor/reload/evict.h"
 #include "supervisor/supervise/jobs.h"
 #include "supervisor/supervise/lifecycle.h"
@@ -644,6 +645,7 @@ int run_main(int argc, char **argv)
 	mv->loop = ev_default_loop(EVBACKEND_EPOLL | EVFLAG_NOSIGMASK);
 	events_init(mv);
 	mv->evict = evict_new(mv);
+	mv->staging = pagesw_pool_new();
 	if (ctl_server_start(mv) < 0) {
 		/* An explicit --socket must work; the default place is a
 		 * convenience, and the command can run without it. */
@@ -667,6 +669,7 @@ int run_main(int argc, char **argv)
 	jobs_wait_all(mv);
 	notify_stop(mv);
 	notify_free(mv);
+	pagesw_pool_free(mv->staging);
 	retire_all(mv);
 	lifecycle_late_exits(mv, true);
 	int code = final_status(mv);

@@ -16,15 +16,16 @@
 #define FLUSH_STEP (512ull << 20)
 
 /* The staging buffers, kept between checkpoints (one runs at a time). */
-static struct {
+struct pagesw_pool {
 	pthread_mutex_t lock;
 	void *mem;
 	size_t len;
 	struct pagesw_buf *bufs;
 	size_t n;
-} pool = {.lock = PTHREAD_MUTEX_INITIALIZER};
+};
 
 struct pagesw {
+	struct pagesw_pool *pool;
 	int fd;
 	bool direct;
 	pthread_t writers[N_WRITERS], flusher;
@@ -50,10 +51,11 @@ struct pagesw {
  * kernel write (process_vm_readv from ourselves) and a user read. */
 static void warm(void *mem, size_t len)
 {
-	static char src[1u << 20];
-	memset(src, 0x5a, sizeof(src));
-	for (size_t off = 0; off < len; off += sizeof(src)) {
-		struct iovec l = {(char *)mem + off, MV_MIN(sizeof(src), len - off)};
+	const size_t step = 1u << 20;
+	_cleanup_free_ char *src = xmalloc(step);
+	memset(src, 0x5a, step);
+	for (size_t off = 0; off < len; off += step) {
+		struct iovec l = {(char *)mem + off, MV_MIN(step, len - off)};
 		struct iovec r = {src, l.iov_len};
 		if (process_vm_readv(getpid(), &l, 1, &r, 1, 0) < 0)
 			break;
@@ -62,18 +64,41 @@ static void warm(void *mem, size_t len)
 	(void)sink;
 }
 
-static int pool_make(size_t buffer)
+struct pagesw_pool *pagesw_pool_new(void)
+{
+	struct pagesw_pool *pool = xcalloc(1, sizeof(*pool));
+	pthread_mutex_init(&pool->lock, NULL);
+	return pool;
+}
+
+static void pool_unmake(struct pagesw_pool *pool)
+{
+	if (!pool->mem)
+		return;
+	munmap(pool->mem, pool->len);
+	for (size_t i = 0; i < pool->n; i++)
+		free(pool->bufs[i].sums);
+	free(pool->bufs);
+	pool->mem = NULL;
+	pool->bufs = NULL;
+	pool->n = 0;
+}
+
+void pagesw_pool_free(struct pagesw_pool *pool)
+{
+	if (!pool)
+		return;
+	pool_unmake(pool);
+	pthread_mutex_destroy(&pool->lock);
+	free(pool);
+}
+
+static int pool_make(struct pagesw_pool *pool, size_t buffer)
 {
 	size_t n = MV_MAX(buffer / STAGE_BUF, (size_t)N_WRITERS + 1);
-	if (pool.mem && pool.n == n)
+	if (pool->mem && pool->n == n)
 		return 0;
-	if (pool.mem) {
-		munmap(pool.mem, pool.len);
-		for (size_t i = 0; i < pool.n; i++)
-			free(pool.bufs[i].sums);
-		free(pool.bufs);
-		pool.mem = NULL;
-	}
+	pool_unmake(pool);
 	size_t len = n * STAGE_BUF;
 	void *mem = fault_hit("ckpt_alloc")
 			? (errno = ENOMEM, MAP_FAILED)
@@ -87,14 +112,14 @@ static int pool_make(size_t buffer)
 	warm(mem, len);
 	log_info("checkpoint: %zu MiB of staging buffers made in %.1f ms", len >> 20,
 		 (double)(mv_now_ns() - t0) / 1e6);
-	pool.mem = mem;
-	pool.len = len;
-	pool.n = n;
-	pool.bufs = xcalloc(n, sizeof(*pool.bufs));
+	pool->mem = mem;
+	pool->len = len;
+	pool->n = n;
+	pool->bufs = xcalloc(n, sizeof(*pool->bufs));
 	for (size_t i = 0; i < n; i++) {
-		pool.bufs[i].data = (char *)mem + i * STAGE_BUF;
-		pool.bufs[i].cap = STAGE_BUF;
-		pool.bufs[i].sums = xcalloc(STAGE_BUF / IMG_PAGE, sizeof(*pool.bufs[i].sums));
+		pool->bufs[i].data = (char *)mem + i * STAGE_BUF;
+		pool->bufs[i].cap = STAGE_BUF;
+		pool->bufs[i].sums = xcalloc(STAGE_BUF / IMG_PAGE, sizeof(*pool->bufs[i].sums));
 	}
 	return 0;
 }
@@ -230,24 +255,25 @@ static int open_file(int dirfd, struct pagesw *w)
 	return 0;
 }
 
-int pagesw_open(int dirfd, size_t buffer, struct pagesw **out)
+int pagesw_open(struct pagesw_pool *pool, int dirfd, size_t buffer, struct pagesw **out)
 {
 	struct pagesw *w = xcalloc(1, sizeof(*w));
+	w->pool = pool;
 	w->fd = -1;
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_cond_init(&w->cond, NULL);
 	int rc = open_file(dirfd, w);
-	pthread_mutex_lock(&pool.lock);
+	pthread_mutex_lock(&pool->lock);
 	if (rc == 0)
-		rc = pool_make(buffer);
-	pthread_mutex_unlock(&pool.lock);
+		rc = pool_make(pool, buffer);
+	pthread_mutex_unlock(&pool->lock);
 	if (rc < 0)
 		goto fail;
-	w->n_bufs = pool.n;
-	w->free_list = xcalloc(pool.n, sizeof(*w->free_list));
-	w->queue = xcalloc(pool.n, sizeof(*w->queue));
-	for (size_t i = 0; i < pool.n; i++)
-		w->free_list[w->n_free++] = &pool.bufs[i];
+	w->n_bufs = pool->n;
+	w->free_list = xcalloc(pool->n, sizeof(*w->free_list));
+	w->queue = xcalloc(pool->n, sizeof(*w->queue));
+	for (size_t i = 0; i < pool->n; i++)
+		w->free_list[w->n_free++] = &pool->bufs[i];
 	for (; w->n_writers < N_WRITERS; w->n_writers++)
 		if ((rc = -pthread_create(&w->writers[w->n_writers], NULL, writer, w)) < 0)
 			goto fail;
@@ -319,7 +345,7 @@ int pagesw_seal(struct pagesw *w, const struct img_header *h)
 		return err;
 	/* The header goes last: a pages file with a valid header has all
 	 * its extents written. Every buffer is free now. */
-	struct pagesw_buf hb = pool.bufs[0];
+	struct pagesw_buf hb = w->pool->bufs[0];
 	img_header_encode(h, hb.data);
 	hb.len = IMG_HEADER_SIZE;
 	hb.off = 0;

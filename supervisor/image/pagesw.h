@@ -45,10 +45,16 @@ struct pagesw_buf {
 	size_t n_sums; /* at most cap / IMG_PAGE */
 };
 
+/* The staging buffers, kept between checkpoints of one supervisor
+ * (mv->staging; one checkpoint runs at a time). */
+struct pagesw_pool;
+struct pagesw_pool *pagesw_pool_new(void);
+void pagesw_pool_free(struct pagesw_pool *pool);
+
 /* Create dirfd/IMG_PAGES (mode 0600) and start the threads, with staging
- * buffers of about `buffer` bytes in all (made and warmed now if the
- * kept ones are not that size). */
-int pagesw_open(int dirfd, size_t buffer, struct pagesw **out);
+ * buffers of about `buffer` bytes in all from pool (made and warmed now
+ * if the kept ones are not that size). */
+int pagesw_open(struct pagesw_pool *pool, int dirfd, size_t buffer, struct pagesw **out);
 
 /* Job thread: a free buffer, waiting while every buffer is queued; NULL
  * once a write has failed (see pagesw_error). */

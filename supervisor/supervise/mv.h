@@ -44,6 +44,7 @@ struct events;
 struct enforce;
 struct evict;
 struct job;
+struct pagesw_pool;
 struct policy;
 
 struct mv {
@@ -93,7 +94,8 @@ struct mv {
 		int last_id;
 		bool closed; /* jobs_wait_all has begun */
 	} jobs;
-	struct evict *evict; /* evicted memory (reload/evict.h) */
+	struct evict *evict;	     /* evicted memory (reload/evict.h) */
+	struct pagesw_pool *staging; /* checkpoint buffers (image/pagesw.h) */
 
 	struct ctl_server *ctl;
 	const char *socket_path; /* the control socket, once listening */
