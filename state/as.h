@@ -10,8 +10,9 @@
  * provenance. Pure code; the caller serialises access.
  *
  * Split like gVisor's mm: this header has the types and invariants;
- * as_maps.c parses the kernel's layout, as_provenance.c matches calls to
- * regions, as_resident.c attributes resident pages to regions. */
+ * as_maps.c keeps the regions and builds them from the kernel's layout
+ * (parsed by state/procparse.c), as_provenance.c matches calls to
+ * regions. */
 #ifndef MV_AS_H
 #define MV_AS_H
 
@@ -97,6 +98,12 @@ struct as_region *as_model_push(struct as_model *m, const struct as_region *r);
  * brk, shmat, ...). Calls that cannot are ignored. */
 void as_log_call(struct as_log *log, enum mv_sc sc, const uint64_t args[6], uint64_t time_ns);
 void as_log_clear(struct as_log *log);
+
+/* Append the region the kernel describes in v to the model (a
+ * proc_vma_fn, so that a walk of the kernel's regions builds a model);
+ * no provenance yet. Always 0. */
+struct proc_vma;
+int as_model_add_vma(void *model, const struct proc_vma *v);
 
 /* Parse /proc/PID/maps text into m (replacing its content). 0 or -EINVAL. */
 int as_parse_maps(const char *text, struct as_model *m);

@@ -1,6 +1,8 @@
-/* The address-space model's storage and the kernel layout parser. */
+/* The address-space model's storage, and its regions from the kernel's
+ * (state/procparse.c parses the text). */
 #include "state/as.h"
 #include "common/util.h"
+#include "state/procparse.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -75,67 +77,35 @@ enum as_kind as_classify(const char *path, bool shared, uint64_t inode)
 	return AS_FILE;
 }
 
-/* Parse one number field and the separator that must follow it. */
-static bool field_u64(const char **p, int base, char sep, uint64_t *out)
+int as_model_add_vma(void *model, const struct proc_vma *v)
 {
-	char *end;
-	errno = 0;
-	*out = strtoull(*p, &end, base);
-	if (end == *p || errno || *end != sep)
-		return false;
-	*p = end + 1;
-	return true;
-}
-
-/* One line of /proc/PID/maps: "start-end perms offset maj:min inode  path".
- * Parsed by hand: sscanf on a line of a 3 MiB buffer would measure the
- * whole rest of the buffer every time (glibc runs strlen on its input). */
-static int parse_line(const char *line, const char *eol, struct as_region *r)
-{
-	const char *p = line;
-	uint64_t maj, min;
-	memset(r, 0, sizeof(*r));
-	if (!field_u64(&p, 16, '-', &r->start) || !field_u64(&p, 16, ' ', &r->end) || eol - p < 5)
-		return -EINVAL;
-	const char *perms = p;
-	p += 4;
-	if (*p++ != ' ')
-		return -EINVAL;
-	if (!field_u64(&p, 16, ' ', &r->offset) || !field_u64(&p, 16, ':', &maj) ||
-	    !field_u64(&p, 16, ' ', &min))
-		return -EINVAL;
-	char *end;
-	r->inode = strtoull(p, &end, 10);
-	if (end == p || end > eol || r->start >= r->end)
-		return -EINVAL;
-	p = end;
-	r->dev_major = (uint32_t)maj;
-	r->dev_minor = (uint32_t)min;
-	r->prot = (perms[0] == 'r' ? AS_PROT_READ : 0) | (perms[1] == 'w' ? AS_PROT_WRITE : 0) |
-		  (perms[2] == 'x' ? AS_PROT_EXEC : 0);
-	r->shared = perms[3] == 's';
-	while (p < eol && *p == ' ')
-		p++;
-	if (p < eol)
-		r->path = strndup(p, (size_t)(eol - p));
-	r->kind = as_classify(r->path, r->shared, r->inode);
-	r->created.sc = r->changed.sc = MV_SC_UNKNOWN;
+	struct as_region r;
+	memset(&r, 0, sizeof(r));
+	r.start = v->start;
+	r.end = v->end;
+	r.offset = v->offset;
+	r.inode = v->inode;
+	r.dev_major = v->dev_major;
+	r.dev_minor = v->dev_minor;
+	r.prot = (v->r ? AS_PROT_READ : 0) | (v->w ? AS_PROT_WRITE : 0) | (v->x ? AS_PROT_EXEC : 0);
+	r.shared = v->shared;
+	if (v->name_len) {
+		r.path = xmalloc(v->name_len + 1);
+		memcpy(r.path, v->name, v->name_len);
+		r.path[v->name_len] = '\0';
+	}
+	r.kind = as_classify(r.path, r.shared, r.inode);
+	r.created.sc = r.changed.sc = MV_SC_UNKNOWN;
+	as_model_push(model, &r);
 	return 0;
 }
 
 int as_parse_maps(const char *text, struct as_model *m)
 {
 	as_model_free(m);
-	for (const char *line = text; *line;) {
-		const char *eol = strchrnul(line, '\n');
-		struct as_region r;
-		if (parse_line(line, eol, &r) < 0)
-			return -EINVAL;
-		as_model_push(m, &r);
-		line = *eol ? eol + 1 : eol;
-	}
+	int rc = parse_maps(text, 0, UINT64_MAX, as_model_add_vma, m);
 	as_model_totals(m);
-	return 0;
+	return rc;
 }
 
 void as_model_totals(struct as_model *m)

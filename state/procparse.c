@@ -7,11 +7,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysmacros.h>
 
-static const char *field(const char *text, const char *key)
+/* The value after "key:" of the first line in [text, end) that starts
+ * with it (end NULL: up to the NUL), or NULL. */
+static const char *field(const char *text, const char *end, const char *key)
 {
 	size_t klen = strlen(key);
-	for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+	for (const char *p = text; p && *p && (!end || p < end);
+	     p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
 		if (strncmp(p, key, klen) == 0 && p[klen] == ':')
 			return p + klen + 1;
 	}
@@ -20,7 +24,7 @@ static const char *field(const char *text, const char *key)
 
 static long long num_field(const char *text, const char *key, int *found)
 {
-	const char *v = field(text, key);
+	const char *v = field(text, NULL, key);
 	if (!v)
 		return 0;
 	*found += 1;
@@ -37,10 +41,11 @@ int parse_status(const char *text, struct proc_status *out)
 	if (found != 3)
 		return -EINVAL;
 	int opt = 0;
+	out->tracer_pid = (pid_t)num_field(text, "TracerPid", &opt);
 	out->vm_size = (uint64_t)num_field(text, "VmSize", &opt) * 1024;
 	out->vm_rss = (uint64_t)num_field(text, "VmRSS", &opt) * 1024;
 	out->seccomp = (int)num_field(text, "Seccomp", &opt);
-	const char *name = field(text, "Name");
+	const char *name = field(text, NULL, "Name");
 	if (name) {
 		while (*name == ' ' || *name == '\t')
 			name++;
@@ -52,7 +57,6 @@ int parse_status(const char *text, struct proc_status *out)
 	}
 	return 0;
 }
-
 int parse_stat(const char *text, struct proc_stat *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -93,6 +97,169 @@ int parse_stat(const char *text, struct proc_stat *out)
 	return 0;
 }
 
+int parse_statm(const char *text, uint64_t *size, uint64_t *resident)
+{
+	char *end;
+	*size = strtoull(text, &end, 10);
+	if (end == text)
+		return -EINVAL;
+	const char *p = end;
+	*resident = strtoull(p, &end, 10);
+	return end == p ? -EINVAL : 0;
+}
+
+int parse_pids(const char *text, pid_t **v, size_t *n, size_t *cap)
+{
+	for (const char *q = text; *q;) {
+		char *end;
+		long c = strtol(q, &end, 10);
+		if (end == q)
+			break;
+		if (*n == *cap)
+			*v = xrealloc(*v, (*cap = *cap ? *cap * 2 : 64) * sizeof(**v));
+		(*v)[(*n)++] = (pid_t)c;
+		q = end;
+	}
+	return 0;
+}
+
+int parse_fdinfo_flags(const char *text, unsigned long *flags)
+{
+	const char *f = field(text, NULL, "flags");
+	if (!f)
+		return -EINVAL;
+	*flags = strtoul(f, NULL, 8);
+	return 0;
+}
+
+/* ---- maps ----------------------------------------------------------- */
+
+/* Parse one number field of [*p, eol) and the separator that must follow
+ * it. */
+static bool field_u64(const char **p, const char *eol, int base, char sep, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	*out = strtoull(*p, &end, base);
+	if (end == *p || end >= eol || errno || *end != sep)
+		return false;
+	*p = end + 1;
+	return true;
+}
+
+int parse_maps_line(const char *line, const char *eol, struct proc_vma *v)
+{
+	const char *p = line;
+	uint64_t maj, min;
+	memset(v, 0, sizeof(*v));
+	if (!field_u64(&p, eol, 16, '-', &v->start) || !field_u64(&p, eol, 16, ' ', &v->end) ||
+	    eol - p < 5)
+		return -EINVAL;
+	const char *perms = p;
+	p += 4;
+	if (*p++ != ' ')
+		return -EINVAL;
+	if (!field_u64(&p, eol, 16, ' ', &v->offset) || !field_u64(&p, eol, 16, ':', &maj) ||
+	    !field_u64(&p, eol, 16, ' ', &min))
+		return -EINVAL;
+	char *end;
+	v->inode = strtoull(p, &end, 10);
+	if (end == p || end > eol || v->start >= v->end)
+		return -EINVAL;
+	p = end;
+	v->dev_major = (uint32_t)maj;
+	v->dev_minor = (uint32_t)min;
+	v->r = perms[0] == 'r';
+	v->w = perms[1] == 'w';
+	v->x = perms[2] == 'x';
+	v->shared = perms[3] == 's';
+	while (p < eol && *p == ' ')
+		p++;
+	v->name = p;
+	v->name_len = (size_t)(eol - p);
+	return 0;
+}
+
+int parse_maps(const char *text, uint64_t start, uint64_t end, proc_vma_fn fn, void *arg)
+{
+	for (const char *line = text; *line;) {
+		const char *eol = strchrnul(line, '\n');
+		struct proc_vma v;
+		if (parse_maps_line(line, eol, &v) < 0)
+			return -EINVAL;
+		if (v.start >= end)
+			break;
+		if (v.end > start) {
+			int rc = fn(arg, &v);
+			if (rc)
+				return rc < 0 ? rc : 0;
+		}
+		line = *eol ? eol + 1 : eol;
+	}
+	return 0;
+}
+
+uint64_t proc_vma_dev(const struct proc_vma *v)
+{
+	return makedev(v->dev_major, v->dev_minor);
+}
+
+bool proc_vma_named(const struct proc_vma *v, const char *name)
+{
+	return v->name_len == strlen(name) && memcmp(v->name, name, v->name_len) == 0;
+}
+
+bool proc_vma_name_starts(const struct proc_vma *v, const char *prefix)
+{
+	size_t n = strlen(prefix);
+	return v->name_len >= n && memcmp(v->name, prefix, n) == 0;
+}
+
+bool proc_vma_anon(const struct proc_vma *v)
+{
+	if (v->inode == 0)
+		return true;
+	static const char *const anon_names[] = {"/memfd:", "/SYSV", "/dev/zero", "anon_hugepage",
+						 "[anon_shmem"};
+	for (size_t i = 0; i < ARRAY_SIZE(anon_names); i++)
+		if (proc_vma_name_starts(v, anon_names[i]))
+			return true;
+	return false;
+}
+
+/* ---- smaps ---------------------------------------------------------- */
+
+/* A region of smaps: its header (a maps line) and its field lines
+ * [fields, end). */
+typedef int (*smaps_fn)(void *arg, const struct proc_vma *v, const char *fields, const char *end);
+
+/* Call fn for each region of smaps text. The number of regions (lines
+ * before the first header belong to none), or fn's error. */
+static int smaps_each(const char *text, smaps_fn fn, void *arg)
+{
+	struct proc_vma v = {0};
+	const char *fields = NULL, *line = text;
+	int n = 0;
+	for (;;) {
+		const char *eol = strchrnul(line, '\n');
+		struct proc_vma next;
+		bool header = *line && parse_maps_line(line, eol, &next) == 0;
+		if (fields && (header || !*line)) {
+			int rc = fn(arg, &v, fields, line);
+			if (rc < 0)
+				return rc;
+		}
+		if (!*line)
+			return n;
+		if (header) {
+			v = next;
+			fields = *eol ? eol + 1 : eol;
+			n++;
+		}
+		line = *eol ? eol + 1 : eol;
+	}
+}
+
 static void range_push(struct as_range **v, size_t *n, uint64_t start, uint64_t end)
 {
 	if (*n && (*v)[*n - 1].end == start) {
@@ -105,13 +272,32 @@ static void range_push(struct as_range **v, size_t *n, uint64_t start, uint64_t 
 	(*v)[(*n)++] = (struct as_range){start, end};
 }
 
-/* Does the VmFlags line (after "VmFlags:") hold the two-letter flag f? */
-static bool has_vmflag(const char *line, const char *eol, const char *f)
+/* Does the VmFlags value [flags, eol) hold the two-letter flag f? */
+static bool has_vmflag(const char *flags, const char *eol, const char *f)
 {
-	for (const char *p = line; p + 2 <= eol; p++)
+	for (const char *p = flags; p + 2 <= eol; p++)
 		if (p[0] == f[0] && p[1] == f[1] && (p + 2 == eol || p[2] == ' ') && p[-1] == ' ')
 			return true;
 	return false;
+}
+
+struct fork_flags {
+	struct as_range **dc, **wf;
+	size_t *n_dc, *n_wf;
+};
+
+static int fork_flags_one(void *arg, const struct proc_vma *v, const char *fields, const char *end)
+{
+	struct fork_flags *ff = arg;
+	const char *flags = field(fields, end, "VmFlags");
+	if (!flags)
+		return 0;
+	const char *eol = strchrnul(flags, '\n');
+	if (has_vmflag(flags, eol, "dc"))
+		range_push(ff->dc, ff->n_dc, v->start, v->end);
+	if (has_vmflag(flags, eol, "wf"))
+		range_push(ff->wf, ff->n_wf, v->start, v->end);
+	return 0;
 }
 
 int parse_fork_flags(const char *text, struct as_range **dc, size_t *n_dc, struct as_range **wf,
@@ -119,24 +305,23 @@ int parse_fork_flags(const char *text, struct as_range **dc, size_t *n_dc, struc
 {
 	*dc = *wf = NULL;
 	*n_dc = *n_wf = 0;
-	unsigned long long start = 0, end = 0;
-	bool header = false;
-	for (const char *line = text; *line;) {
-		const char *eol = strchrnul(line, '\n');
-		unsigned long long s, e;
-		if (line[strspn(line, "0123456789abcdef")] == '-' &&
-		    sscanf(line, "%llx-%llx ", &s, &e) == 2) {
-			start = s;
-			end = e;
-			header = true;
-		} else if (header && strncmp(line, "VmFlags:", 8) == 0) {
-			if (has_vmflag(line + 7, eol, "dc"))
-				range_push(dc, n_dc, start, end);
-			if (has_vmflag(line + 7, eol, "wf"))
-				range_push(wf, n_wf, start, end);
-			header = false;
-		}
-		line = *eol ? eol + 1 : eol;
-	}
-	return start || !*text ? 0 : -EINVAL;
+	struct fork_flags ff = {dc, wf, n_dc, n_wf};
+	return smaps_each(text, fork_flags_one, &ff) || !*text ? 0 : -EINVAL;
+}
+
+static int rss_one(void *arg, const struct proc_vma *v, const char *fields, const char *end)
+{
+	struct as_model *m = arg;
+	const char *rss = field(fields, end, "Rss");
+	long i = as_find(m, v->start);
+	if (rss && i >= 0)
+		m->r[i].committed = strtoull(rss, NULL, 10) * 1024; /* "Rss:  N kB" */
+	return 0;
+}
+
+int parse_smaps_rss(const char *text, struct as_model *m)
+{
+	int n = smaps_each(text, rss_one, m);
+	as_model_totals(m);
+	return n || !*text ? 0 : -EINVAL;
 }

@@ -6,6 +6,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "supervisor/kernel/backing.h"
+#include "supervisor/kernel/procfs.h"
 #include "supervisor/kernel/vm.h"
 
 #include <fcntl.h>
@@ -38,11 +39,9 @@ static int writer_failed(struct ckpt *c)
 static int read_forced(struct ckpt *c, struct cproc *p, uint64_t addr, void *dst, size_t len)
 {
 	if (p->memfd < 0) {
-		char path[64];
-		snprintf(path, sizeof(path), "/proc/%d/mem", p->tid);
-		p->memfd = open(path, O_RDONLY | O_CLOEXEC);
+		p->memfd = procfs_open(p->tid, "mem", O_RDONLY);
 		if (p->memfd < 0)
-			return -errno;
+			return p->memfd;
 	}
 	return vm_pread_mem(p->memfd, addr, dst, len);
 }

@@ -33,13 +33,8 @@ bool ckpt_proc_dead(const struct cproc *p)
 		if (poll(&pfd, 1, 0) > 0)
 			return true;
 	}
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/stat", p->tid);
-	_cleanup_free_ char *text = NULL;
-	if (mv_read_file_at(AT_FDCWD, path, &text, NULL) < 0)
-		return true;
-	char *rp = strrchr(text, ')');
-	return !rp || rp[1] != ' ' || rp[2] == 'Z' || rp[2] == 'X';
+	struct proc_stat st;
+	return procfs_task_stat(p->tid, 0, &st) < 0 || st.state == 'Z' || st.state == 'X';
 }
 
 /* Every process below the reaper that we do not hold yet: a process

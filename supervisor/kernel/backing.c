@@ -1,5 +1,6 @@
 #include "supervisor/kernel/backing.h"
 #include "common/util.h"
+#include "supervisor/kernel/procfs.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -18,12 +19,12 @@ static bool same_file(const struct stat *st, const struct as_region *r)
 
 static int open_map_file(pid_t tid, const struct as_region *r)
 {
-	char path[96];
-	snprintf(path, sizeof(path), "/proc/%d/map_files/%llx-%llx", tid,
-		 (unsigned long long)r->start, (unsigned long long)r->end);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	char rel[64];
+	snprintf(rel, sizeof(rel), "map_files/%llx-%llx", (unsigned long long)r->start,
+		 (unsigned long long)r->end);
+	int fd = procfs_open(tid, rel, O_RDONLY);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	struct stat st;
 	if (fstat(fd, &st) < 0 || !same_file(&st, r)) {
 		close(fd);
@@ -34,12 +35,16 @@ static int open_map_file(pid_t tid, const struct as_region *r)
 
 static int open_from_fds(pid_t tid, const struct as_region *r)
 {
-	char dir[64];
-	snprintf(dir, sizeof(dir), "/proc/%d/fd", tid);
-	DIR *d = opendir(dir);
-	if (!d)
-		return -errno;
-	int fd = -ENOENT, dfd = dirfd(d);
+	int dfd = procfs_open(tid, "fd", O_RDONLY | O_DIRECTORY);
+	if (dfd < 0)
+		return dfd;
+	DIR *d = fdopendir(dfd);
+	if (!d) {
+		int err = -errno;
+		close(dfd);
+		return err;
+	}
+	int fd = -ENOENT;
 	struct dirent *e;
 	while ((e = readdir(d))) {
 		struct stat st;

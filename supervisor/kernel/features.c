@@ -1,6 +1,8 @@
 #include "supervisor/kernel/features.h"
 #include "common/compat.h"
 #include "common/util.h"
+#include "supervisor/kernel/pagemap.h"
+#include "supervisor/kernel/procmap.h"
 
 #include <fcntl.h>
 #include <linux/capability.h>
@@ -15,42 +17,6 @@
 #ifndef USERFAULTFD_IOC_NEW
 #define USERFAULTFD_IOC_NEW _IO(0xAA, 0x00)
 #endif
-
-static bool probe_procmap_query(void)
-{
-	_cleanup_close_ int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	char name[256];
-	struct procmap_query q = {
-	    .size = sizeof(q),
-	    .query_flags = PROCMAP_QUERY_COVERING_OR_NEXT_VMA,
-	    .query_addr = 0,
-	    .vma_name_addr = (uint64_t)(uintptr_t)name,
-	    .vma_name_size = sizeof(name),
-	};
-	return ioctl(fd, PROCMAP_QUERY, &q) == 0;
-}
-
-static bool probe_pagemap_scan(void)
-{
-	_cleanup_close_ int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	static char page[4096] __attribute__((aligned(4096)));
-	page[0] = 1;
-	struct page_region r[1];
-	struct pm_scan_arg a = {
-	    .size = sizeof(a),
-	    .start = (uint64_t)(uintptr_t)page,
-	    .end = (uint64_t)(uintptr_t)page + sizeof(page),
-	    .vec = (uint64_t)(uintptr_t)r,
-	    .vec_len = 1,
-	    .category_anyof_mask = PAGE_IS_PRESENT,
-	    .return_mask = PAGE_IS_PRESENT,
-	};
-	return ioctl(fd, PAGEMAP_SCAN, &a) >= 0;
-}
 
 static int uffd_api(int fd, uint64_t *features)
 {
@@ -102,8 +68,8 @@ void features_probe(struct features *f)
 	memset(f, 0, sizeof(*f));
 	if (uname(&u) == 0)
 		snprintf(f->kernel, sizeof(f->kernel), "%s", u.release);
-	f->procmap_query = probe_procmap_query();
-	f->pagemap_scan = probe_pagemap_scan();
+	f->procmap_query = procmap_query_works();
+	f->pagemap_scan = pagemap_scan_works();
 	int pfd = (int)syscall(SYS_pidfd_open, getpid(), 0);
 	if (pfd >= 0) {
 		f->pidfd = true;

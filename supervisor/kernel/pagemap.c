@@ -1,10 +1,12 @@
 #include "supervisor/kernel/pagemap.h"
 #include "common/util.h"
+#include "supervisor/kernel/procfs.h"
 
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <unistd.h>
 
 #define PAGE	   4096ull
 #define PM_PRESENT (1ull << 63)
@@ -13,11 +15,12 @@
 
 int pagemap_open(pid_t pid, bool try_scan, struct pagemap *pm)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/pagemap", pid);
-	pm->fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (pm->fd < 0)
-		return errno == ENOENT ? -ESRCH : -errno;
+	pm->fd = procfs_open(pid, "pagemap", O_RDONLY);
+	if (pm->fd < 0) {
+		int rc = pm->fd;
+		pm->fd = -1;
+		return rc;
+	}
 	pm->scan = try_scan;
 	return 0;
 }
@@ -40,8 +43,9 @@ static void add_run(struct as_range **runs, size_t *n, size_t *cap, uint64_t s, 
 	(*runs)[(*n)++] = (struct as_range){s, e};
 }
 
+/* first: the first matching page will do (a yes/no question). */
 static int runs_scan(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t anyof,
-		     uint64_t none, struct as_range **runs, size_t *n, size_t *cap)
+		     uint64_t none, bool first, struct as_range **runs, size_t *n, size_t *cap)
 {
 	struct page_region vec[1024];
 	uint64_t at = start;
@@ -54,6 +58,7 @@ static int runs_scan(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t 
 		    .end = end,
 		    .vec = (uint64_t)(uintptr_t)vec,
 		    .vec_len = ARRAY_SIZE(vec),
+		    .max_pages = first ? 1 : 0,
 		    .category_inverted = none,
 		    .category_mask = none,
 		    .category_anyof_mask = anyof,
@@ -64,6 +69,8 @@ static int runs_scan(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t 
 			return errno == ENOENT ? -ESRCH : -errno;
 		for (int i = 0; i < got; i++)
 			add_run(runs, n, cap, vec[i].start, vec[i].end);
+		if (first && got > 0)
+			break;
 		/* walk_end may stop short of the range even when every
 		 * region was returned, and when the vector is full it can
 		 * even lie before the last region returned (seen on 6.18: a
@@ -81,7 +88,7 @@ static int runs_scan(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t 
 }
 
 static int runs_read(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t anyof,
-		     uint64_t none, struct as_range **runs, size_t *n, size_t *cap)
+		     uint64_t none, bool first, struct as_range **runs, size_t *n, size_t *cap)
 {
 	uint64_t ent[4096];
 	for (uint64_t at = start; at < end;) {
@@ -95,8 +102,11 @@ static int runs_read(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t 
 			uint64_t cat = (ent[i] & PM_PRESENT ? PAGE_IS_PRESENT : 0) |
 				       (ent[i] & PM_SWAPPED ? PAGE_IS_SWAPPED : 0) |
 				       (ent[i] & PM_FILE ? PAGE_IS_FILE : 0);
-			if ((cat & anyof) && !(cat & none))
-				add_run(runs, n, cap, at + i * PAGE, at + (i + 1) * PAGE);
+			if (!(cat & anyof) || (cat & none))
+				continue;
+			add_run(runs, n, cap, at + i * PAGE, at + (i + 1) * PAGE);
+			if (first)
+				return 0;
 		}
 		at += (uint64_t)got / 8 * PAGE;
 	}
@@ -107,11 +117,59 @@ int pagemap_runs(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t anyo
 		 struct as_range **runs, size_t *n, size_t *cap)
 {
 	if (pm->scan) {
-		int rc = runs_scan(pm, start, end, anyof, none, runs, n, cap);
+		int rc = runs_scan(pm, start, end, anyof, none, false, runs, n, cap);
 		if (rc != -ENOTTY && rc != -EINVAL)
 			return rc;
 		pm->scan = false;
 	}
-	return runs_read(pm, start, end, anyof & ~PAGE_IS_PFNZERO, none & ~PAGE_IS_PFNZERO, runs, n,
-			 cap);
+	return runs_read(pm, start, end, anyof & ~PAGE_IS_PFNZERO, none & ~PAGE_IS_PFNZERO, false,
+			 runs, n, cap);
+}
+
+int pagemap_written(pid_t pid, bool use_scan, uint64_t start, uint64_t end, bool *yes)
+{
+	*yes = false;
+	struct pagemap pm;
+	int rc = pagemap_open(pid, use_scan, &pm);
+	if (rc < 0)
+		return rc;
+	start &= ~(PAGE - 1);
+	end = end > UINT64_MAX - (PAGE - 1) ? UINT64_MAX : (end + PAGE - 1) & ~(PAGE - 1);
+	/* Pages that are not file pages and are present or swapped: copies
+	 * made on write. Any failure of the scan leaves it to the entries. */
+	uint64_t anyof = PAGE_IS_PRESENT | PAGE_IS_SWAPPED, none = PAGE_IS_FILE;
+	struct as_range *runs = NULL;
+	size_t n = 0, cap = 0;
+	rc = pm.scan ? runs_scan(&pm, start, end, anyof, none, true, &runs, &n, &cap) : -ENOTTY;
+	if (rc < 0) {
+		n = 0;
+		rc = runs_read(&pm, start, end, anyof, none, true, &runs, &n, &cap);
+	}
+	*yes = n > 0;
+	free(runs);
+	pagemap_close(&pm);
+	return rc;
+}
+
+bool pagemap_scan_works(void)
+{
+	/* One page of ours, present: the scan must find it. */
+	static char page[4096] __attribute__((aligned(4096)));
+	page[0] = 1;
+	struct pagemap pm;
+	if (pagemap_open(getpid(), true, &pm) < 0)
+		return false;
+	struct page_region r[1];
+	struct pm_scan_arg a = {
+	    .size = sizeof(a),
+	    .start = (uint64_t)(uintptr_t)page,
+	    .end = (uint64_t)(uintptr_t)page + sizeof(page),
+	    .vec = (uint64_t)(uintptr_t)r,
+	    .vec_len = 1,
+	    .category_anyof_mask = PAGE_IS_PRESENT,
+	    .return_mask = PAGE_IS_PRESENT,
+	};
+	bool ok = ioctl(pm.fd, PAGEMAP_SCAN, &a) >= 0;
+	pagemap_close(&pm);
+	return ok;
 }

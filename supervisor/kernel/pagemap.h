@@ -1,7 +1,7 @@
 /* Which pages of another process are present (or swapped, or written):
  * PAGEMAP_SCAN on /proc/PID/pagemap (Linux 6.7) when the kernel has it,
  * reading the pagemap's 8-byte entries otherwise. The raw ioctl lives here
- * only. Functions return 0 or -errno. */
+ * only. Functions return 0 or -errno; -ESRCH when the process is gone. */
 #ifndef MV_PAGEMAP_H
 #define MV_PAGEMAP_H
 
@@ -25,5 +25,12 @@ void pagemap_close(struct pagemap *pm);
  * PAGE_IS_PFNZERO is never reported. Adjacent runs are merged. */
 int pagemap_runs(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t anyof, uint64_t none,
 		 struct as_range **runs, size_t *n, size_t *cap);
+
+/* Has any page of [start, end) of pid (a private file mapping) been
+ * copied on write, i.e. written? use_scan: PAGEMAP_SCAN works here. */
+int pagemap_written(pid_t pid, bool use_scan, uint64_t start, uint64_t end, bool *yes);
+
+/* Does PAGEMAP_SCAN work on this kernel? (a feature probe) */
+bool pagemap_scan_works(void);
 
 #endif

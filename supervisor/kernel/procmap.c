@@ -3,104 +3,174 @@
 #include "common/fault.h"
 #include "common/util.h"
 #include "supervisor/kernel/pagemap.h"
+#include "supervisor/kernel/procfs.h"
 
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <unistd.h>
 
 /* The vsyscall page is not a VMA of the mm: /proc/PID/maps prints it from
  * the gate area, PROCMAP_QUERY does not return it. */
 #define VSYSCALL_START 0xffffffffff600000ull
+#define VSYSCALL_END   (VSYSCALL_START + 4096)
 #define TASK_LIMIT     (1ull << 56)
 
-static int open_pid_file(pid_t pid, const char *name)
-{
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/%s", pid, name);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT ? -ESRCH : -errno;
-	return fd;
-}
+/* ---- the regions: /proc/PID/maps ------------------------------------ */
 
-static int read_maps(pid_t pid, struct as_model *out)
+static int maps_vmas(pid_t pid, uint64_t start, uint64_t end, proc_vma_fn fn, void *arg)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
 	_cleanup_free_ char *text = NULL;
-	int rc = mv_read_file_at(AT_FDCWD, path, &text, NULL);
-	if (rc < 0)
-		return rc == -ENOENT ? -ESRCH : rc;
-	return as_parse_maps(text, out);
+	int rc = procfs_read(pid, "maps", &text, NULL);
+	return rc < 0 ? rc : parse_maps(text, start, end, fn, arg);
 }
 
-static void push_query(struct as_model *out, const struct procmap_query *q, const char *name)
+static int is_vsyscall(void *arg, const struct proc_vma *v)
 {
-	struct as_region r;
-	memset(&r, 0, sizeof(r));
-	r.start = q->vma_start;
-	r.end = q->vma_end;
-	r.offset = q->vma_offset;
-	r.inode = q->inode;
-	r.dev_major = q->dev_major;
-	r.dev_minor = q->dev_minor;
-	r.prot = (q->vma_flags & PROCMAP_QUERY_VMA_READABLE ? AS_PROT_READ : 0) |
-		 (q->vma_flags & PROCMAP_QUERY_VMA_WRITABLE ? AS_PROT_WRITE : 0) |
-		 (q->vma_flags & PROCMAP_QUERY_VMA_EXECUTABLE ? AS_PROT_EXEC : 0);
-	r.shared = q->vma_flags & PROCMAP_QUERY_VMA_SHARED;
-	r.path = q->vma_name_size > 1 ? xstrdup(name) : NULL;
-	r.kind = as_classify(r.path, r.shared, r.inode);
-	r.created.sc = r.changed.sc = MV_SC_UNKNOWN;
-	as_model_push(out, &r);
+	*(bool *)arg = proc_vma_named(v, "[vsyscall]");
+	return 1;
 }
 
+/* Has the kernel a vsyscall page (not vsyscall=none)? Our own maps say. */
 static bool has_vsyscall(void)
 {
 	static int cached = -1;
 	if (cached < 0) {
-		_cleanup_free_ char *text = NULL;
-		cached = mv_read_file_at(AT_FDCWD, "/proc/self/maps", &text, NULL) == 0 &&
-			 strstr(text, "[vsyscall]") != NULL;
+		bool yes = false;
+		cached =
+		    maps_vmas(getpid(), VSYSCALL_START, VSYSCALL_END, is_vsyscall, &yes) == 0 &&
+		    yes;
 	}
 	return cached;
 }
 
-static int query_maps(pid_t pid, struct as_model *out)
+/* ---- the regions: PROCMAP_QUERY ------------------------------------- */
+
+/* The region at or after addr into q, its name into name (len bytes). */
+static int query_one(int fd, uint64_t addr, struct procmap_query *q, char *name, size_t len)
 {
-	_cleanup_close_ int fd = open_pid_file(pid, "maps");
-	if (fd < 0)
-		return fd;
-	as_model_free(out);
-	char name[4096 + 64];
-	for (uint64_t addr = 0;;) {
-		struct procmap_query q = {
-		    .size = sizeof(q),
-		    .query_flags = PROCMAP_QUERY_COVERING_OR_NEXT_VMA,
-		    .query_addr = addr,
-		    .vma_name_addr = (uint64_t)(uintptr_t)name,
-		    .vma_name_size = sizeof(name),
-		};
-		if (ioctl(fd, PROCMAP_QUERY, &q) < 0) {
-			if (errno == ENOENT)
-				break; /* no VMA at or after addr */
-			return errno == ESRCH ? -ESRCH : -errno;
-		}
-		push_query(out, &q, name);
-		addr = q.vma_end;
-	}
-	if (has_vsyscall()) {
-		struct procmap_query q = {
-		    .vma_start = VSYSCALL_START,
-		    .vma_end = VSYSCALL_START + 4096,
-		    .vma_flags = PROCMAP_QUERY_VMA_EXECUTABLE,
-		    .vma_name_size = sizeof("[vsyscall]"),
-		};
-		push_query(out, &q, "[vsyscall]");
-	}
-	as_model_totals(out);
+	*q = (struct procmap_query){
+	    .size = sizeof(*q),
+	    .query_flags = PROCMAP_QUERY_COVERING_OR_NEXT_VMA,
+	    .query_addr = addr,
+	    .vma_name_addr = (uint64_t)(uintptr_t)name,
+	    .vma_name_size = (uint32_t)len,
+	};
+	if (ioctl(fd, PROCMAP_QUERY, q) == 0)
+		return 0;
+	if (errno != ENAMETOOLONG)
+		return -errno; /* ENOENT: no region at or after addr */
+	/* A name longer than the buffer: take the region without it. */
+	q->vma_name_addr = 0;
+	q->vma_name_size = 0;
+	if (ioctl(fd, PROCMAP_QUERY, q) < 0)
+		return -errno;
+	snprintf(name, len, "/?");
+	q->vma_name_size = sizeof("/?");
 	return 0;
 }
+
+static void vma_of_query(const struct procmap_query *q, const char *name, struct proc_vma *v)
+{
+	memset(v, 0, sizeof(*v));
+	v->start = q->vma_start;
+	v->end = q->vma_end;
+	v->offset = q->vma_offset;
+	v->inode = q->inode;
+	v->dev_major = q->dev_major;
+	v->dev_minor = q->dev_minor;
+	v->r = q->vma_flags & PROCMAP_QUERY_VMA_READABLE;
+	v->w = q->vma_flags & PROCMAP_QUERY_VMA_WRITABLE;
+	v->x = q->vma_flags & PROCMAP_QUERY_VMA_EXECUTABLE;
+	v->shared = q->vma_flags & PROCMAP_QUERY_VMA_SHARED;
+	v->name = name;
+	/* vma_name_size comes back as the name's length with its NUL. */
+	v->name_len = q->vma_name_size > 1 ? strnlen(name, q->vma_name_size - 1) : 0;
+}
+
+static int query_vmas(int fd, uint64_t start, uint64_t end, proc_vma_fn fn, void *arg)
+{
+	char name[4096 + 64];
+	struct procmap_query q;
+	struct proc_vma v;
+	for (uint64_t addr = start; addr < end; addr = q.vma_end) {
+		int rc = query_one(fd, addr, &q, name, sizeof(name));
+		if (rc == -ENOENT || (rc == 0 && q.vma_start >= end))
+			break;
+		if (rc < 0)
+			return rc;
+		vma_of_query(&q, name, &v);
+		if ((rc = fn(arg, &v)))
+			return rc < 0 ? rc : 0;
+	}
+	if (end <= VSYSCALL_START || start >= VSYSCALL_END || !has_vsyscall())
+		return 0;
+	v = (struct proc_vma){.start = VSYSCALL_START, .end = VSYSCALL_END, .x = true};
+	v.name = "[vsyscall]";
+	v.name_len = strlen(v.name);
+	int rc = fn(arg, &v);
+	return rc < 0 ? rc : 0;
+}
+
+/* ---- the one loop ---------------------------------------------------- */
+
+int procmap_vmas(pid_t pid, bool use_query, uint64_t start, uint64_t end, proc_vma_fn fn, void *arg)
+{
+	if (!use_query)
+		return maps_vmas(pid, start, end, fn, arg);
+	_cleanup_close_ int fd = procfs_open(pid, "maps", O_RDONLY);
+	if (fd < 0)
+		return fd;
+	return query_vmas(fd, start, end, fn, arg);
+}
+
+static int any_vma(void *arg, const struct proc_vma *v)
+{
+	return 1;
+}
+
+bool procmap_query_works(void)
+{
+	return procmap_vmas(getpid(), true, 0, 1, any_vma, NULL) == 0;
+}
+
+int procmap_count(pid_t pid, uint64_t *n)
+{
+	_cleanup_free_ char *text = NULL;
+	int rc = procfs_read(pid, "maps", &text, NULL);
+	if (rc < 0)
+		return rc;
+	*n = 0;
+	for (const char *c = text; *c; c++)
+		*n += *c == '\n';
+	return 0;
+}
+
+struct file_use {
+	uint64_t dev;
+	uint64_t ino;
+	bool *exec, *shared;
+};
+
+static int file_use_one(void *arg, const struct proc_vma *v)
+{
+	struct file_use *u = arg;
+	if (v->inode == u->ino && proc_vma_dev(v) == u->dev) {
+		*u->exec |= v->x;
+		*u->shared |= v->shared;
+	}
+	return 0;
+}
+
+int procmap_maps_file(pid_t pid, uint64_t dev, uint64_t ino, bool *exec, bool *shared)
+{
+	*exec = *shared = false;
+	struct file_use u = {dev, ino, exec, shared};
+	return maps_vmas(pid, 0, UINT64_MAX, file_use_one, &u);
+}
+
+/* ---- the snapshot ---------------------------------------------------- */
 
 static int resident_scan(pid_t pid, bool scan, struct as_model *m)
 {
@@ -130,25 +200,9 @@ static int resident_scan(pid_t pid, bool scan, struct as_model *m)
  * text is about 1 KiB a region. */
 static int resident_smaps(pid_t pid, struct as_model *m)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/smaps", pid);
 	_cleanup_free_ char *text = NULL;
-	int rc = mv_read_file_at(AT_FDCWD, path, &text, NULL);
-	if (rc < 0)
-		return rc == -ENOENT ? -ESRCH : rc;
-	long cur = -1;
-	for (char *line = text; *line;) {
-		char *eol = strchrnul(line, '\n');
-		unsigned long long s, e, kb;
-		if (sscanf(line, "%llx-%llx ", &s, &e) == 2 &&
-		    line[strspn(line, "0123456789abcdef")] == '-')
-			cur = as_find(m, s);
-		else if (cur >= 0 && sscanf(line, "Rss: %llu kB", &kb) == 1)
-			m->r[cur].committed = kb * 1024;
-		line = *eol ? eol + 1 : eol;
-	}
-	as_model_totals(m);
-	return 0;
+	int rc = procfs_read(pid, "smaps", &text, NULL);
+	return rc < 0 ? rc : parse_smaps_rss(text, m);
 }
 
 int procmap_snapshot(pid_t pid, const struct features *f, enum procmap_source src,
@@ -160,9 +214,11 @@ int procmap_snapshot(pid_t pid, const struct features *f, enum procmap_source sr
 	 * looking up one address. */
 	bool query = src == PROCMAP_SRC_QUERY;
 	FAULT_RETURN("procmap_read", EIO);
-	int rc = query ? query_maps(pid, out) : read_maps(pid, out);
+	as_model_free(out);
+	int rc = procmap_vmas(pid, query, 0, UINT64_MAX, as_model_add_vma, out);
 	if (rc < 0)
 		return rc;
+	as_model_totals(out);
 	if (f->pagemap_scan) {
 		rc = resident_scan(pid, true, out);
 		*how = query ? "procmap_query+pagemap_scan" : "maps+pagemap_scan";

@@ -2,8 +2,8 @@
 #include "common/fault.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "supervisor/kernel/procfs.h"
 
-#include <dirent.h>
 #include <elf.h>
 #include <linux/kcmp.h>
 #include <fcntl.h>
@@ -72,23 +72,16 @@ static struct ptrace_thread *add(struct ptrace_proc *pp, pid_t tid)
 /* The state letter of a thread from /proc/PID/task/TID/stat, or 0. */
 static char thread_state(pid_t pid, pid_t tid)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", pid, tid);
-	_cleanup_free_ char *text = NULL;
-	if (mv_read_file_at(AT_FDCWD, path, &text, NULL) < 0)
-		return 0;
-	char *rp = strrchr(text, ')');
-	return rp && rp[1] == ' ' ? rp[2] : 0;
+	struct proc_stat st;
+	return procfs_task_stat(pid, tid, &st) < 0 ? 0 : st.state;
 }
 
 void ptrace_describe_thread(pid_t pid, pid_t tid, char *buf, size_t len)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/wchan", pid, tid);
-	_cleanup_free_ char *wchan = NULL;
-	mv_read_file_at(AT_FDCWD, path, &wchan, NULL);
+	char wchan[64];
+	procfs_wchan(pid, tid, wchan, sizeof(wchan));
 	char st = thread_state(pid, tid);
-	snprintf(buf, len, "state %c, wchan %s", st ? st : '?', wchan && *wchan ? wchan : "?");
+	snprintf(buf, len, "state %c, wchan %s", st ? st : '?', *wchan ? wchan : "?");
 }
 
 /* ---- the seize guard ---------------------------------------------------- */
@@ -260,13 +253,8 @@ static long seize_guarded(struct ptrace_proc *pp, pid_t tid)
  * is the tracing thread's tid: this (job) thread's. */
 static bool traced_by_us(pid_t pid, pid_t tid)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", pid, tid);
-	_cleanup_free_ char *text = NULL;
-	if (mv_read_file_at(AT_FDCWD, path, &text, NULL) < 0)
-		return false;
-	const char *tp = strstr(text, "\nTracerPid:");
-	return tp && atoi(tp + 11) == gettid();
+	struct proc_status st;
+	return procfs_task_status(pid, tid, &st) == 0 && st.tracer_pid == gettid();
 }
 
 /* EIO as well as ESRCH means the thread is dying: PTRACE_INTERRUPT
@@ -375,22 +363,16 @@ static int recheck_stopped(struct ptrace_proc *pp, struct ptrace_thread *t)
 
 int ptrace_seize_new(struct ptrace_proc *pp)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/task", pp->pid);
-	DIR *d = opendir(path);
-	if (!d) {
-		if (errno == ENOENT || errno == ESRCH) {
+	_cleanup_free_ pid_t *tids = NULL;
+	size_t n_tids;
+	int added = 0, rc = procfs_tasks(pp->pid, &tids, &n_tids);
+	if (rc < 0) {
+		if (rc == -ESRCH)
 			pp->gone = true;
-			return -ESRCH;
-		}
-		return -errno;
+		return rc;
 	}
-	int added = 0, rc = 0;
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		pid_t tid = (pid_t)atoi(e->d_name);
-		if (tid <= 0)
-			continue;
+	for (size_t i = 0; i < n_tids; i++) {
+		pid_t tid = tids[i];
 		struct ptrace_thread *t = find(pp, tid);
 		if (t && t->state == PT_STOPPED) {
 			if (still_stopped(tid))
@@ -412,7 +394,6 @@ int ptrace_seize_new(struct ptrace_proc *pp)
 		if (t->state == PT_SEIZED)
 			added++;
 	}
-	closedir(d);
 	if (rc < 0)
 		return rc;
 	return added;
@@ -540,10 +521,8 @@ bool ptrace_classify_laggard(struct ptrace_proc *pp, struct ptrace_thread *t, co
 		shares = stopped[i] != pp->pid &&
 			 syscall(SYS_kcmp, pp->pid, stopped[i], KCMP_VM, 0, 0) == 0;
 	if (!shares) {
-		char path[64];
-		snprintf(path, sizeof(path), "/proc/%d/task/%d/wchan", pp->pid, t->tid);
-		_cleanup_free_ char *wchan = NULL;
-		if (mv_read_file_at(AT_FDCWD, path, &wchan, NULL) < 0 ||
+		char wchan[64];
+		if (procfs_wchan(pp->pid, t->tid, wchan, sizeof(wchan)) < 0 ||
 		    strncmp(wchan, "wait_for_vfork_done", 19) != 0)
 			return false;
 	}

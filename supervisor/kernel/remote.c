@@ -4,6 +4,7 @@
 #include "common/fault.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "supervisor/kernel/procmap.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -23,25 +24,24 @@ bool remote_is_injected(struct remote_marks *m, pid_t tid, uint64_t ip)
 	return tid == atomic_load(&m->tid) && ip == atomic_load(&m->ip);
 }
 
+static int is_vdso(void *arg, const struct proc_vma *v)
+{
+	struct as_range *vdso = arg;
+	if (!proc_vma_named(v, "[vdso]"))
+		return 0;
+	*vdso = (struct as_range){v->start, v->end};
+	return 1;
+}
+
 static int find_vdso(pid_t tid, uint64_t *start, uint64_t *end)
 {
-	char path[64], line[512];
-	snprintf(path, sizeof(path), "/proc/%d/maps", tid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return errno == ENOENT ? -ESRCH : -errno;
-	int rc = -ENOEXEC;
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long long a, b;
-		if (strstr(line, "[vdso]") && sscanf(line, "%llx-%llx", &a, &b) == 2) {
-			*start = a;
-			*end = b;
-			rc = 0;
-			break;
-		}
-	}
-	fclose(f);
-	return rc;
+	struct as_range vdso = {0, 0};
+	int rc = procmap_vmas(tid, false, 0, UINT64_MAX, is_vdso, &vdso);
+	if (rc < 0)
+		return rc;
+	*start = vdso.start;
+	*end = vdso.end;
+	return vdso.end ? 0 : -ENOEXEC;
 }
 
 /* The first `syscall` (0f 05) in the vdso's text. */

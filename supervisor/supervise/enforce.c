@@ -41,7 +41,8 @@
 #include "policy/needs.h"
 #include "supervisor/supervise/execimage.h"
 #include "supervisor/kernel/procfs.h"
-#include "supervisor/kernel/procmem.h"
+#include "supervisor/kernel/pagemap.h"
+#include "supervisor/kernel/procmap.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -341,13 +342,11 @@ static void acct_sync_exec(struct acct *a, const struct proc *p)
 static int acct_statm(struct acct *a, uint64_t *bytes)
 {
 	if (a->statm_fd < 0) {
-		char path[64];
-		snprintf(path, sizeof(path), "/proc/%d/statm", a->pid);
-		a->statm_fd = open(path, O_RDONLY | O_CLOEXEC);
+		a->statm_fd = procfs_open(a->pid, "statm", O_RDONLY);
 		if (a->statm_fd < 0)
 			return -ESRCH;
 	}
-	return procmem_statm(a->statm_fd, bytes);
+	return procfs_statm_read(a->statm_fd, bytes, NULL);
 }
 
 static struct resv *resv_of(struct acct *a, pid_t tid, bool create)
@@ -377,7 +376,7 @@ static void resv_settle(struct acct *a, pid_t tid, uint64_t *bytes, uint64_t *re
 	*bytes = *regions = 0;
 	for (size_t i = 0; i < a->n_resv;) {
 		struct resv *r = &a->resv[i];
-		if (r->tid != tid && procmem_in_call(a->pid, r->tid, r->nr)) {
+		if (r->tid != tid && procfs_in_call(a->pid, r->tid, r->nr)) {
 			*bytes += r->bytes;
 			*regions += r->regions;
 			i++;
@@ -484,7 +483,7 @@ static uint64_t reconcile(struct mv *mv, pid_t caller_tid)
 	/* Every child that exists was just counted; a fork still in flight
 	 * keeps its reservation. */
 	for (size_t i = 0; i < e->n_forks;) {
-		if (procmem_in_call(e->forks[i].pid, e->forks[i].tid, e->forks[i].nr)) {
+		if (procfs_in_call(e->forks[i].pid, e->forks[i].tid, e->forks[i].nr)) {
 			total += e->forks[i].bytes;
 			i++;
 		} else {
@@ -544,7 +543,7 @@ struct range_acc {
 	int rc;
 };
 
-static int range_one(void *arg, const struct procmem_vma *v)
+static int range_one(void *arg, const struct proc_vma *v)
 {
 	struct range_acc *acc = arg;
 	struct pol_range *r = acc->r;
@@ -553,20 +552,21 @@ static int range_one(void *arg, const struct procmem_vma *v)
 	r->writable |= v->w;
 	r->exec |= v->x;
 	r->shared |= v->shared;
-	if (procmem_vma_anon(v)) {
+	if (proc_vma_anon(v)) {
 		r->anon = true;
 		return 0;
 	}
+	struct pol_file_id id = {proc_vma_dev(v), v->inode};
 	bool known = false;
 	for (size_t i = 0; i < r->n_files; i++)
-		known |= r->files[i].dev == v->dev && r->files[i].ino == v->ino;
+		known |= r->files[i].dev == id.dev && r->files[i].ino == id.ino;
 	if (!known && r->n_files < POL_RANGE_FILES)
-		r->files[r->n_files++] = (struct pol_file_id){v->dev, v->ino};
+		r->files[r->n_files++] = id;
 	else if (!known)
 		r->many_files = true;
 	if (acc->want_written && !v->shared && !r->written) {
 		bool w = false;
-		int rc = procmem_written(acc->pid, acc->use_scan, s, e, &w);
+		int rc = pagemap_written(acc->pid, acc->use_scan, s, e, &w);
 		if (rc < 0)
 			return rc;
 		r->written = w;
@@ -584,13 +584,13 @@ static int env_range(void *envp, uint64_t start, uint64_t len, bool want_written
 	uint64_t end = start + len < start ? UINT64_MAX : limits_page_align(start + len);
 	struct range_acc acc = {start & ~(POL_PAGE - 1),  end, x->pid, want_written,
 				x->mv->feat.pagemap_scan, out, 0};
-	return procmem_vmas(x->pid, x->mv->feat.procmap_query, acc.start, acc.end, range_one, &acc);
+	return procmap_vmas(x->pid, x->mv->feat.procmap_query, acc.start, acc.end, range_one, &acc);
 }
 
 static int env_fd(void *envp, int fd, struct pol_fd *out)
 {
 	struct env *x = envp;
-	return x->pid ? procmem_fd(x->pid, fd, out) : -ESRCH;
+	return x->pid ? procfs_fd(x->pid, fd, out) : -ESRCH;
 }
 
 static bool shared_known(const struct enforce *e, const struct pol_file_id *f)
@@ -640,7 +640,7 @@ static int env_file_mapped(void *envp, const struct pol_file_id *f, enum pol_map
 	tree_pids(x->mv, &v, &n);
 	for (size_t i = 0; i < n && !*yes; i++) {
 		bool ex, sh;
-		if (procmem_maps_file(v[i], f, &ex, &sh) < 0)
+		if (procmap_maps_file(v[i], f->dev, f->ino, &ex, &sh) < 0)
 			continue;
 		*yes = how == POL_MAPPED_EXEC ? ex : sh;
 	}
@@ -652,7 +652,7 @@ struct heap {
 	uint64_t at, end;
 };
 
-static int heap_vma(void *arg, const struct procmem_vma *v)
+static int heap_vma(void *arg, const struct proc_vma *v)
 {
 	struct heap *h = arg;
 	if (v->start <= h->at && h->at < v->end)
@@ -677,7 +677,7 @@ static int env_brk(void *envp, uint64_t *start, uint64_t *end)
 	/* The heap is the region holding start_brk (it may have merged with
 	 * the bss below); its end is the page-aligned break (mm/mmap.c brk). */
 	struct heap h = {x->a->start_brk, 0};
-	int rc = procmem_vmas(x->pid, x->mv->feat.procmap_query, h.at, h.at + 1, heap_vma, &h);
+	int rc = procmap_vmas(x->pid, x->mv->feat.procmap_query, h.at, h.at + 1, heap_vma, &h);
 	if (rc < 0)
 		return rc;
 	if (h.end)
@@ -706,7 +706,7 @@ static int env_regions(void *envp, bool exact, uint64_t *n)
 		return 0;
 	}
 	uint64_t count, pb, pr;
-	int rc = procmem_regions(x->pid, &count);
+	int rc = procmap_count(x->pid, &count);
 	if (rc < 0)
 		return rc;
 	resv_settle(x->a, x->tid, &pb, &pr);
@@ -740,7 +740,7 @@ static int env_rie(void *envp, bool *yes)
 	acct_sync_exec(x->a, x->p);
 	if (x->a->rie < 0) {
 		unsigned long persona;
-		int rc = procmem_personality(x->pid, &persona);
+		int rc = procfs_personality(x->pid, &persona);
 		if (rc < 0)
 			return rc;
 		x->a->rie = (persona & READ_IMPLIES_EXEC_) != 0;

@@ -140,10 +140,9 @@ void lifecycle_exec_attempt_locked(struct mv *mv, struct proc *p, const struct m
 	 * program execs at once without a notified call in between. Settle
 	 * it by looking, not by guessing. */
 	lifecycle_settle_exec_locked(mv, p);
-	snprintf(path, sizeof(path), "/proc/%d/mem", p->pid);
 	/* The open file pins the current mm: once an exec replaces it, reads
 	 * through this fd find no mm and return 0 (fs/proc/base.c mem_rw). */
-	p->exec_probe_fd = open(path, O_RDONLY | O_CLOEXEC);
+	p->exec_probe_fd = procfs_open(p->pid, "mem", O_RDONLY);
 	p->exec_probe_addr = ip;
 	p->exec_mm_peer = 0;
 	/* A vfork child shares its parent's mm, which stays alive after the
@@ -356,12 +355,9 @@ static void apply_identity_locked(struct proc *p, struct proc_identity *id)
 
 void lifecycle_verify_exe_locked(struct proc *p)
 {
-	char path[64], exe[4096];
-	snprintf(path, sizeof(path), "/proc/%d/exe", p->pid);
-	ssize_t n = readlink(path, exe, sizeof(exe) - 1);
-	if (n < 0)
+	char exe[4096];
+	if (procfs_exe(p->pid, exe, sizeof(exe)) < 0)
 		return;
-	exe[n] = '\0';
 	free(p->exe);
 	p->exe = xstrdup(exe);
 	p->exe_verified = true;

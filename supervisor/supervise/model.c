@@ -1,5 +1,6 @@
 #include "supervisor/supervise/model.h"
 #include "common/util.h"
+#include "supervisor/kernel/procfs.h"
 #include "supervisor/supervise/lifecycle.h"
 
 #include <fcntl.h>
@@ -75,17 +76,5 @@ int model_reconcile(struct mv *mv, pid_t pid, enum procmap_source src, struct mo
 
 int model_usage(pid_t pid, uint64_t *mapped, uint64_t *committed)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/statm", pid);
-	_cleanup_free_ char *text = NULL;
-	int rc = mv_read_file_at(AT_FDCWD, path, &text, NULL);
-	if (rc < 0)
-		return rc == -ENOENT ? -ESRCH : rc;
-	unsigned long long size, rss;
-	if (sscanf(text, "%llu %llu", &size, &rss) != 2)
-		return -ESRCH; /* an exiting process shows an empty statm */
-	long page = sysconf(_SC_PAGESIZE);
-	*mapped = size * (uint64_t)page;
-	*committed = rss * (uint64_t)page;
-	return 0;
+	return procfs_statm(pid, mapped, committed);
 }

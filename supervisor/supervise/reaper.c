@@ -159,16 +159,8 @@ static void add_children(pid_t pid, struct node **v, size_t *n, size_t *cap)
 /* Parent pid of pid from /proc, or -1. */
 static pid_t ppid_of(pid_t pid)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	_cleanup_free_ char *buf = NULL;
-	if (mv_read_file_at(AT_FDCWD, path, &buf, NULL) < 0)
-		return -1;
-	char *rp = strrchr(buf, ')');
-	int ppid;
-	if (!rp || sscanf(rp + 1, " %*c %d", &ppid) != 1)
-		return -1;
-	return ppid;
+	struct proc_stat st;
+	return procfs_task_stat(pid, 0, &st) < 0 ? -1 : st.ppid;
 }
 
 /* Signal every descendant of the reaper, parents before children. A pid

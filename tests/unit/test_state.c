@@ -9,6 +9,7 @@
 
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/sysmacros.h>
 
 static void test_procparse(void)
 {
@@ -299,6 +300,118 @@ static void test_fork_flags(void)
 	ok(parse_fork_flags("garbage\n", &dc, &ndc, &wf, &nwf) == -EINVAL, "not smaps refused");
 }
 
+static void test_procparse_small(void)
+{
+	struct proc_status st;
+	ok(parse_status("Name:\tx\nTgid:\t7\nPPid:\t1\nTracerPid:\t4321\nThreads:\t1\n", &st) == 0 &&
+	       st.tracer_pid == 4321,
+	   "TracerPid");
+	ok(parse_status("Tgid:\t7\nPPid:\t1\nThreads:\t1\n", &st) == 0 && st.tracer_pid == 0,
+	   "no TracerPid: 0");
+
+	uint64_t size, rss;
+	ok(parse_statm("2625 420 368 1 0 244 0\n", &size, &rss) == 0 && size == 2625 && rss == 420,
+	   "statm size and resident");
+	ok(parse_statm("", &size, &rss) == -EINVAL, "empty statm refused");
+	ok(parse_statm("12\n", &size, &rss) == -EINVAL, "statm without resident refused");
+
+	pid_t *v = NULL;
+	size_t n = 0, cap = 0;
+	parse_pids("101 102 \n", &v, &n, &cap);
+	parse_pids("", &v, &n, &cap);
+	parse_pids("7", &v, &n, &cap);
+	ok(n == 3 && v[0] == 101 && v[1] == 102 && v[2] == 7, "children appended");
+	free(v);
+
+	unsigned long flags = 0;
+	ok(parse_fdinfo_flags("pos:\t0\nflags:\t0100002\nmnt_id:\t15\n", &flags) == 0 &&
+	       flags == 0100002,
+	   "fdinfo flags are octal");
+	ok(parse_fdinfo_flags("pos:\t0\n", &flags) == -EINVAL, "fdinfo without flags refused");
+}
+
+struct collect {
+	uint64_t start[16];
+	size_t n, stop_after;
+};
+
+static int collect_vma(void *arg, const struct proc_vma *v)
+{
+	struct collect *c = arg;
+	c->start[c->n++] = v->start;
+	return c->n == c->stop_after ? 1 : 0;
+}
+
+static int fail_vma(void *arg, const struct proc_vma *v)
+{
+	return -E2BIG;
+}
+
+static void test_maps_line(void)
+{
+	const char *line = "7f0040014000-7f0040018000 rw-s 00003000 fd:01 78   /memfd:buf (deleted)\n";
+	struct proc_vma v;
+	ok(parse_maps_line(line, strchr(line, '\n'), &v) == 0, "maps line parses");
+	ok(v.start == 0x7f0040014000 && v.end == 0x7f0040018000 && v.offset == 0x3000, "bounds");
+	ok(v.r && v.w && !v.x && v.shared, "perms");
+	ok(v.dev_major == 0xfd && v.dev_minor == 1 && v.inode == 78, "device and inode");
+	ok(proc_vma_dev(&v) == makedev(0xfd, 1), "device number");
+	ok(proc_vma_named(&v, "/memfd:buf (deleted)"), "name up to the line's end");
+	ok(!proc_vma_named(&v, "/memfd:buf"), "named: the whole name");
+	ok(proc_vma_name_starts(&v, "/memfd:") && !proc_vma_name_starts(&v, "/SYSV"), "prefix");
+	ok(proc_vma_anon(&v), "a memfd is anonymous memory");
+
+	line = "55d0c0a00000-55d0c0a01000 r-xp 00000000 fe:00 1234 /usr/bin/prog";
+	ok(parse_maps_line(line, line + strlen(line), &v) == 0 && !proc_vma_anon(&v) && v.x,
+	   "a program file is not anonymous");
+	line = "7f0000000000-7f0000001000 ---p 00000000 00:00 0";
+	ok(parse_maps_line(line, line + strlen(line), &v) == 0 && v.name_len == 0 &&
+	       proc_vma_anon(&v) && !v.r,
+	   "anonymous, no name");
+	line = "1000-\n2000 rw-p 00000000 00:00 0\n";
+	ok(parse_maps_line(line, strchr(line, '\n'), &v) == -EINVAL, "a field never runs past its line");
+	line = "1000-2000 rw-p 0 00:00\n";
+	ok(parse_maps_line(line, strchr(line, '\n'), &v) == -EINVAL, "no inode refused");
+
+	/* The walk: regions overlapping [start, end), in order. */
+	struct collect c = {.stop_after = 99};
+	ok(parse_maps(maps_text, 0x55d0c0a01000, 0x7f0040000000, collect_vma, &c) == 0, "walk");
+	ok(c.n == 3 && c.start[0] == 0x55d0c0a01000 && c.start[2] == 0x7f0000000000,
+	   "the regions overlapping the range, not those touching its ends");
+	c = (struct collect){.stop_after = 2};
+	ok(parse_maps(maps_text, 0, UINT64_MAX, collect_vma, &c) == 0 && c.n == 2,
+	   "a positive return stops the walk");
+	ok(parse_maps(maps_text, 0, UINT64_MAX, fail_vma, NULL) == -E2BIG, "an error stops it");
+	c = (struct collect){.stop_after = 99};
+	ok(parse_maps("1000-2000 rw-p 0 00:00 0\nzzz\n", 0, UINT64_MAX, collect_vma, &c) == -EINVAL &&
+	       c.n == 1,
+	   "a bad line ends the walk with -EINVAL");
+	c = (struct collect){.stop_after = 99};
+	ok(parse_maps("1000-2000 rw-p 0 00:00 0\nzzz\n", 0, 0x1000, collect_vma, &c) == 0 && c.n == 0,
+	   "nothing past the range is parsed");
+}
+
+static void test_smaps_rss(void)
+{
+	const char *smaps = "1000-3000 rw-p 00000000 00:00 0 \n"
+			    "Size:                  8 kB\nRss:                   4 kB\n"
+			    "VmFlags: rd wr mr mw me ac sd\n"
+			    "5000-6000 r--p 00000000 00:00 0 \n"
+			    "Rss:                   4 kB\n"
+			    "8000-a000 rw-p 00000000 00:00 0 [stack]\n"
+			    "Size:                  8 kB\nRss:                   8 kB\n";
+	struct as_model m;
+	as_model_init(&m);
+	ok(as_parse_maps("1000-3000 rw-p 0 00:00 0\n8000-a000 rw-p 0 00:00 0 [stack]\n", &m) == 0,
+	   "model");
+	ok(parse_smaps_rss(smaps, &m) == 0, "smaps Rss parses");
+	ok(m.r[0].committed == 4096 && m.r[1].committed == 8192, "Rss of each region in bytes");
+	is_u64(m.committed, 3 * 4096, "totals (a region the model lacks is ignored)");
+	ok(parse_smaps_rss("garbage\n", &m) == -EINVAL, "not smaps refused");
+	ok(parse_smaps_rss("", &m) == 0, "empty smaps");
+	as_model_free(&m);
+}
+
 int main(void)
 {
 	syscalls_init();
@@ -308,5 +421,8 @@ int main(void)
 	test_proctab();
 	test_call_bytes();
 	test_fork_flags();
+	test_procparse_small();
+	test_maps_line();
+	test_smaps_rss();
 	return tap_done();
 }
