@@ -33,7 +33,6 @@
  *       counted as 30M + T1's 60M -> does not fit a 128M limit -> exact:
  *       T1 still in mmap or running -> keep -> refused. */
 #include "supervisor/supervise/enforce.h"
-#include "supervisor/supervise/lifecycle.h"
 #include "common/compat.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -814,6 +813,18 @@ static void kill_process(struct proc *p)
 	kill(p->pid, SIGKILL);
 }
 
+/* The process's executable as the kernel has it (/proc/PID/exe), in
+ * place of one taken from an execve's arguments. */
+static void verify_exe_locked(struct proc *p)
+{
+	char exe[4096];
+	if (procfs_exe(p->pid, exe, sizeof(exe)) < 0)
+		return;
+	free(p->exe);
+	p->exe = xstrdup(exe);
+	p->exe_verified = true;
+}
+
 void enforce_decide_locked(struct mv *mv, struct proc *p, const struct mv_call *c,
 			   struct pol_decision *d)
 {
@@ -840,7 +851,7 @@ void enforce_decide_locked(struct mv *mv, struct proc *p, const struct mv_call *
 	 * taken from an execve's arguments (maybe relative, or a symlink)
 	 * is checked against /proc/PID/exe first. */
 	if (p && pol->n_wx_allow && !p->exe_verified)
-		lifecycle_verify_exe_locked(p);
+		verify_exe_locked(p);
 	struct pol_caller who = {.exe = p ? p->exe : NULL, .ops = &env_ops, .env = &x};
 	decide(pol, c, &who, d);
 	/* A rule's name belongs to the policy, which `policy set` may free as

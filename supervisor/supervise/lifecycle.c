@@ -353,16 +353,6 @@ static void apply_identity_locked(struct proc *p, struct proc_identity *id)
 	p->exe_verified = id->exe_read;
 }
 
-void lifecycle_verify_exe_locked(struct proc *p)
-{
-	char exe[4096];
-	if (procfs_exe(p->pid, exe, sizeof(exe)) < 0)
-		return;
-	free(p->exe);
-	p->exe = xstrdup(exe);
-	p->exe_verified = true;
-}
-
 void lifecycle_refresh(struct mv *mv)
 {
 	lifecycle_scan_tree(mv);

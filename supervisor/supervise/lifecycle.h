@@ -30,8 +30,6 @@ void lifecycle_scan_tree(struct mv *mv);
  * (final: the last time, at shutdown). */
 void lifecycle_late_exits(struct mv *mv, bool final);
 
-/* Read p's executable from /proc/PID/exe now (the policy's wx_allow). */
-void lifecycle_verify_exe_locked(struct proc *p);
 
 /* Main thread: the exits epoll set is readable; retire who exited. */
 void lifecycle_exits_ready(struct mv *mv);
