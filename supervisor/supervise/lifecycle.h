@@ -30,7 +30,6 @@ void lifecycle_scan_tree(struct mv *mv);
  * (final: the last time, at shutdown). */
 void lifecycle_late_exits(struct mv *mv, bool final);
 
-
 /* Main thread: the exits epoll set is readable; retire who exited. */
 void lifecycle_exits_ready(struct mv *mv);
 
