@@ -108,6 +108,11 @@ int as_model_add_vma(void *model, const struct proc_vma *v);
 /* Parse /proc/PID/maps text into m (replacing its content). 0 or -EINVAL. */
 int as_parse_maps(const char *text, struct as_model *m);
 
+/* Set the committed bytes of each region of m that /proc/PID/smaps text
+ * lists (by its start) from its Rss, then m's totals. 0, or -EINVAL for
+ * text that is not smaps. */
+int as_apply_smaps_rss(const char *text, struct as_model *m);
+
 /* The kind of a region from its name, sharing and inode. */
 enum as_kind as_classify(const char *path, bool shared, uint64_t inode);
 

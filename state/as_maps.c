@@ -108,6 +108,22 @@ int as_parse_maps(const char *text, struct as_model *m)
 	return rc;
 }
 
+static int set_rss(void *arg, uint64_t start, uint64_t rss)
+{
+	struct as_model *m = arg;
+	long i = as_find(m, start);
+	if (i >= 0)
+		m->r[i].committed = rss;
+	return 0;
+}
+
+int as_apply_smaps_rss(const char *text, struct as_model *m)
+{
+	int rc = parse_smaps_rss(text, set_rss, m);
+	as_model_totals(m);
+	return rc;
+}
+
 void as_model_totals(struct as_model *m)
 {
 	m->mapped = m->committed = 0;

@@ -309,19 +309,21 @@ int parse_fork_flags(const char *text, struct as_range **dc, size_t *n_dc, struc
 	return smaps_each(text, fork_flags_one, &ff) || !*text ? 0 : -EINVAL;
 }
 
+struct rss_each {
+	int (*fn)(void *arg, uint64_t start, uint64_t rss);
+	void *arg;
+};
+
 static int rss_one(void *arg, const struct proc_vma *v, const char *fields, const char *end)
 {
-	struct as_model *m = arg;
+	struct rss_each *r = arg;
 	const char *rss = field(fields, end, "Rss");
-	long i = as_find(m, v->start);
-	if (rss && i >= 0)
-		m->r[i].committed = strtoull(rss, NULL, 10) * 1024; /* "Rss:  N kB" */
-	return 0;
+	return rss ? r->fn(r->arg, v->start, strtoull(rss, NULL, 10) * 1024) : 0; /* "Rss:  N kB" */
 }
 
-int parse_smaps_rss(const char *text, struct as_model *m)
+int parse_smaps_rss(const char *text, int (*fn)(void *arg, uint64_t start, uint64_t rss), void *arg)
 {
-	int n = smaps_each(text, rss_one, m);
-	as_model_totals(m);
+	struct rss_each r = {fn, arg};
+	int n = smaps_each(text, rss_one, &r);
 	return n || !*text ? 0 : -EINVAL;
 }

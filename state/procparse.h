@@ -103,10 +103,9 @@ struct as_range;
 int parse_fork_flags(const char *text, struct as_range **dc, size_t *n_dc, struct as_range **wf,
 		     size_t *n_wf);
 
-/* Set the committed bytes of each region of m that /proc/PID/smaps text
- * lists (by its start) from its Rss, then m's totals. 0, or -EINVAL for
- * text that is not smaps. */
-struct as_model;
-int parse_smaps_rss(const char *text, struct as_model *m);
+/* Each region of /proc/PID/smaps text with its Rss in bytes: fn(arg,
+ * start, rss) in order. 0, or -EINVAL for text that is not smaps. */
+int parse_smaps_rss(const char *text, int (*fn)(void *arg, uint64_t start, uint64_t rss),
+		    void *arg);
 
 #endif

@@ -202,7 +202,7 @@ static int resident_smaps(pid_t pid, struct as_model *m)
 {
 	_cleanup_free_ char *text = NULL;
 	int rc = procfs_read(pid, "smaps", &text, NULL);
-	return rc < 0 ? rc : parse_smaps_rss(text, m);
+	return rc < 0 ? rc : as_apply_smaps_rss(text, m);
 }
 
 int procmap_snapshot(pid_t pid, const struct features *f, enum procmap_source src,

@@ -25,7 +25,7 @@ static void fuzz_maps(const char *text)
 	struct as_model m;
 	as_model_init(&m);
 	as_parse_maps(text, &m);
-	parse_smaps_rss(text, &m);
+	as_apply_smaps_rss(text, &m);
 	as_model_free(&m);
 	size_t sum = 0;
 	parse_maps(text, 0x1000, 0x7fffffffffff, walk_vma, &sum);

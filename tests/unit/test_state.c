@@ -404,11 +404,11 @@ static void test_smaps_rss(void)
 	as_model_init(&m);
 	ok(as_parse_maps("1000-3000 rw-p 0 00:00 0\n8000-a000 rw-p 0 00:00 0 [stack]\n", &m) == 0,
 	   "model");
-	ok(parse_smaps_rss(smaps, &m) == 0, "smaps Rss parses");
+	ok(as_apply_smaps_rss(smaps, &m) == 0, "smaps Rss parses");
 	ok(m.r[0].committed == 4096 && m.r[1].committed == 8192, "Rss of each region in bytes");
 	is_u64(m.committed, 3 * 4096, "totals (a region the model lacks is ignored)");
-	ok(parse_smaps_rss("garbage\n", &m) == -EINVAL, "not smaps refused");
-	ok(parse_smaps_rss("", &m) == 0, "empty smaps");
+	ok(as_apply_smaps_rss("garbage\n", &m) == -EINVAL, "not smaps refused");
+	ok(as_apply_smaps_rss("", &m) == 0, "empty smaps");
 	as_model_free(&m);
 }
 
