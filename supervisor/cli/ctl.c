@@ -1,302 +1,155 @@
 /* memvisor ctl: the command-line client of the control socket. Tables for
  * people, the raw result with --json for scripts.
  *
- * Exit status: 0 ok, 1 the supervisor answered with an error, 2 usage,
- * 3 cannot connect. */
+ * The words are read in two passes against tables (options.h): ctl's own
+ * options up to the command's name, then the command's words (ctl_commands.c)
+ * with ctl's options again, in any order. The command's table fills the
+ * request's args, ctl's fills struct client_opts.
+ *
+ * Exit status (enum ctl_exit): 0 ok, 1 the supervisor answered with an
+ * error, 2 usage, 3 cannot connect. */
 #include "supervisor/cli/ctl.h"
 #include "common/util.h"
+#include "supervisor/cli/ctl_commands.h"
 #include "supervisor/cli/ctl_conn.h"
 #include "supervisor/cli/ctl_find.h"
 #include "supervisor/cli/ctl_follow.h"
 #include "supervisor/cli/ctl_show.h"
 #include "supervisor/cli/options.h"
 
+#include <ctype.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 struct client_opts {
 	const char *socket;
 	bool json;
-	bool list;
+	bool wait;
 	int timeout_ms;
 };
 
-/* ---- commands ------------------------------------------------------- */
-
-struct ctl_op {
-	const char *name;
-	const char *usage;
-	int min_args, max_args;
-	/* Build the request args from the command's words; print usage errors. */
-	int (*args)(int argc, char **argv, json_t **args);
-	void (*render)(json_t *result);
-	const char *summary;
+/* ctl's own options, taken before the command's name and after it. */
+static const struct cli_arg common_args[] = {
+    {.name = "socket",
+     .short_name = 's',
+     .arg = "PATH",
+     .kind = CLI_STRING,
+     .key = "socket",
+     .help = "the supervisor's socket (default: the only one running)"},
+    {.name = "json",
+     .short_name = 'j',
+     .kind = CLI_FLAG,
+     .key = "json",
+     .help = "print the raw JSON result (one line per event for events)"},
+    {.name = "timeout",
+     .short_name = 't',
+     .arg = "SECONDS",
+     .kind = CLI_SECONDS,
+     .key = "timeout_ms",
+     .help = "how long to wait for a reply (default 30)"},
 };
 
-static int no_args(int argc, char **argv, json_t **args)
-{
-	*args = json_object();
-	return 0;
-}
-
-static int parse_pid(const char *s, long long *out)
-{
-	char *end;
-	long long v = strtoll(s, &end, 10);
-	if (!*s || *end || v <= 0) {
-		fprintf(stderr, "memvisor ctl: '%s' is not a process id\n", s);
-		return -1;
-	}
-	*out = v;
-	return 0;
-}
-
-static int pid_args(int argc, char **argv, json_t **args)
-{
-	long long pid;
-	if (argc < 1 || parse_pid(argv[0], &pid) < 0)
-		return -1;
-	*args = json_pack("{s:I}", "pid", (json_int_t)pid);
-	for (int i = 1; i < argc; i++) {
-		if (strncmp(argv[i], "--source=", 9) == 0) {
-			json_object_set_new(*args, "source", json_string(argv[i] + 9));
-		} else {
-			fprintf(stderr, "memvisor ctl: unexpected argument '%s'\n", argv[i]);
-			json_decref(*args);
-			return -1;
-		}
-	}
-	return 0;
-}
-
-static int opt_pid_args(int argc, char **argv, json_t **args)
-{
-	if (argc == 0)
-		return no_args(argc, argv, args);
-	return pid_args(argc, argv, args);
-}
-
-/* --wait on checkpoint or job: follow the job to its end (follow_job). */
-static bool wait_for_job;
-
-static int job_args(int argc, char **argv, json_t **args)
-{
-	char *end;
-	long long id = strtoll(argv[0], &end, 10);
-	if (!*argv[0] || *end || id <= 0) {
-		fprintf(stderr, "memvisor ctl: '%s' is not a job id\n", argv[0]);
-		return -1;
-	}
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--wait") != 0) {
-			fprintf(stderr, "memvisor ctl: unexpected argument '%s'\n", argv[i]);
-			return -1;
-		}
-		wait_for_job = true;
-	}
-	*args = json_pack("{s:I}", "id", (json_int_t)id);
-	return 0;
-}
-
-/* checkpoint DIR [--pid PID]... [--force] [--wait] [--buffer SIZE] [--stop-timeout SECONDS] */
-static int checkpoint_args(int argc, char **argv, json_t **args)
-{
-	const char *dir = NULL;
-	json_t *pids = json_array();
-	*args = json_object();
-	for (int i = 0; i < argc; i++) {
-		const char *a = argv[i];
-		long long pid;
-		uint64_t size;
-		if (strcmp(a, "--force") == 0) {
-			json_object_set_new(*args, "force", json_true());
-		} else if (strcmp(a, "--evict") == 0) {
-			json_object_set_new(*args, "evict", json_true());
-		} else if (strcmp(a, "--wait") == 0) {
-			wait_for_job = true;
-		} else if (strcmp(a, "--pid") == 0 && i + 1 < argc) {
-			if (parse_pid(argv[++i], &pid) < 0)
-				goto fail;
-			json_array_append_new(pids, json_integer((json_int_t)pid));
-		} else if (strcmp(a, "--stop-timeout") == 0 && i + 1 < argc) {
-			int ms;
-			if (cli_parse_seconds_ms(argv[++i], &ms) < 0 || ms < 1) {
-				fprintf(stderr,
-					"memvisor ctl: --stop-timeout: '%s' is not a number of "
-					"seconds\n",
-					argv[i]);
-				goto fail;
-			}
-			json_object_set_new(*args, "stop_timeout_ms", json_integer(ms));
-		} else if (strcmp(a, "--buffer") == 0 && i + 1 < argc) {
-			if (mv_parse_size(argv[++i], &size) < 0) {
-				fprintf(stderr, "memvisor ctl: --buffer: '%s' is not a size\n",
-					argv[i]);
-				goto fail;
-			}
-			json_object_set_new(*args, "buffer", json_integer((json_int_t)size));
-		} else if (a[0] == '-' || dir) {
-			fprintf(stderr, "memvisor ctl: usage: checkpoint DIR [--pid PID]... "
-					"[--force] [--wait]\n");
-			goto fail;
-		} else {
-			dir = a;
-		}
-	}
-	if (!dir) {
-		fprintf(stderr, "memvisor ctl: checkpoint: no directory given\n");
-		goto fail;
-	}
-	/* The supervisor has its own working directory. */
-	char path[8192];
-	if (dir[0] == '/') {
-		snprintf(path, sizeof(path), "%s", dir);
-	} else {
-		char cwd[4096];
-		if (!getcwd(cwd, sizeof(cwd))) {
-			fprintf(stderr, "memvisor ctl: getcwd: %s\n", strerror(errno));
-			goto fail;
-		}
-		snprintf(path, sizeof(path), "%s/%s", cwd, dir);
-	}
-	json_object_set_new(*args, "dir", json_string(path));
-	if (json_array_size(pids))
-		json_object_set_new(*args, "pids", pids);
-	else
-		json_decref(pids);
-	return 0;
-fail:
-	json_decref(pids);
-	json_decref(*args);
-	return -1;
-}
-
-/* reload DIR [--rate MB/s] [--wait] */
-static int reload_args(int argc, char **argv, json_t **args)
-{
-	const char *dir = NULL;
-	*args = json_object();
-	for (int i = 0; i < argc; i++) {
-		char *end;
-		if (strcmp(argv[i], "--wait") == 0) {
-			wait_for_job = true;
-		} else if (strcmp(argv[i], "--rate") == 0 && i + 1 < argc) {
-			double rate = strtod(argv[++i], &end);
-			if (!*argv[i] || *end || rate < 0) {
-				fprintf(stderr,
-					"memvisor ctl: --rate: '%s' is not a number of MB/s\n",
-					argv[i]);
-				goto fail;
-			}
-			json_object_set_new(*args, "rate", json_real(rate));
-		} else if (argv[i][0] == '-' || dir) {
-			fprintf(stderr, "memvisor ctl: usage: reload DIR [--rate MB/s] [--wait]\n");
-			goto fail;
-		} else {
-			dir = argv[i];
-		}
-	}
-	char *abs = dir ? realpath(dir, NULL) : NULL;
-	if (!abs) {
-		fprintf(stderr, "memvisor ctl: reload: %s: %s\n", dir ? dir : "no directory given",
-			dir ? strerror(errno) : "usage: reload DIR [--rate MB/s] [--wait]");
-		goto fail;
-	}
-	json_object_set_new(*args, "dir", json_string(abs));
-	free(abs);
-	return 0;
-fail:
-	json_decref(*args);
-	return -1;
-}
-
-/* `ctl call CMD [JSON]`: any command with raw arguments, for scripts. */
-static int call_args(int argc, char **argv, json_t **args)
-{
-	if (argc < 2) {
-		*args = json_object();
-		return 0;
-	}
-	json_error_t e;
-	*args = json_loads(argv[1], 0, &e);
-	if (!*args || !json_is_object(*args)) {
-		fprintf(stderr, "memvisor ctl: call: arguments must be a JSON object: %s\n",
-			*args ? "not an object" : e.text);
-		json_decref(*args);
-		return -1;
-	}
-	return 0;
-}
-
-static int policy_args(int argc, char **argv, json_t **args)
-{
-	if (argc == 0)
-		return no_args(argc, argv, args);
-	if (argc == 2 && strcmp(argv[0], "set") == 0) {
-		char *abs = realpath(argv[1], NULL);
-		if (!abs) {
-			fprintf(stderr, "memvisor ctl: %s: %s\n", argv[1], strerror(errno));
-			return -1;
-		}
-		*args = json_pack("{s:s}", "path", abs);
-		free(abs);
-		return 0;
-	}
-	fprintf(stderr, "memvisor ctl: usage: policy [set FILE]\n");
-	return -1;
-}
-
-static const struct ctl_op ops[] = {
-    {"hello", "hello", 0, 0, no_args, ctl_show_hello, "versions, pid, kernel features"},
-    {"status", "status", 0, 0, no_args, ctl_show_status, "uptime, processes, totals, jobs"},
-    {"ps", "ps", 0, 0, no_args, ctl_show_ps, "every supervised process"},
-    {"regions", "regions PID [--source=auto|procmap_query|maps]", 1, 2, pid_args, ctl_show_regions,
-     "a process's address space, as the kernel has it now"},
-    {"stats", "stats [PID]", 0, 1, opt_pid_args, ctl_show_stats,
-     "calls by syscall and verdict, bytes, service time"},
-    {"events", "events", 0, 0, no_args, NULL, "follow the event stream (Ctrl-C to stop)"},
-    {"policy", "policy [set FILE]", 0, 2, policy_args, ctl_show_raw,
-     "show the active policy, or replace it"},
-    {"job", "job ID [--wait]", 1, 2, job_args, ctl_show_job,
-     "a job's progress or result; --wait follows it to the end"},
-    {"checkpoint", "checkpoint DIR [--pid PID]... [--force] [--evict] [--wait]", 1, 64,
-     checkpoint_args, ctl_show_checkpoint_started,
-     "write the memory of the processes to an image in DIR (--evict: and drop it)"},
-    {"reload", "reload DIR [--rate MB/s] [--wait]", 1, 4, reload_args, ctl_show_reload_started,
-     "load evicted memory back in the background"},
-    {"jobs", "jobs", 0, 0, no_args, ctl_show_jobs, "every job of this run"},
-    {"call", "call COMMAND [JSON-ARGS]", 1, 2, call_args, ctl_show_raw,
-     "send any request; prints the raw result"},
+static const struct cli_arg help_args[] = {
+    {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "show this help"},
 };
 
-static const struct cli_opt client_opts_table[] = {
-    {"socket", required_argument, 's', "PATH",
-     "the supervisor's socket (default: the only one running)"},
-    {"json", no_argument, 'j', NULL, "print the raw JSON result (one line per event for events)"},
-    {"list", no_argument, 'l', NULL, "list the running memvisors of this user"},
-    {"timeout", required_argument, 't', "SECONDS", "how long to wait for a reply (default 30)"},
-    {"help", no_argument, 'h', NULL, "show this help"},
+/* Only before a command's name. */
+static const struct cli_arg list_args[] = {
+    {.name = "list",
+     .short_name = 'l',
+     .kind = CLI_FLAG,
+     .key = "list",
+     .help = "list the running memvisors of this user"},
+};
+
+/* Only after the name of a command that starts a job. */
+static const struct cli_arg wait_args[] = {
+    {.name = "wait", .kind = CLI_FLAG, .key = "wait", .help = "follow the job to its end"},
 };
 
 static void usage(FILE *f)
 {
 	fprintf(f, "Usage: memvisor ctl [OPTION]... COMMAND [ARG]...\n"
 		   "Query and control a running memvisor over its socket.\n\nOptions:\n");
-	cli_print_opts(f, client_opts_table, ARRAY_SIZE(client_opts_table));
+	cli_print_args(f, common_args, ARRAY_SIZE(common_args));
+	cli_print_args(f, list_args, ARRAY_SIZE(list_args));
+	cli_print_args(f, help_args, ARRAY_SIZE(help_args));
 	fprintf(f, "\nCommands:\n");
-	for (size_t i = 0; i < ARRAY_SIZE(ops); i++)
-		fprintf(f, "  %-44s %s\n", ops[i].usage, ops[i].summary);
-	fprintf(f, "\nThe socket is found from --socket, then $MEMVISOR_SOCKET, then the only\n"
+	for (size_t i = 0; i < ctl_commands_count; i++) {
+		const struct ctl_command *c = &ctl_commands[i];
+		char syn[128], line[160];
+		cli_synopsis(c->args, c->n_args, false, syn, sizeof(syn));
+		snprintf(line, sizeof(line), "%s%s", c->name, syn);
+		fprintf(f, "  %-30s %s\n", line, c->summary);
+	}
+	fprintf(f, "\nRun 'memvisor ctl COMMAND --help' for a command's options; ctl's own\n"
+		   "options may also follow the command.\n"
+		   "The socket is found from --socket, then $MEMVISOR_SOCKET, then the only\n"
 		   "running memvisor of this user.\n"
 		   "Exit status: 0 ok, 1 error reply, 2 usage, 3 cannot connect.\n");
 }
 
-/* ---- main ----------------------------------------------------------- */
+/* The usage line of c; with all, also of the other commands named with
+ * its first word (policy, policy set). */
+static void cmd_synopsis(FILE *f, const struct ctl_command *c, bool all)
+{
+	size_t first = strcspn(c->name, " ");
+	const char *lead = "Usage:";
+	for (size_t i = 0; i < ctl_commands_count; i++) {
+		const struct ctl_command *o = &ctl_commands[i];
+		char syn[128];
+		bool sibling = strncmp(o->name, c->name, first) == 0 &&
+			       (!o->name[first] || o->name[first] == ' ');
+		if (o != c && !(all && sibling))
+			continue;
+		fprintf(f, "%s memvisor ctl %s [OPTION]...%s\n", lead, o->name,
+			cli_synopsis(o->args, o->n_args, false, syn, sizeof(syn)));
+		lead = "      ";
+	}
+}
 
+static void cmd_help(const struct ctl_command *c)
+{
+	cmd_synopsis(stdout, c, false);
+	printf("%c%s.\n\nOptions:\n", toupper((unsigned char)c->summary[0]), c->summary + 1);
+	cli_print_args(stdout, c->args, c->n_args);
+	if (c->job)
+		cli_print_args(stdout, wait_args, ARRAY_SIZE(wait_args));
+	cli_print_args(stdout, common_args, ARRAY_SIZE(common_args));
+	cli_print_args(stdout, help_args, ARRAY_SIZE(help_args));
+}
+
+/* Read c's words (argv[0] is the last word of its name) into the
+ * request's args and ctl's options. 0, CLI_HELP_ASKED or -EINVAL. */
+static int parse_cmd(const struct ctl_command *c, int argc, char **argv, json_t *args,
+		     json_t *copts)
+{
+	struct cli_table t[] = {
+	    {c->args, c->n_args, args},
+	    {common_args, ARRAY_SIZE(common_args), copts},
+	    {wait_args, c->job ? ARRAY_SIZE(wait_args) : 0, copts},
+	    {help_args, ARRAY_SIZE(help_args), NULL},
+	};
+	char prog[64];
+	snprintf(prog, sizeof(prog), "memvisor ctl: %s", c->name);
+	return cli_parse(prog, t, ARRAY_SIZE(t), argc, argv, NULL);
+}
+
+static struct client_opts client_opts(json_t *copts)
+{
+	json_t *timeout = json_object_get(copts, "timeout_ms");
+	return (struct client_opts){
+	    .socket = cli_string(copts, "socket"),
+	    .json = cli_flag(copts, "json"),
+	    .wait = cli_flag(copts, "wait"),
+	    .timeout_ms = timeout ? (int)json_integer_value(timeout) : 30000,
+	};
+}
+
+/* --list: every live socket, with the pid and command line it serves. */
 static int list_sockets(void)
 {
 	size_t n;
@@ -320,127 +173,91 @@ static int list_sockets(void)
 	return CTL_EXIT_OK;
 }
 
-static const struct ctl_op *find_op(const char *name)
+/* Send c's request; show its result, or follow the job it started. */
+static int request(const struct ctl_command *c, struct ctl_conn *conn, json_t *args,
+		   const struct client_opts *o)
 {
-	for (size_t i = 0; i < ARRAY_SIZE(ops); i++)
-		if (strcmp(ops[i].name, name) == 0)
-			return &ops[i];
-	return NULL;
+	const char *cmd = c->request ? c->request : cli_string(args, "cmd");
+	json_t *req = c->request ? args : json_object_get(args, "args");
+	json_t *result = NULL;
+	int rc = ctl_conn_call(conn, cmd, json_incref(req), &result);
+	if (rc)
+		return rc;
+	if (o->wait)
+		rc = ctl_follow_job(conn, json_integer_value(json_object_get(result, c->job)),
+				    o->json, c->image ? cli_string(result, "dir") : NULL);
+	else if (o->json)
+		ctl_show_line(result);
+	else
+		c->show(result);
+	json_decref(result);
+	return rc;
 }
 
-static int parse_client_opts(int argc, char **argv, struct client_opts *o)
+static int run_cmd(const struct ctl_command *c, json_t *args, const struct client_opts *o)
 {
-	struct option longopts[ARRAY_SIZE(client_opts_table) + 1];
-	char shortopts[3 * ARRAY_SIZE(client_opts_table) + 3];
-	cli_getopt_tables(client_opts_table, ARRAY_SIZE(client_opts_table), longopts, shortopts);
-	o->timeout_ms = 30000;
-	optind = 1;
-	opterr = 0;
-	int ch;
-	while ((ch = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
-		switch (ch) {
-		case 's':
-			o->socket = optarg;
-			break;
-		case 'j':
-			o->json = true;
-			break;
-		case 'l':
-			o->list = true;
-			break;
-		case 't':
-			if (cli_parse_seconds_ms(optarg, &o->timeout_ms) < 0) {
-				fprintf(
-				    stderr,
-				    "memvisor ctl: --timeout: '%s' is not a number of seconds\n",
-				    optarg);
-				return -1;
-			}
-			break;
-		case 'h':
-			usage(stdout);
-			exit(0);
-		case ':':
-			fprintf(stderr, "memvisor ctl: option '%s' needs an argument\n",
-				argv[optind - 1]);
-			return -1;
-		default:
-			fprintf(stderr,
-				"memvisor ctl: unknown option '%s' (see memvisor ctl --help)\n",
-				argv[optind - 1]);
-			return -1;
-		}
+	_cleanup_free_ char *path = NULL;
+	int rc = ctl_find_socket(o->socket, &path);
+	if (rc)
+		return rc;
+	struct ctl_conn conn;
+	if ((rc = ctl_conn_open(path, o->timeout_ms, &conn)))
+		return rc;
+	signal(SIGPIPE, SIG_IGN);
+	rc = c->show ? request(c, &conn, args, o) : ctl_follow_events(&conn, o->json);
+	ctl_conn_close(&conn);
+	return rc;
+}
+
+/* The command that words name, its words read into args and copts; or
+ * NULL when that was all (help, a usage error): *status is then the exit
+ * status. */
+static const struct ctl_command *find_cmd(int n, char **words, json_t *args, json_t *copts,
+					  int *status)
+{
+	int used;
+	const struct ctl_command *c = ctl_command_find(words, n, &used);
+	if (!c) {
+		fprintf(stderr, "memvisor ctl: unknown command '%s' (see memvisor ctl --help)\n",
+			words[0]);
+		*status = CTL_EXIT_USAGE;
+		return NULL;
 	}
-	return 0;
+	int rc = parse_cmd(c, n - used + 1, words + used - 1, args, copts);
+	if (rc == CLI_HELP_ASKED)
+		cmd_help(c);
+	else if (rc < 0)
+		cmd_synopsis(stderr, c, true);
+	*status = rc == CLI_HELP_ASKED ? CTL_EXIT_OK : CTL_EXIT_USAGE;
+	return rc == 0 ? c : NULL;
 }
 
 int ctl_client_main(int argc, char **argv)
 {
-	struct client_opts o = {0};
-	if (parse_client_opts(argc, argv, &o) < 0)
-		return CTL_EXIT_USAGE;
-	if (o.list)
+	_cleanup_json_ json_t *copts = json_object(), *args = json_object();
+	struct cli_table top[] = {
+	    {common_args, ARRAY_SIZE(common_args), copts},
+	    {list_args, ARRAY_SIZE(list_args), copts},
+	    {help_args, ARRAY_SIZE(help_args), NULL},
+	};
+	int first, status;
+	int rc = cli_parse("memvisor ctl", top, ARRAY_SIZE(top), argc, argv, &first);
+	if (rc == CLI_HELP_ASKED)
+		usage(stdout);
+	if (rc < 0)
+		fprintf(stderr, "Usage: memvisor ctl [OPTION]... COMMAND [ARG]... "
+				"(see memvisor ctl --help)\n");
+	if (rc)
+		return rc < 0 ? CTL_EXIT_USAGE : CTL_EXIT_OK;
+	if (cli_flag(copts, "list"))
 		return list_sockets();
-	if (optind >= argc) {
+	if (first >= argc) {
 		usage(stderr);
 		return CTL_EXIT_USAGE;
 	}
-	const struct ctl_op *op = find_op(argv[optind]);
-	if (!op) {
-		fprintf(stderr, "memvisor ctl: unknown command '%s' (see memvisor ctl --help)\n",
-			argv[optind]);
-		return CTL_EXIT_USAGE;
-	}
-	int nargs = argc - optind - 1;
-	char **words = argv + optind + 1;
-	if (nargs < op->min_args || nargs > op->max_args) {
-		fprintf(stderr, "memvisor ctl: usage: %s\n", op->usage);
-		return CTL_EXIT_USAGE;
-	}
-	json_t *args = NULL;
-	if (op->args(nargs, words, &args) < 0)
-		return CTL_EXIT_USAGE;
-	_cleanup_free_ char *path = NULL;
-	int rc = ctl_find_socket(o.socket, &path);
-	if (rc) {
-		json_decref(args);
-		return rc;
-	}
-	struct ctl_conn c;
-	if ((rc = ctl_conn_open(path, o.timeout_ms, &c))) {
-		json_decref(args);
-		return rc;
-	}
-	signal(SIGPIPE, SIG_IGN);
-	if (strcmp(op->name, "events") == 0) {
-		json_decref(args);
-		rc = ctl_follow_events(&c, o.json);
-		ctl_conn_close(&c);
-		return rc;
-	}
-	const char *cmd = strcmp(op->name, "call") == 0 ? words[0] : op->name;
-	if (strcmp(op->name, "policy") == 0 && json_object_get(args, "path"))
-		cmd = "policy_set";
-	json_t *result = NULL;
-	rc = ctl_conn_call(&c, cmd, args, &result);
-	if (rc == CTL_EXIT_OK && wait_for_job) {
-		long long id = json_integer_value(
-		    json_object_get(result, strcmp(op->name, "job") == 0 ? "id" : "job"));
-		const char *d = json_string_value(json_object_get(result, "dir"));
-		_cleanup_free_ char *dir =
-		    strcmp(op->name, "checkpoint") == 0 && d ? xstrdup(d) : NULL;
-		json_decref(result);
-		rc = ctl_follow_job(&c, id, o.json, dir);
-		ctl_conn_close(&c);
-		return rc;
-	}
-	ctl_conn_close(&c);
-	if (rc)
-		return rc;
-	if (o.json)
-		ctl_show_line(result);
-	else
-		op->render(result);
-	json_decref(result);
-	return CTL_EXIT_OK;
+	const struct ctl_command *c = find_cmd(argc - first, argv + first, args, copts, &status);
+	if (!c)
+		return status;
+	struct client_opts o = client_opts(copts);
+	return run_cmd(c, args, &o);
 }
