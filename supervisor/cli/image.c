@@ -18,16 +18,28 @@
 
 enum { EXIT_GOOD = 0, EXIT_BAD = 1, EXIT_USAGE = 2 };
 
-struct image_opts {
-	bool json;
+static const struct cli_arg image_args[] = {
+    {.arg = "COMMAND", .kind = CLI_STRING, .key = "command"},
+    {.arg = "DIR", .kind = CLI_STRING, .key = "dir"},
+    {.name = "json",
+     .kind = CLI_FLAG,
+     .key = "json",
+     .help = "print the result as one line of JSON"},
+    {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "show this help"},
 };
+
+static void synopsis(FILE *f)
+{
+	fprintf(f, "Usage: memvisor image info [OPTION]... DIR\n"
+		   "       memvisor image verify [OPTION]... DIR\n");
+}
 
 static void usage(FILE *f)
 {
-	fprintf(f, "Usage: memvisor image info [--json] DIR\n"
-		   "       memvisor image verify [--json] DIR\n"
-		   "Summarise a checkpoint image, or check every checksum in it.\n"
-		   "Exit status: 0 good, 1 bad image, 2 usage.\n");
+	synopsis(f);
+	fprintf(f, "Summarise a checkpoint image, or check every checksum in it.\n\n");
+	cli_print_args(f, image_args, ARRAY_SIZE(image_args));
+	fprintf(f, "\nExit status: 0 good, 1 bad image, 2 usage.\n");
 }
 
 static const char *human(uint64_t b, char *buf, size_t len)
@@ -157,7 +169,7 @@ static void print_json(json_t *o)
 	json_decref(o);
 }
 
-static int cmd_info(const char *dir, const struct image_opts *o)
+static int cmd_info(const char *dir, bool json)
 {
 	struct imgread r;
 	struct mv_err err = {0};
@@ -167,7 +179,7 @@ static int cmd_info(const char *dir, const struct image_opts *o)
 		imgread_close(&r);
 		return EXIT_BAD;
 	}
-	if (o->json)
+	if (json)
 		print_json(info_json(dir, &r));
 	else
 		info_text(dir, &r);
@@ -185,7 +197,7 @@ static void on_progress(uint64_t done, uint64_t total, void *arg)
 		fprintf(stderr, "\r              \r");
 }
 
-static int cmd_verify(const char *dir, const struct image_opts *o)
+static int cmd_verify(const char *dir, bool json)
 {
 	struct imgread r;
 	struct mv_err err = {0};
@@ -194,7 +206,7 @@ static int cmd_verify(const char *dir, const struct image_opts *o)
 	if (rc == 0)
 		rc = imgread_verify(&r, on_progress, NULL, &err);
 	double secs = (double)(mv_now_ns() - t0) / 1e9;
-	if (o->json) {
+	if (json) {
 		print_json(
 		    rc == 0 ? json_pack("{s:s, s:b, s:I, s:I, s:f}", "dir", dir, "ok", 1, "extents",
 					(json_int_t)r.im.recorded.extents, "bytes",
@@ -213,34 +225,26 @@ static int cmd_verify(const char *dir, const struct image_opts *o)
 
 int image_main(int argc, char **argv)
 {
-	struct image_opts o = {0};
-	const char *sub = NULL, *dir = NULL;
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--json") == 0) {
-			o.json = true;
-		} else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-			usage(stdout);
-			return EXIT_GOOD;
-		} else if (argv[i][0] == '-' && argv[i][1]) {
-			fprintf(stderr, "memvisor image: unknown option '%s'\n", argv[i]);
-			return EXIT_USAGE;
-		} else if (!sub) {
-			sub = argv[i];
-		} else if (!dir) {
-			dir = argv[i];
-		} else {
-			fprintf(stderr, "memvisor image: unexpected argument '%s'\n", argv[i]);
-			return EXIT_USAGE;
-		}
-	}
-	if (!sub || !dir) {
+	if (argc < 2) {
 		usage(stderr);
 		return EXIT_USAGE;
 	}
+	_cleanup_json_ json_t *o = json_object();
+	struct cli_table t = {image_args, ARRAY_SIZE(image_args), o};
+	int rc = cli_parse("memvisor image", &t, 1, argc, argv, NULL);
+	if (rc == CLI_HELP_ASKED) {
+		usage(stdout);
+		return EXIT_GOOD;
+	}
+	if (rc < 0) {
+		synopsis(stderr);
+		return EXIT_USAGE;
+	}
+	const char *sub = cli_string(o, "command"), *dir = cli_string(o, "dir");
 	if (strcmp(sub, "info") == 0)
-		return cmd_info(dir, &o);
+		return cmd_info(dir, cli_flag(o, "json"));
 	if (strcmp(sub, "verify") == 0)
-		return cmd_verify(dir, &o);
+		return cmd_verify(dir, cli_flag(o, "json"));
 	fprintf(stderr, "memvisor image: unknown command '%s' (info or verify)\n", sub);
 	return EXIT_USAGE;
 }

@@ -1,9 +1,18 @@
-/* Command-line helpers shared by the subcommands: option tables turned
- * into getopt_long arguments and help text. */
+/* Command-line options from tables, the one way every subcommand reads
+ * its words: getopt_long arguments and help text made from a table.
+ *
+ * Two table forms. struct cli_opt is the plain one: the caller runs
+ * getopt_long itself and switches on the values (run). struct cli_arg
+ * also says what each option's argument and each operand is and which
+ * member of a JSON object it sets, so that cli_parse reads the whole
+ * command line: `--opt=value` and `--opt value`, options before or after
+ * operands, values checked, -h/--help. */
 #ifndef MV_CLI_H
 #define MV_CLI_H
 
 #include <getopt.h>
+#include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 struct cli_opt {
@@ -25,5 +34,78 @@ void cli_print_opts(FILE *f, const struct cli_opt *opts, size_t n);
 
 /* Parse a non-negative decimal number of seconds ("2", "0.5") into ms. 0 or -EINVAL. */
 int cli_parse_seconds_ms(const char *s, int *ms);
+
+/* What an option's argument or an operand is: how it is checked and the
+ * JSON value it becomes. */
+enum cli_kind {
+	CLI_HELP,	     /* -h/--help: cli_parse stops and says so */
+	CLI_FLAG,	     /* an option without argument: true */
+	CLI_STRING,	     /* as given */
+	CLI_PATH,	     /* made absolute against the working directory */
+	CLI_REALPATH,	     /* an existing path, resolved with realpath(3) */
+	CLI_PID,	     /* a process id: a positive integer */
+	CLI_JOB,	     /* a job id: a positive integer */
+	CLI_SECONDS,	     /* decimal seconds ("2", "0.5"), as integer ms */
+	CLI_SECONDS_NONZERO, /* the same, at least 1 ms */
+	CLI_SIZE,	     /* bytes, with an optional K, M, G or T: an integer */
+	CLI_RATE,	     /* a non-negative number of MB/s: a real */
+	CLI_JSON_OBJECT,     /* a JSON object */
+};
+
+enum {
+	CLI_OPTIONAL = 1, /* an operand that may be left out */
+	CLI_MANY = 2,	  /* an option that may be repeated, an operand that takes
+			   * the rest: the values collect in a JSON array */
+};
+
+/* One option (name set) or operand (name NULL) of a command. */
+struct cli_arg {
+	const char *name; /* --name */
+	int short_name;	  /* -c, or 0 */
+	const char *arg;  /* the value's name in help; an operand's in usage */
+	enum cli_kind kind;
+	const char *key; /* the member of the table's object it sets */
+	unsigned flags;
+	const char *help; /* NULL: accepted but not listed */
+};
+
+/* A table of args, and the object their values go in. */
+struct cli_table {
+	const struct cli_arg *args;
+	size_t n;
+	json_t *out;
+};
+
+enum { CLI_HELP_ASKED = 1 };
+
+/* Read argv (argv[0] names the command) against the tables, each value
+ * checked and set in its table's object.
+ *
+ * rest NULL: options may come anywhere (GNU getopt_long order; "--" ends
+ * them) and every operand goes to the tables' operand rows, in order.
+ * rest set: options end at the first operand, whose index is stored in
+ * *rest: the words are the caller's (a subcommand's).
+ *
+ * 0; CLI_HELP_ASKED when a CLI_HELP option came (the words after it are
+ * not read); or -EINVAL after saying on stderr "PROG: what is wrong". */
+int cli_parse(const char *prog, const struct cli_table *t, size_t nt, int argc, char **argv,
+	      int *rest);
+
+/* The operands of a table as usage shows them (" DIR [PID] FILE..."),
+ * after " [OPTION]..." when with_options and the table has options. */
+const char *cli_synopsis(const struct cli_arg *args, size_t n, bool with_options, char *buf,
+			 size_t len);
+
+/* Print the options of a table, aligned like cli_print_opts. */
+void cli_print_args(FILE *f, const struct cli_arg *args, size_t n);
+
+/* A member of a parsed object: true when the flag was given; the string
+ * given, or NULL. */
+bool cli_flag(json_t *o, const char *key);
+const char *cli_string(json_t *o, const char *key);
+
+/* _cleanup_json_ json_t *o: dropped at the end of the scope. */
+void cli_json_freep(json_t **o);
+#define _cleanup_json_ __attribute__((cleanup(cli_json_freep)))
 
 #endif

@@ -8,22 +8,32 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { OPT_JSON = 256, OPT_NOTIFY_ALL };
-
-static const struct cli_opt check_opts[] = {
-    {"explain", no_argument, 'e', NULL,
-     "also show which calls stay in the kernel and which are notified"},
-    {"notify-all", no_argument, OPT_NOTIFY_ALL, NULL, "explain as under run --notify-all"},
-    {"json", no_argument, OPT_JSON, NULL, "print the policy in its canonical JSON form"},
-    {"help", no_argument, 'h', NULL, "show this help"},
+static const struct cli_arg policy_args[] = {
+    {.arg = "COMMAND", .kind = CLI_STRING, .key = "command"},
+    {.arg = "FILE", .kind = CLI_STRING, .key = "files", .flags = CLI_MANY | CLI_OPTIONAL},
+    {.name = "explain",
+     .short_name = 'e',
+     .kind = CLI_FLAG,
+     .key = "explain",
+     .help = "also show which calls stay in the kernel and which are notified"},
+    {.name = "notify-all",
+     .kind = CLI_FLAG,
+     .key = "notify_all",
+     .help = "explain as under run --notify-all"},
+    {.name = "json",
+     .kind = CLI_FLAG,
+     .key = "json",
+     .help = "print the policy in its canonical JSON form"},
+    {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "show this help"},
 };
+
+#define SYNOPSIS "Usage: memvisor policy check [OPTION]... FILE...\n"
 
 static void usage(FILE *f)
 {
-	fprintf(f, "Usage: memvisor policy check [OPTION]... FILE...\n"
-		   "Validate policy files (docs/policy.md). Errors are printed as\n"
-		   "FILE:LINE:COL: /json/pointer: message.\n\n");
-	cli_print_opts(f, check_opts, ARRAY_SIZE(check_opts));
+	fprintf(f, SYNOPSIS "Validate policy files (docs/policy.md). Errors are printed as\n"
+			    "FILE:LINE:COL: /json/pointer: message.\n\n");
+	cli_print_args(f, policy_args, ARRAY_SIZE(policy_args));
 	fprintf(f,
 		"\nExit status: 0 if every FILE is valid, 1 if one is not, 2 for usage errors.\n");
 }
@@ -56,57 +66,48 @@ static int check_one(const char *path, bool explain, bool notify_all, bool json)
 	return 0;
 }
 
-int policy_main(int argc, char **argv)
+/* policy check, its words read into o. */
+static int check_all(json_t *o)
 {
-	if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-		usage(argc < 2 ? stderr : stdout);
-		return argc < 2 ? 2 : 0;
-	}
-	if (strcmp(argv[1], "check") != 0) {
-		fprintf(stderr,
-			"memvisor: policy: unknown command '%s' (see memvisor policy --help)\n",
-			argv[1]);
+	json_t *files = json_object_get(o, "files");
+	if (!json_array_size(files)) {
+		fprintf(stderr, "memvisor policy: no FILE given\n" SYNOPSIS);
 		return 2;
 	}
-	argc--;
-	argv++;
-	struct option longopts[ARRAY_SIZE(check_opts) + 1];
-	char shortopts[3 * ARRAY_SIZE(check_opts) + 3];
-	cli_getopt_tables(check_opts, ARRAY_SIZE(check_opts), longopts, shortopts);
-	bool explain = false, notify_all = false, json = false;
-	optind = 1;
-	opterr = 0;
-	int c;
-	while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
-		switch (c) {
-		case 'e':
-			explain = true;
-			break;
-		case OPT_NOTIFY_ALL:
-			notify_all = explain = true;
-			break;
-		case OPT_JSON:
-			json = true;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			fprintf(stderr, "memvisor: policy check: unknown option '%s'\n",
-				argv[optind - 1]);
-			return 2;
-		}
-	}
-	if (optind >= argc) {
-		fprintf(stderr, "memvisor: policy check: no FILE given\n");
-		return 2;
-	}
+	bool notify_all = cli_flag(o, "notify_all"), explain = notify_all || cli_flag(o, "explain");
 	if (explain && syscalls_init() < 0) {
 		fprintf(stderr, "memvisor: cannot resolve system call numbers\n");
 		return 2;
 	}
 	int status = 0;
-	for (int i = optind; i < argc; i++)
-		status |= check_one(argv[i], explain, notify_all, json);
+	for (size_t i = 0; i < json_array_size(files); i++)
+		status |= check_one(json_string_value(json_array_get(files, i)), explain,
+				    notify_all, cli_flag(o, "json"));
 	return status;
+}
+
+int policy_main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	_cleanup_json_ json_t *o = json_object();
+	struct cli_table t = {policy_args, ARRAY_SIZE(policy_args), o};
+	int rc = cli_parse("memvisor policy", &t, 1, argc, argv, NULL);
+	if (rc == CLI_HELP_ASKED) {
+		usage(stdout);
+		return 0;
+	}
+	if (rc < 0) {
+		fprintf(stderr, SYNOPSIS);
+		return 2;
+	}
+	if (strcmp(cli_string(o, "command"), "check") != 0) {
+		fprintf(stderr,
+			"memvisor: policy: unknown command '%s' (see memvisor policy --help)\n",
+			cli_string(o, "command"));
+		return 2;
+	}
+	return check_all(o);
 }

@@ -1,0 +1,355 @@
+/* memvisor ctl: results as people read them, tables with human sizes and
+ * times; and as scripts read them (--json), one line each. */
+#include "supervisor/cli/ctl_show.h"
+#include "common/util.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+static const char *hsize(json_t *v, char *buf, size_t len)
+{
+	return mv_human_size((uint64_t)json_integer_value(v), buf, len);
+}
+
+static const char *jstr(json_t *o, const char *key)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+	return s ? s : "-";
+}
+
+static long long jint(json_t *o, const char *key)
+{
+	return json_integer_value(json_object_get(o, key));
+}
+
+void ctl_show_cmdline(json_t *argv, int width)
+{
+	size_t i;
+	json_t *a;
+	int used = 0;
+	json_array_foreach(argv, i, a)
+	{
+		const char *s = json_string_value(a);
+		int n = printf("%s%s", i ? " " : "", s);
+		used += n;
+		if (width > 0 && used > width)
+			break;
+	}
+}
+
+static void fmt_ns(uint64_t ns, char *buf, size_t len)
+{
+	if (ns < 10000)
+		snprintf(buf, len, "%" PRIu64 " ns", ns);
+	else if (ns < 10000000)
+		snprintf(buf, len, "%.1f us", (double)ns / 1e3);
+	else
+		snprintf(buf, len, "%.1f ms", (double)ns / 1e6);
+}
+
+static void render_job_line(json_t *j)
+{
+	char a[32], b[32];
+	double rate = json_real_value(json_object_get(j, "rate"));
+	printf("  job %lld %-10s %-8s %-12s %s / %s (%.1f MB/s, %.1f s)\n", jint(j, "id"),
+	       jstr(j, "kind"), jstr(j, "state"), jstr(j, "phase"),
+	       hsize(json_object_get(j, "done"), a, sizeof(a)),
+	       hsize(json_object_get(j, "total"), b, sizeof(b)), rate / 1e6,
+	       json_real_value(json_object_get(j, "elapsed")));
+	json_t *e = json_object_get(j, "error");
+	if (e)
+		printf("    error: %s: %s\n", jstr(e, "code"), jstr(e, "message"));
+}
+
+static void render_jobs_list(json_t *jobs)
+{
+	size_t i;
+	json_t *j;
+	json_array_foreach(jobs, i, j) render_job_line(j);
+}
+
+void ctl_show_hello(json_t *r)
+{
+	printf("memvisor %s (protocol %lld), supervisor pid %lld\n", jstr(r, "memvisor"),
+	       jint(r, "protocol"), jint(r, "pid"));
+	printf("command: ");
+	ctl_show_cmdline(json_object_get(r, "command"), 0);
+	printf("\nsocket:  %s\n", jstr(r, "socket"));
+	json_t *f = json_object_get(r, "features");
+	printf("kernel:  %s\n", jstr(f, "kernel"));
+	json_t *un = json_object_get(f, "user_notif");
+	json_t *uf = json_object_get(f, "userfaultfd");
+	printf("features: sync_wake_up=%s wait_killable_recv=%s procmap_query=%s pagemap_scan=%s "
+	       "pidfd_getfd=%s mdwe=%s userfaultfd=%s\n",
+	       json_is_true(json_object_get(un, "sync_wake_up")) ? "yes" : "no",
+	       json_is_true(json_object_get(un, "wait_killable_recv")) ? "yes" : "no",
+	       json_is_true(json_object_get(f, "procmap_query")) ? "yes" : "no",
+	       json_is_true(json_object_get(f, "pagemap_scan")) ? "yes" : "no",
+	       json_is_true(json_object_get(f, "pidfd_getfd")) ? "yes" : "no",
+	       json_is_true(json_object_get(f, "mdwe")) ? "yes" : "no",
+	       json_is_true(json_object_get(uf, "dev"))	      ? "dev"
+	       : json_is_true(json_object_get(uf, "syscall")) ? "syscall"
+							      : "no");
+	printf("commands:");
+	size_t i;
+	json_t *c;
+	json_array_foreach(json_object_get(r, "commands"), i, c) printf(" %s", jstr(c, "name"));
+	printf("\n");
+}
+
+void ctl_show_status(json_t *r)
+{
+	char a[32], b[32];
+	json_t *t = json_object_get(r, "totals");
+	printf("command:       ");
+	ctl_show_cmdline(json_object_get(r, "command"), 0);
+	printf("\ncommand pid:   %lld (%s", jint(r, "command_pid"), jstr(r, "command_state"));
+	if (json_is_integer(json_object_get(r, "exit_status")))
+		printf(", exit status %lld", jint(r, "exit_status"));
+	printf(")\nuptime:        %.1f s\n", json_real_value(json_object_get(r, "uptime")));
+	printf("processes:     %lld running, %lld seen\n", jint(r, "processes"),
+	       jint(r, "processes_seen"));
+	printf("memory:        %s mapped, %s committed\n",
+	       hsize(json_object_get(t, "mapped"), a, sizeof(a)),
+	       hsize(json_object_get(t, "committed"), b, sizeof(b)));
+	printf("notifications: %lld (%lld denied, %lld killed)\n", jint(t, "notifications"),
+	       jint(t, "denials"), jint(t, "kills"));
+	json_t *jobs = json_object_get(r, "jobs");
+	if (json_array_size(jobs)) {
+		printf("jobs:\n");
+		render_jobs_list(jobs);
+	}
+}
+
+void ctl_show_ps(json_t *r)
+{
+	printf("%7s %7s %4s %-12s %10s %10s %8s  %s\n", "PID", "PPID", "THR", "STATE", "MAPPED",
+	       "COMMITTED", "CALLS", "COMMAND");
+	size_t i;
+	json_t *p;
+	json_array_foreach(json_object_get(r, "processes"), i, p)
+	{
+		char a[32], b[32];
+		printf("%7lld %7lld %4lld %-12s %10s %10s %8lld  ", jint(p, "pid"), jint(p, "ppid"),
+		       jint(p, "threads"), jstr(p, "state"),
+		       hsize(json_object_get(p, "mapped"), a, sizeof(a)),
+		       hsize(json_object_get(p, "committed"), b, sizeof(b)), jint(p, "calls"));
+		ctl_show_cmdline(json_object_get(p, "cmdline"), 60);
+		printf("\n");
+	}
+}
+
+void ctl_show_regions(json_t *r)
+{
+	char a[32], b[32], c[32];
+	printf("%-14s %-14s %10s %-4s %-6s %-8s %10s %-10s %s\n", "START", "END", "SIZE", "PROT",
+	       "SHARE", "KIND", "COMMITTED", "CREATED", "PATH");
+	size_t i;
+	json_t *g;
+	json_array_foreach(json_object_get(r, "regions"), i, g)
+	{
+		json_t *cb = json_object_get(g, "created_by");
+		printf("%-14s %-14s %10s %-4s %-6s %-8s %10s %-10s %s\n", jstr(g, "start") + 2,
+		       jstr(g, "end") + 2, hsize(json_object_get(g, "size"), a, sizeof(a)),
+		       jstr(g, "prot"),
+		       json_is_true(json_object_get(g, "shared")) ? "shared" : "priv",
+		       jstr(g, "kind"), hsize(json_object_get(g, "committed"), b, sizeof(b)),
+		       json_is_object(cb) ? jstr(cb, "syscall") : "-",
+		       json_is_string(json_object_get(g, "path")) ? jstr(g, "path") : "");
+	}
+	fmt_ns((uint64_t)jint(r, "reconcile_ns"), c, sizeof(c));
+	printf("%lld regions, %s mapped, %s committed (pid %lld, read with %s in %s)\n",
+	       jint(r, "count"), hsize(json_object_get(r, "mapped"), a, sizeof(a)),
+	       hsize(json_object_get(r, "committed"), b, sizeof(b)), jint(r, "pid"),
+	       jstr(r, "source"), c);
+}
+
+static void render_stat_block(json_t *s)
+{
+	static const char *const verdicts[] = {"allow", "log", "deny", "kill"};
+	printf("  %-18s %9s %9s %9s %9s %12s\n", "SYSCALL", "ALLOW", "LOG", "DENY", "KILL",
+	       "BYTES");
+	const char *name;
+	json_t *by;
+	json_t *bytes = json_object_get(s, "bytes");
+	json_object_foreach(json_object_get(s, "calls"), name, by)
+	{
+		char b[32] = "-";
+		if (json_object_get(bytes, name))
+			hsize(json_object_get(bytes, name), b, sizeof(b));
+		printf("  %-18s", name);
+		for (size_t i = 0; i < ARRAY_SIZE(verdicts); i++)
+			printf(" %9lld", jint(by, verdicts[i]));
+		printf(" %12s\n", b);
+	}
+	json_t *h = json_object_get(s, "service_ns");
+	char p50[32], p99[32], p999[32], mx[32];
+	fmt_ns((uint64_t)jint(h, "p50"), p50, sizeof(p50));
+	fmt_ns((uint64_t)jint(h, "p99"), p99, sizeof(p99));
+	fmt_ns((uint64_t)jint(h, "p999"), p999, sizeof(p999));
+	fmt_ns((uint64_t)jint(h, "max"), mx, sizeof(mx));
+	printf("  %lld calls; service time p50 %s, p99 %s, p99.9 %s, max %s\n", jint(s, "total"),
+	       p50, p99, p999, mx);
+}
+
+void ctl_show_stats(json_t *r)
+{
+	if (json_object_get(r, "totals")) {
+		printf("all processes (%lld notifications):\n", jint(r, "notifications"));
+		render_stat_block(json_object_get(r, "totals"));
+		return;
+	}
+	printf("pid %lld (%s)%s:\n", jint(r, "pid"), jstr(r, "exe"),
+	       json_is_true(json_object_get(r, "exited")) ? ", exited" : "");
+	render_stat_block(json_object_get(r, "stats"));
+}
+
+static double ms(json_t *o, const char *key)
+{
+	return (double)jint(o, key) / 1e6;
+}
+
+static void render_checkpoint_result(json_t *res)
+{
+	char a[32], b[32], c[32];
+	printf("image %s (id %s)\n", jstr(res, "dir"), jstr(res, "id"));
+	printf("  %zu processes, %lld threads, %lld regions, %lld extents\n",
+	       json_array_size(json_object_get(res, "processes")), jint(res, "threads"),
+	       jint(res, "regions"), jint(res, "extents"));
+	printf("  %s written (%s committed in the processes), %s of it shared memory\n",
+	       hsize(json_object_get(res, "bytes"), a, sizeof(a)),
+	       hsize(json_object_get(res, "committed"), b, sizeof(b)),
+	       hsize(json_object_get(res, "shared_bytes"), c, sizeof(c)));
+	printf("  paused %.1f ms (stop %.1f, layout %.1f, copy %.1f); synced %.1f ms after; "
+	       "%.1f ms in all, %.0f MB/s\n",
+	       ms(res, "pause_ns"), ms(res, "stop_ns"), ms(res, "layout_ns"), ms(res, "copy_ns"),
+	       ms(res, "sync_ns"), ms(res, "elapsed_ns"),
+	       json_real_value(json_object_get(res, "rate")) / 1e6);
+	json_t *ev = json_object_get(res, "evicted");
+	if (ev)
+		printf("  evicted: %s in %lld regions (%lld left resident; shared memory stays "
+		       "resident)\n",
+		       hsize(json_object_get(ev, "bytes"), a, sizeof(a)), jint(ev, "regions"),
+		       jint(ev, "kept_regions"));
+	size_t i;
+	json_t *p;
+	json_array_foreach(json_object_get(ev, "skipped"), i, p)
+	    printf("  not evicted: process %lld %s\n", jint(p, "pid"), jstr(p, "reason"));
+	json_array_foreach(json_object_get(res, "processes"), i, p)
+	{
+		if (strcmp(jstr(p, "state"), "gone") == 0)
+			printf("  process %lld: gone (exited during the checkpoint)\n",
+			       jint(p, "pid"));
+		else
+			printf("  process %lld: %lld threads, %s, paused %.1f ms\n", jint(p, "pid"),
+			       jint(p, "threads"), hsize(json_object_get(p, "bytes"), a, sizeof(a)),
+			       ms(p, "pause_ns"));
+	}
+}
+
+void ctl_show_job(json_t *r)
+{
+	render_job_line(r);
+	json_t *res = json_object_get(r, "result");
+	if (res && strcmp(jstr(r, "kind"), "checkpoint") == 0) {
+		render_checkpoint_result(res);
+	} else if (res) {
+		char *s = json_dumps(res, JSON_INDENT(2) | JSON_SORT_KEYS);
+		printf("%s\n", s);
+		free(s);
+	}
+}
+
+void ctl_show_jobs(json_t *r)
+{
+	render_jobs_list(json_object_get(r, "jobs"));
+}
+
+void ctl_show_raw(json_t *r)
+{
+	char *s = json_dumps(r, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+	printf("%s\n", s);
+	free(s);
+}
+
+void ctl_show_line(json_t *r)
+{
+	char *s = json_dumps(r, JSON_COMPACT | JSON_ENCODE_ANY);
+	printf("%s\n", s);
+	free(s);
+}
+
+void ctl_show_reload_started(json_t *r)
+{
+	printf("reload job %lld started: %s (follow it with: memvisor ctl job %lld --wait)\n",
+	       jint(r, "job"), jstr(r, "dir"), jint(r, "job"));
+}
+
+void ctl_show_checkpoint_started(json_t *r)
+{
+	printf("checkpoint job %lld started: %s (follow it with: memvisor ctl job %lld --wait)\n",
+	       jint(r, "job"), jstr(r, "dir"), jint(r, "job"));
+}
+
+void ctl_show_event(json_t *e)
+{
+	double t = json_real_value(json_object_get(e, "time"));
+	time_t secs = (time_t)t;
+	struct tm tm;
+	localtime_r(&secs, &tm);
+	printf("%02d:%02d:%02d.%03d ", tm.tm_hour, tm.tm_min, tm.tm_sec,
+	       (int)(fmod(t, 1.0) * 1000));
+	const char *kind = jstr(e, "event");
+	if (strcmp(kind, "call") == 0) {
+		printf("%-6lld %-14s %-6s", jint(e, "pid"), jstr(e, "syscall"), jstr(e, "verdict"));
+		const char *k;
+		json_t *v;
+		json_object_foreach(json_object_get(e, "args"), k, v)
+		{
+			if (json_is_string(v))
+				printf(" %s=%s", k, json_string_value(v));
+			else
+				printf(" %s=%lld", k, (long long)json_integer_value(v));
+		}
+		if (json_object_get(e, "rule"))
+			printf(" rule=%s", jstr(e, "rule"));
+	} else if (strcmp(kind, "job") == 0) {
+		printf("job    ");
+		render_job_line(e);
+		return;
+	} else if (strcmp(kind, "dropped") == 0) {
+		printf("(%lld events dropped: this reader fell behind)", jint(e, "count"));
+	} else {
+		printf("%-6lld %-14s", jint(e, "pid"), kind);
+		ctl_show_cmdline(json_object_get(e, "cmdline"), 80);
+		if (json_object_get(e, "status"))
+			printf(" (status %lld)", jint(e, "status"));
+	}
+	printf("\n");
+}
+
+void ctl_show_progress(json_t *j, bool tty)
+{
+	char a[32], b[32];
+	double done = (double)jint(j, "done"), total = (double)jint(j, "total");
+	double frac = total > 0 ? done / total : 0.0;
+	hsize(json_object_get(j, "done"), a, sizeof(a));
+	hsize(json_object_get(j, "total"), b, sizeof(b));
+	double rate = json_real_value(json_object_get(j, "rate")) / 1e6;
+	if (!tty) {
+		fprintf(stderr, "job %lld %s %s: %.0f%% %s / %s, %.0f MB/s, %.1f s\n",
+			jint(j, "id"), jstr(j, "kind"), jstr(j, "phase"), frac * 100, a, b, rate,
+			json_real_value(json_object_get(j, "elapsed")));
+		return;
+	}
+	char bar[31];
+	int full = (int)(frac * 30 + 0.5);
+	for (int i = 0; i < 30; i++)
+		bar[i] = i < full ? '#' : '.';
+	bar[30] = '\0';
+	fprintf(stderr, "\r\033[K%s %-9s [%s] %3.0f%% %s / %s %.0f MB/s", jstr(j, "kind"),
+		jstr(j, "phase"), bar, frac * 100, a, b, rate);
+}

@@ -1,0 +1,240 @@
+#!/usr/bin/env bats
+# How the subcommands read their words (issue 16): one option table each,
+# read with getopt_long, so --opt=value and --opt value, options before or
+# after operands, and -h/--help work everywhere; a usage error exits 2
+# and names the command's usage. What ctl sends is checked against a
+# stand-in for memvisor that records each request; a few forms run
+# against the real one.
+
+load helpers
+bats_require_minimum_version 1.5.0
+
+# A stand-in for memvisor's socket at $FAKE: records {cmd, args} of each
+# request, one line in $TMP/requests, and answers ok with a job id.
+start_fake() {
+	FAKE=$XDG_RUNTIME_DIR/fake.sock
+	python3 -c '
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1])
+s.listen(8)
+print("ready", flush=True)
+while True:
+    c, _ = s.accept()
+    f = c.makefile("rwb")
+    for line in f:
+        req = json.loads(line)
+        with open(sys.argv[2], "a") as log:
+            log.write(json.dumps({"cmd": req["cmd"], "args": req["args"]}, sort_keys=True) + "\n")
+        res = {"job": 7, "dir": req["args"].get("dir")}
+        f.write((json.dumps({"id": req["id"], "ok": True, "result": res}) + "\n").encode())
+        f.flush()
+    c.close()
+' "$FAKE" "$TMP/requests" >"$TMP/fake.out" 3>&- &
+	remember_pid $!
+	disown $! # teardown kills it: no "Killed" notice
+	wait_for 5 grep -q ready "$TMP/fake.out"
+	: >"$TMP/requests"
+}
+
+# The request that `ctl --socket $FAKE ARGS...` sent, or nothing.
+sent() {
+	: >"$TMP/requests"
+	"$MEMVISOR" ctl --socket "$FAKE" "$@" >/dev/null
+	cat "$TMP/requests"
+}
+
+@test "ctl: --opt=value and --opt value, before or after the operand, send the same request" {
+	start_fake
+	a=$(sent reload "$TMP" --rate 200)
+	[ "$a" = "$(sent reload "$TMP" --rate=200)" ]
+	[ "$a" = "$(sent reload --rate=200 "$TMP")" ]
+	[ "$a" = "$(sent reload --rate 200 "$TMP")" ]
+	[ "$a" = '{"args": {"dir": "'"$TMP"'", "rate": 200.0}, "cmd": "reload"}' ]
+	a=$(sent regions 42 --source=maps)
+	[ "$a" = "$(sent regions 42 --source maps)" ]
+	[ "$a" = "$(sent regions --source maps 42)" ]
+	[ "$a" = '{"args": {"pid": 42, "source": "maps"}, "cmd": "regions"}' ]
+}
+
+@test "ctl checkpoint: every option in either form, in any place, and a relative DIR made absolute" {
+	start_fake
+	cd "$TMP"
+	a=$(sent checkpoint img --pid 5 --pid 6 --force --evict --buffer 32M --stop-timeout 2)
+	[ "$a" = "$(sent checkpoint --pid=5 --pid=6 --buffer=32M --stop-timeout=2 --force --evict img)" ]
+	[ "$a" = "$(sent checkpoint --pid 5 img --evict --buffer=32M --pid=6 --stop-timeout 2 --force)" ]
+	[ "$(echo "$a" | json_get /dev/stdin 'd["args"]["dir"]')" = "$TMP/img" ]
+	[ "$(echo "$a" | json_get /dev/stdin 'd["args"]["pids"]')" = "[5, 6]" ]
+	[ "$(echo "$a" | json_get /dev/stdin 'd["args"]["buffer"]')" = $((32 << 20)) ]
+	[ "$(echo "$a" | json_get /dev/stdin 'd["args"]["stop_timeout_ms"]')" = 2000 ]
+	[ "$(echo "$a" | json_get /dev/stdin 'd["args"]["force"] and d["args"]["evict"]')" = True ]
+	# No --pid: no pids member (every process); --wait is ctl's, not sent.
+	a=$(sent checkpoint img)
+	[ "$a" = '{"args": {"dir": "'"$TMP"'/img"}, "cmd": "checkpoint"}' ]
+}
+
+@test "ctl: its own options also after the command; call and policy set send what they say" {
+	start_fake
+	a=$(sent --json status)
+	[ "$a" = '{"args": {}, "cmd": "status"}' ]
+	[ "$a" = "$(sent status --json)" ]
+	# --socket and --json after the command: the one-line JSON result.
+	: >"$TMP/requests"
+	run "$MEMVISOR" ctl ps --socket "$FAKE" --json -t 5
+	assert_success
+	assert_output '{"job":7,"dir":null}'
+	[ "$(cat "$TMP/requests")" = '{"args": {}, "cmd": "ps"}' ]
+	a=$(sent call regions '{"pid": 9, "limit": 3}')
+	[ "$a" = '{"args": {"limit": 3, "pid": 9}, "cmd": "regions"}' ]
+	[ "$(sent call hello)" = '{"args": {}, "cmd": "hello"}' ]
+	echo '{"version": 1}' >"$TMP/p.json"
+	cd "$TMP"
+	[ "$(sent policy set p.json)" = '{"args": {"path": "'"$TMP"'/p.json"}, "cmd": "policy_set"}' ]
+	[ "$(sent stats)" = '{"args": {}, "cmd": "stats"}' ]
+	[ "$(sent stats 12)" = '{"args": {"pid": 12}, "cmd": "stats"}' ]
+	[ "$(sent job 3)" = '{"args": {"id": 3}, "cmd": "job"}' ]
+}
+
+@test "ctl: a usage error exits 2 with the command's usage, and sends nothing" {
+	start_fake
+	check() { # EXPECTED-MESSAGE USAGE-LINE ARGS...
+		local msg=$1 use=$2
+		shift 2
+		: >"$TMP/requests"
+		run "$MEMVISOR" ctl --socket "$FAKE" "$@"
+		[ "$status" -eq 2 ] || { echo "ctl $*: status $status: $output"; return 1; }
+		assert_output --partial "$msg"
+		assert_output --partial "Usage: memvisor ctl $use"
+		[ ! -s "$TMP/requests" ]
+	}
+	check "'x' is not a process id" "regions [OPTION]... PID" regions x
+	check "no PID given" "regions" regions --source maps
+	check "unexpected argument '2'" "regions" regions 1 2
+	check "--rate: 'fast' is not a number of MB/s" "reload [OPTION]... DIR" reload "$TMP" --rate=fast
+	check "option '--rate' needs an argument" "reload" reload "$TMP" --rate
+	check "$TMP/nope: No such file or directory" "reload" reload "$TMP/nope"
+	check "no DIR given" "checkpoint [OPTION]... DIR" checkpoint --force
+	check "--buffer: 'lots' is not a size" "checkpoint" checkpoint d --buffer lots
+	check "--stop-timeout: '0' is not a number of seconds" "checkpoint" checkpoint d --stop-timeout=0
+	check "--pid: 'all' is not a process id" "checkpoint" checkpoint d --pid all
+	check "'x' is not a job id" "job [OPTION]... ID" job x
+	check "unknown option '--wait'" "ps [OPTION]..." ps --wait
+	check "option '--json' takes no argument" "ps" ps --json=pretty
+	check "unexpected argument 'frob'" "policy [OPTION]..." policy frob
+	assert_output --partial "memvisor ctl policy set [OPTION]... FILE"
+	check "no FILE given" "policy [OPTION]..." policy set
+	check "'[1]' is not a JSON object: not an object" "call [OPTION]... COMMAND [JSON-ARGS]" call regions '[1]'
+	check "unknown option '--bogus'" "[OPTION]... COMMAND" --bogus ps
+	run "$MEMVISOR" ctl --socket "$FAKE" frobnicate
+	[ "$status" -eq 2 ]
+	assert_output --partial "unknown command 'frobnicate'"
+}
+
+@test "-h and --help on every command print its usage and exit 0, without connecting" {
+	for cmd in hello status ps regions stats events policy "policy set" job checkpoint reload jobs call; do
+		for h in -h --help; do
+			# shellcheck disable=SC2086
+			run "$MEMVISOR" ctl --socket "$TMP/none.sock" $cmd $h
+			[ "$status" -eq 0 ] || { echo "ctl $cmd $h: $status: $output"; return 1; }
+			assert_line --index 0 --partial "Usage: memvisor ctl $cmd "
+			assert_output --partial -- "--socket PATH"
+		done
+	done
+	run "$MEMVISOR" ctl checkpoint --help
+	assert_output --partial -- "--stop-timeout SECONDS"
+	assert_output --partial -- "--buffer SIZE"
+	assert_output --partial -- "--wait"
+	run "$MEMVISOR" ctl reload -h
+	assert_output --partial -- "--rate MB/s"
+	run "$MEMVISOR" ctl regions -h
+	assert_output --partial -- "--source HOW"
+	for words in "ctl" "image" "image info" "image verify" "policy" "policy check" "run"; do
+		for h in -h --help; do
+			# shellcheck disable=SC2086
+			run "$MEMVISOR" $words $h
+			[ "$status" -eq 0 ] || { echo "$words $h: $status: $output"; return 1; }
+			assert_line --index 0 --partial "Usage: memvisor"
+		done
+	done
+}
+
+@test "image and policy: options after operands, usage errors exit 2" {
+	echo '{"version": 1, "wx": "deny"}' >"$TMP/p.json"
+	run "$MEMVISOR" policy check --json "$TMP/p.json"
+	assert_success
+	json=$output
+	run "$MEMVISOR" policy check "$TMP/p.json" --json
+	assert_success
+	[ "$output" = "$json" ]
+	run "$MEMVISOR" policy --explain check "$TMP/p.json"
+	assert_success
+	assert_output --partial "notified when prot"
+	run "$MEMVISOR" policy check -- "$TMP/p.json"
+	assert_success
+	run "$MEMVISOR" policy check --explain=yes "$TMP/p.json"
+	[ "$status" -eq 2 ]
+	assert_output --partial "option '--explain' takes no argument"
+	assert_output --partial "Usage: memvisor policy check"
+	run "$MEMVISOR" image info
+	[ "$status" -eq 2 ]
+	assert_output --partial "no DIR given"
+	assert_output --partial "Usage: memvisor image info"
+	run "$MEMVISOR" image verify "$TMP" --jsn
+	[ "$status" -eq 2 ]
+	assert_output --partial "unknown option '--jsn'"
+	run "$MEMVISOR" image info "$TMP" "$TMP"
+	[ "$status" -eq 2 ]
+	assert_output --partial "unexpected argument"
+}
+
+# The mappings workload under memvisor, fed through fd 7.
+start_mappings() {
+	SOCK=$TMP/ctl.sock
+	mkfifo "$TMP/in"
+	"$MEMVISOR" run --socket "$SOCK" -- "$WL/mappings" <"$TMP/in" >"$TMP/out" &
+	MVPID=$!
+	remember_pid $MVPID
+	exec 7>"$TMP/in"
+	wait_for 10 grep -q '^ready' "$TMP/out"
+	PID=$(awk '/^ready/{print $2}' "$TMP/out")
+}
+
+stop_mappings() {
+	exec 7>&-
+	wait $MVPID
+}
+
+@test "the new forms against a real memvisor: ps --json, regions PID --source maps, checkpoint --opt=value DIR" {
+	start_mappings
+	run "$MEMVISOR" ctl ps --socket "$SOCK" --json
+	assert_success
+	echo "$output" >"$TMP/ps.json"
+	[ "$(json_get "$TMP/ps.json" '[p["pid"] for p in d["processes"]]')" = "[$PID]" ]
+	run "$MEMVISOR" ctl --socket "$SOCK" regions "$PID" --source maps --json
+	assert_success
+	echo "$output" >"$TMP/r.json"
+	json_get "$TMP/r.json" 'd["source"]' | grep -q '^maps'
+	run "$MEMVISOR" ctl --socket "$SOCK" checkpoint --stop-timeout=5 --buffer=16M --pid="$PID" --wait "$TMP/img"
+	assert_success
+	assert_output --partial "image $TMP/img"
+	run "$MEMVISOR" image verify "$TMP/img" --json
+	assert_success
+	[ "$(json_get /dev/stdin 'd["ok"]' <<<"$output")" = True ]
+	run "$MEMVISOR" image --json info "$TMP/img"
+	assert_success
+	[ "$(json_get /dev/stdin 'd["processes"]' <<<"$output")" = 1 ]
+	stop_mappings
+}
+
+@test "the new forms against a real memvisor: checkpoint DIR --evict --wait, reload --rate=N DIR --wait" {
+	v=$(cat /proc/sys/vm/unprivileged_userfaultfd 2>/dev/null) || skip "no userfaultfd in this kernel"
+	[ "$(id -u)" = 0 ] || [ "$v" = 1 ] || skip "userfaultfd needs root or vm.unprivileged_userfaultfd=1"
+	start_mappings
+	run "$MEMVISOR" ctl --socket "$SOCK" checkpoint "$TMP/img" --evict --wait
+	assert_success
+	assert_output --partial "evicted:"
+	run --separate-stderr "$MEMVISOR" ctl --socket "$SOCK" reload --rate=500 "$TMP/img" --wait --json
+	assert_success
+	[ "$(json_get /dev/stdin 'd["state"]' <<<"$output")" = done ]
+	stop_mappings
+}
