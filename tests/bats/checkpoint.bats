@@ -18,8 +18,8 @@ teardown() {
 }
 
 ctl() { "$MEMVISOR" ctl --socket "$SOCK" "$@"; }
-raw() { python3 "$BATS_TEST_DIRNAME/ctlraw.py" "$SOCK" "$@"; }
-imgcmp() { python3 "$BATS_TEST_DIRNAME/imgcmp.py" "$@"; }
+raw() { python3 "$HELPERS/ctlraw.py" "$SOCK" "$@"; }
+imgcmp() { python3 "$HELPERS/imgcmp.py" "$@"; }
 
 # Start a workload under memvisor, its stdin a FIFO held on fd 7, its
 # stdout in $TMP/out; PID is the pid it prints with "ready".

@@ -6,7 +6,7 @@ load helpers
 bats_require_minimum_version 1.5.0
 
 ctl() { "$MEMVISOR" ctl --socket "$SOCK" "$@"; }
-raw() { python3 "$BATS_TEST_DIRNAME/ctlraw.py" "$SOCK" "$@"; }
+raw() { python3 "$HELPERS/ctlraw.py" "$SOCK" "$@"; }
 
 # Start the mappings workload under memvisor, controlled through fd 7.
 # --notify-all: these tests look at memory calls (events, provenance,
@@ -33,7 +33,7 @@ stop_mappings() {
 			continue
 		fi
 		ctl --json call regions "{\"pid\":$PID,\"source\":\"$src\"}" >"$TMP/r.json"
-		python3 "$BATS_TEST_DIRNAME/regions_check.py" $PID <"$TMP/r.json"
+		python3 "$HELPERS/regions_check.py" $PID <"$TMP/r.json"
 	done
 	# The known mappings are there with the right kind and size.
 	run ctl --json regions $PID
@@ -65,7 +65,7 @@ stop_mappings() {
 	ctl --json regions $PID >"$TMP/r.json"
 	[ "$(json_get "$TMP/r.json" "[r for r in d['regions'] if int(r['start'],16)==0x$start][0]['size']")" -eq 1114112 ]
 	[ "$(json_get "$TMP/r.json" "[r for r in d['regions'] if int(r['start'],16)==0x$start][0]['created_by']['syscall']")" = mmap ]
-	python3 "$BATS_TEST_DIRNAME/regions_check.py" $PID <"$TMP/r.json"
+	python3 "$HELPERS/regions_check.py" $PID <"$TMP/r.json"
 	stop_mappings
 }
 
@@ -154,7 +154,7 @@ stop_mappings() {
 	start_mappings
 	chmod 755 "$TMP"
 	chmod 777 "$SOCK" # the socket's own mode must not be what stops it
-	run setpriv --reuid=nobody --regid=nogroup --clear-groups -- /usr/bin/python3 "$BATS_TEST_DIRNAME/ctlraw.py" "$SOCK" send '{"id":1,"cmd":"status"}'
+	run setpriv --reuid=nobody --regid=nogroup --clear-groups -- /usr/bin/python3 "$HELPERS/ctlraw.py" "$SOCK" send '{"id":1,"cmd":"status"}'
 	assert_success
 	assert_output --partial '"code":"permission_denied"'
 	assert_output --partial "uid 65534 may not use this socket"

@@ -9,7 +9,7 @@ load helpers
 bats_require_minimum_version 1.5.0
 
 ctl() { "$MEMVISOR" ctl --socket "$SOCK" "$@"; }
-raw() { python3 "$BATS_TEST_DIRNAME/ctlraw.py" "$SOCK" "$@"; }
+raw() { python3 "$HELPERS/ctlraw.py" "$SOCK" "$@"; }
 
 teardown() {
 	[ -n "${TMP:-}" ] && touch "$TMP/go" && sleep 0.2
@@ -28,7 +28,7 @@ teardown() {
 		"$MEMVISOR" ctl --socket "$0" policy set "$1/open.json" >"$1/direct" 2>&1; echo "rc $?" >>"$1/direct"
 		( setsid sh -c "\"\$MEMVISOR\" ctl --socket \"$0\" policy set \"$1/open.json\" >\"$1/orphan\" 2>&1; echo rc \$? >>\"$1/orphan\"" & )
 		python3 "$2" "$0" send "{\"id\":1,\"cmd\":\"status\"}" >"$1/raw" 2>&1
-		while [ ! -e "$1/go" ]; do sleep 0.05; done' "$SOCK" "$TMP" "$BATS_TEST_DIRNAME/ctlraw.py" &
+		while [ ! -e "$1/go" ]; do sleep 0.05; done' "$SOCK" "$TMP" "$HELPERS/ctlraw.py" &
 	mv=$!
 	remember_pid $mv
 	wait_for 10 test -s "$TMP/raw"

@@ -7,6 +7,8 @@ ROOT=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
 : "${MEMVISOR_BUILD:=$ROOT/build}"
 : "${MEMVISOR:=$MEMVISOR_BUILD/memvisor}"
 WL=$MEMVISOR_BUILD/workloads
+# The tests' Python scripts.
+HELPERS=$ROOT/tests/helpers
 export MEMVISOR MEMVISOR_BUILD WL
 
 # Sockets and runtime files of each test live in its own temporary dir.

@@ -124,7 +124,7 @@ all_answered() { # STATS-JSON
 	pid=$("$MEMVISOR" ctl --socket "$SOCK" --json status | python3 -c 'import json,sys; print(json.load(sys.stdin)["command_pid"])')
 	rss0=$(rss_kb $mv)
 	echo go >"$TMP/go"
-	run timeout $LIMIT python3 "$BATS_TEST_DIRNAME/ctlstorm.py" "$SOCK" "${STORM_CLIENTS:-100}" "$SECS" "$pid"
+	run timeout $LIMIT python3 "$HELPERS/ctlstorm.py" "$SOCK" "${STORM_CLIENTS:-100}" "$SECS" "$pid"
 	assert_success
 	assert_output --regexp '^ctlstorm ok [1-9][0-9]* [0-9]+ [0-9]+$'
 	# Still answering, with counters that add up.
