@@ -96,7 +96,7 @@ supervised() { # POLICY ATTEMPT
 	remember_pid $mv
 	exec 7>"$TMP/in"
 	wait_for 10 grep -q '^ready' "$TMP/out"
-	"$MEMVISOR" ctl --socket "$SOCK" policy set "$TMP/deny.json"
+	ctl policy set "$TMP/deny.json"
 	echo go >&7
 	exec 7>&-
 	wait $mv && rc=0 || rc=$?
@@ -148,7 +148,7 @@ supervised() { # POLICY ATTEMPT
 	remember_pid $mv
 	wait_for 5 test -S "$SOCK"
 	policy p '{"version": 1, "rules": [{"name": "no-madvise", "syscalls": ["madvise"], "action": "deny"}]}'
-	run "$MEMVISOR" ctl --socket "$SOCK" policy set "$TMP/p.json"
+	run ctl policy set "$TMP/p.json"
 	assert_failure 1
 	assert_output --partial "IORING_OP_MADVISE"
 	echo go >"$TMP/go"

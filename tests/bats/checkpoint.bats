@@ -17,8 +17,6 @@ teardown() {
 	teardown_tmp
 }
 
-ctl() { "$MEMVISOR" ctl --socket "$SOCK" "$@"; }
-raw() { python3 "$HELPERS/ctlraw.py" "$SOCK" "$@"; }
 imgcmp() { python3 "$HELPERS/imgcmp.py" "$@"; }
 
 # Start a workload under memvisor, its stdin a FIFO held on fd 7, its

@@ -5,9 +5,6 @@
 load helpers
 bats_require_minimum_version 1.5.0
 
-ctl() { "$MEMVISOR" ctl --socket "$SOCK" "$@"; }
-raw() { python3 "$HELPERS/ctlraw.py" "$SOCK" "$@"; }
-
 # Start the mappings workload under memvisor, controlled through fd 7.
 # --notify-all: these tests look at memory calls (events, provenance,
 # counts), which the default policy leaves in the kernel.
@@ -74,7 +71,7 @@ stop_mappings() {
 	echo fork >&7
 	wait_for 5 grep -q '^child' "$TMP/out"
 	child=$(awk '/^child/{print $2}' "$TMP/out")
-	wait_for 5 sh -c "$MEMVISOR ctl --socket $SOCK --json ps | grep -q '\"sleep\"'"
+	wait_for 5 ctl_has '"sleep"' --json ps
 	run ctl --json ps
 	assert_success
 	echo "$output" >"$TMP/ps.json"
@@ -88,7 +85,7 @@ stop_mappings() {
 	assert_output --regexp "PID +PPID +THR +STATE +MAPPED +COMMITTED"
 	echo "reap $child" >&7
 	wait_for 5 grep -q '^reaped' "$TMP/out"
-	wait_for 5 sh -c "! $MEMVISOR ctl --socket $SOCK --json ps | grep -q '\"pid\":$child,'"
+	wait_for 5 ctl_lacks "\"pid\":$child," --json ps
 	stop_mappings
 }
 

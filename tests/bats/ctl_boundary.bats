@@ -8,9 +8,6 @@
 load helpers
 bats_require_minimum_version 1.5.0
 
-ctl() { "$MEMVISOR" ctl --socket "$SOCK" "$@"; }
-raw() { python3 "$HELPERS/ctlraw.py" "$SOCK" "$@"; }
-
 teardown() {
 	[ -n "${TMP:-}" ] && touch "$TMP/go" && sleep 0.2
 	exec 7>&- 2>/dev/null || true
@@ -148,16 +145,16 @@ open(sys.argv[2] + ".got", "wb").write(got)' "$dir/4242.sock" "$dir/listening" &
 	mv=$!
 	remember_pid $mv
 	wait_for 10 test -S "$SOCK"
-	run timeout 5 "$MEMVISOR" ctl --socket "$SOCK" --timeout 3 policy set "$TMP/fifo"
+	run ctl_within 5 --timeout 3 policy set "$TMP/fifo"
 	[ "$status" -eq 1 ]
 	assert_output --partial "$TMP/fifo: not a regular file"
-	run timeout 5 "$MEMVISOR" ctl --socket "$SOCK" --timeout 3 policy set /dev/zero
+	run ctl_within 5 --timeout 3 policy set /dev/zero
 	[ "$status" -eq 1 ]
 	assert_output --partial "not a regular file"
-	run timeout 5 "$MEMVISOR" ctl --socket "$SOCK" --timeout 3 policy set "$TMP/huge.json"
+	run ctl_within 5 --timeout 3 policy set "$TMP/huge.json"
 	[ "$status" -eq 1 ]
 	assert_output --partial "larger than 1048576 bytes"
-	run timeout 5 "$MEMVISOR" ctl --socket "$SOCK" --timeout 3 --json status
+	run ctl_within 5 --timeout 3 --json status
 	assert_success
 	assert_output --partial '"command_state":"running"'
 	echo go >"$TMP/go"
@@ -248,7 +245,7 @@ PY
 	# An ASan build keeps freed memory in its quarantine: RSS not checked.
 	[ -n "${SANITIZER_REPORTS:-}" ] || [ "$rss" -lt $((rss0 + 48 * 1024)) ]
 	# Others are served meanwhile.
-	run timeout 5 "$MEMVISOR" ctl --socket "$SOCK" --json status
+	run ctl_within 5 --json status
 	assert_success
 	touch "$TMP/go2"
 	wait $hogs
@@ -302,7 +299,7 @@ PY
 	closed=$(echo "$output" | awk '{print $4}')
 	[ "$closed" -gt 0 ]
 	[ -n "${SANITIZER_REPORTS:-}" ] || [ "$rss" -lt $((rss0 + 160 * 1024)) ]
-	run timeout 5 "$MEMVISOR" ctl --socket "$SOCK" --json status
+	run ctl_within 5 --json status
 	assert_success
 	echo go >"$TMP/go"
 	wait $mv

@@ -50,7 +50,7 @@ start_storms() {
 	remember_pid $MV
 	wait_for 20 grep -q '^ready' "$TMP/out"
 	kids=$(descendants $MV)
-	"$MEMVISOR" ctl --socket "$SOCK" checkpoint "$TMP/img" >/dev/null
+	ctl checkpoint "$TMP/img" >/dev/null
 	sleep 0.05
 	kill -9 $MV
 	sleep 1

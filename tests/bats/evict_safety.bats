@@ -19,8 +19,6 @@ teardown() {
 	teardown_tmp
 }
 
-ctl() { "$MEMVISOR" ctl --socket "$SOCK" "$@"; }
-
 # Run "$@" under memvisor in the background: stdout $TMP/out, stderr
 # $TMP/err, memvisor's log $TMP/log; MVPID; waits for "ready".
 start_bg() {

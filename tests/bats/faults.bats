@@ -63,20 +63,20 @@ stop_victim() {
 
 @test "ctl_alloc failing: the client gets an internal error reply" {
 	start_victim ctl_alloc:1
-	run "$MEMVISOR" ctl --socket "$SOCK" status
+	run ctl status
 	assert_failure 1
 	assert_output --partial "internal: out of memory"
-	run "$MEMVISOR" ctl --socket "$SOCK" status
+	run ctl status
 	assert_success
 	stop_victim
 }
 
 @test "procmap_read failing: regions answers an error, the next query works" {
 	start_victim procmap_read:1
-	run "$MEMVISOR" ctl --socket "$SOCK" regions "$PID"
+	run ctl regions "$PID"
 	assert_failure 1
 	assert_output --partial "internal"
-	run "$MEMVISOR" ctl --socket "$SOCK" --json regions "$PID"
+	run ctl --json regions "$PID"
 	assert_success
 	stop_victim
 }
@@ -127,8 +127,6 @@ scenario_of() { # POINT
 	assert_output --partial "unknown point 'no_such_point'"
 }
 
-ctl() { "$MEMVISOR" ctl --socket "$SOCK" --timeout 5 "$@"; }
-
 # The workload for the supervise scenario: threads, every kind of memory,
 # commands on the FIFO held on fd 7.
 start_pattern() { # FAULT
@@ -163,7 +161,7 @@ untraced() { ! grep -h '^TracerPid:' /proc/"$PID"/task/*/status 2>/dev/null | gr
 # No checkpoint job is running (a client that lost its connection does
 # not stop the job it started).
 jobs_idle() {
-	ctl --json jobs 2>/dev/null |
+	ctl --timeout 5 --json jobs 2>/dev/null |
 		python3 -c 'import json,sys; sys.exit(any(j["state"] == "running" for j in json.load(sys.stdin)["jobs"]))'
 }
 
@@ -176,9 +174,9 @@ exercise() { # DIR STRICT FAULT-FOR-VERIFY
 	CKPT_FAILED=0
 	for q in status ps "regions $PID" "stats $PID"; do
 		# shellcheck disable=SC2086
-		ctl $q >/dev/null 2>&1 || { [ -z "$strict" ] || { echo "ctl $q failed"; return 1; }; }
+		ctl --timeout 5 $q >/dev/null 2>&1 || { [ -z "$strict" ] || { echo "ctl $q failed"; return 1; }; }
 	done
-	timeout 60 "$MEMVISOR" ctl --socket "$SOCK" checkpoint "$dir" --wait >"$TMP/ckpt.out" 2>&1 && ok=1
+	ctl_within 60 checkpoint "$dir" --wait >"$TMP/ckpt.out" 2>&1 && ok=1
 	if [ $ok = 0 ]; then
 		[ -z "$strict" ] || { echo "checkpoint failed: $(cat "$TMP/ckpt.out")"; return 1; }
 		grep -q . "$TMP/ckpt.out" || { echo "a failed checkpoint said nothing"; return 1; }
@@ -263,8 +261,8 @@ run_evict_point() { # POINT:N
 	sleep 0.3
 	fds=$(fd_count)
 	kids=$(children)
-	if timeout 60 "$MEMVISOR" ctl --socket "$SOCK" checkpoint "$TMP/eimg" --evict --wait >"$TMP/ev.out" 2>&1; then
-		timeout 60 "$MEMVISOR" ctl --socket "$SOCK" reload "$TMP/eimg" --wait >"$TMP/rl.out" 2>&1 && reloaded=1
+	if ctl_within 60 checkpoint "$TMP/eimg" --evict --wait >"$TMP/ev.out" 2>&1; then
+		ctl_within 60 reload "$TMP/eimg" --wait >"$TMP/rl.out" 2>&1 && reloaded=1
 	fi
 	say_check 60 || {
 		echo "$1: the program's memory changed"

@@ -41,6 +41,29 @@ teardown() {
 
 remember_pid() { echo "$1" >>"$TMP/pids"; }
 
+# memvisor ctl on this test's socket, $SOCK.
+ctl() { "$MEMVISOR" ctl --socket "$SOCK" "$@"; }
+
+# The same, killed after SECONDS: for a request that must not hang.
+ctl_within() { # SECONDS CTL-ARGS...
+	local t=$1
+	shift
+	timeout "$t" "$MEMVISOR" ctl --socket "$SOCK" "$@"
+}
+
+# Whether the reply to `ctl CTL-ARGS...` has a match for the grep PATTERN
+# (ctl_lacks: has none, or there is no reply); for wait_for.
+ctl_has() { # PATTERN CTL-ARGS...
+	local re=$1
+	shift
+	ctl "$@" | grep -q -- "$re"
+}
+ctl_lacks() { ! ctl_has "$@"; }
+
+# The control socket without memvisor ctl: bytes, many clients, a slow
+# reader (tests/helpers/ctlraw.py).
+raw() { python3 "$HELPERS/ctlraw.py" "$SOCK" "$@"; }
+
 # A JSON field from a file: jq is not a dependency, python3 is.
 json_get() { # FILE EXPR   (EXPR is Python, 'd' is the document)
 	python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); r=eval(sys.argv[2]); print(json.dumps(r) if isinstance(r,(dict,list)) else r)' "$1" "$2"

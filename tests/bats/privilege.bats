@@ -90,7 +90,7 @@ except OSError as e:
 	mv=$!
 	remember_pid $mv
 	wait_for 10 test -S "$SOCK"
-	run "$MEMVISOR" ctl --socket "$SOCK" ps
+	run ctl ps
 	assert_success
 	assert_output --partial "sleep"
 	wait $mv

@@ -16,8 +16,6 @@ teardown() {
 	teardown_tmp
 }
 
-ctl() { "$MEMVISOR" ctl --socket "$SOCK" "$@"; }
-
 # userfaultfd(2) must work for the supervised program (root here, or
 # vm.unprivileged_userfaultfd=1).
 skip_unless_uffd() {
@@ -235,7 +233,7 @@ native_out() { # COMMANDS...
 	kill -0 "$MVPID" || { cat "$TMP/err"; false; }
 	# The shell around it was evicted too and stays so; the exec'ed
 	# process's space is gone.
-	wait_for 10 sh -c "! '$MEMVISOR' ctl --socket '$SOCK' --json status | grep -q '\"pid\":$PID,'"
+	wait_for 10 ctl_lacks "\"pid\":$PID," --json status
 	run ctl --json reload "$TMP/img" --wait
 	assert_success
 	assert_output --partial '"gone":0'

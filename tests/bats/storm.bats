@@ -31,7 +31,7 @@ EXITED_WINDOW=4096
 EXITED_KB=$((EXITED_WINDOW * 8))
 
 rss_kb() { awk '/^VmRSS/{print $2}' /proc/"$1"/status 2>/dev/null || echo 0; }
-seen() { "$MEMVISOR" ctl --socket "$SOCK" --json status 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["processes_seen"])' 2>/dev/null || echo 0; }
+seen() { ctl --json status 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["processes_seen"])' 2>/dev/null || echo 0; }
 
 # Sample memvisor's RSS from 1 s in until the workload prints DONE-RE in
 # $TMP/out (the final --stats-json is not part of the storm), for at most
@@ -121,7 +121,7 @@ all_answered() { # STATS-JSON
 	mv=$!
 	remember_pid $mv
 	wait_for 10 test -S "$SOCK"
-	pid=$("$MEMVISOR" ctl --socket "$SOCK" --json status | python3 -c 'import json,sys; print(json.load(sys.stdin)["command_pid"])')
+	pid=$(ctl --json status | python3 -c 'import json,sys; print(json.load(sys.stdin)["command_pid"])')
 	rss0=$(rss_kb $mv)
 	echo go >"$TMP/go"
 	run timeout $LIMIT python3 "$HELPERS/ctlstorm.py" "$SOCK" "${STORM_CLIENTS:-100}" "$SECS" "$pid"
@@ -129,7 +129,7 @@ all_answered() { # STATS-JSON
 	assert_output --regexp '^ctlstorm ok [1-9][0-9]* [0-9]+ [0-9]+$'
 	# Still answering, with counters that add up.
 	wait_for $LIMIT sh -c "grep -q '^storm ok' '$TMP/out'"
-	"$MEMVISOR" ctl --socket "$SOCK" --json status >"$TMP/status.json"
+	ctl --json status >"$TMP/status.json"
 	[ "$(json_get "$TMP/status.json" 'd["processes"]')" -ge 1 ]
 	[ "$(json_get "$TMP/status.json" 'd["totals"]["notifications"]')" -gt 0 ]
 	rss1=$(rss_kb $mv)
