@@ -8,11 +8,10 @@ bats_require_minimum_version 1.5.0
 setup() {
 	setup_tmp
 	"$MEMVISOR" ctl --help >/dev/null 2>&1 || skip "memvisor ctl is not built yet"
-	SOCK=$TMP/ctl.sock
 }
 teardown() {
 	# A test that failed before finish must not leave its command waiting.
-	[ -n "${TMP:-}" ] && touch "$TMP/go" && sleep 0.2
+	release_go
 	teardown_tmp
 }
 
