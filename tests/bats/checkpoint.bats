@@ -23,35 +23,6 @@ not_traced() {
 	done
 }
 
-# Start a checkpoint with ARGS (JSON) and kill PID as soon as it copies;
-# print the job id. One python process does both: started after the
-# checkpoint, on a machine whose disk the checkpoint saturates, it can
-# take a second to start, and a ctl process a poll misses copy phases of
-# half a second.
-checkpoint_and_kill() { # ARGS-JSON PID
-	python3 - "$SOCK" "$1" "$2" <<-'EOF'
-		import json, os, signal, socket, sys, time
-		s = socket.socket(socket.AF_UNIX)
-		s.connect(sys.argv[1])
-		f = s.makefile("rb")
-		def call(cmd, args):
-		    s.sendall((json.dumps({"id": 1, "cmd": cmd, "args": args}) + "\n").encode())
-		    return json.loads(f.readline())["result"]
-		job = call("checkpoint", json.loads(sys.argv[2]))["job"]
-		print(job)
-		deadline = time.time() + 30
-		while time.time() < deadline:
-		    r = call("job", {"id": job})
-		    if r["phase"] == "copying":
-		        os.kill(int(sys.argv[3]), signal.SIGKILL)
-		        sys.exit(0)
-		    if r["state"] != "running":
-		        sys.exit("the job ended before copying: %s" % r)
-		    time.sleep(0.005)
-		sys.exit("the job never reached copying")
-	EOF
-}
-
 region() { awk -v n="$1" '$1 == "region" && $2 == n {print $3, $4}' "$TMP/out"; }
 
 mf() { json_get "$1/manifest.json" "$2"; }
@@ -126,14 +97,14 @@ mf() { json_get "$1/manifest.json" "$2"; }
 	# One byte in the middle of the dense region's third extent.
 	read -r s e < <(region dense)
 	off=$(mf "$TMP/img" "[x[2] for p in d['processes'] for r in p['regions'] if int(r['start'],16)==0x$s for x in r['extents']][2]")
-	python3 -c "import sys; f=open(sys.argv[1],'r+b'); f.seek(int(sys.argv[2])); b=f.read(1); f.seek(int(sys.argv[2])); f.write(bytes([b[0]^1]))" "$TMP/img/pages" $((off + 1234))
+	flip_byte "$TMP/img/pages" $((off + 1234))
 	run "$MEMVISOR" image verify "$TMP/img"
 	assert_failure 1
 	assert_output --partial "region 0x$s-0x$e extent 2"
 	assert_output --partial "checksum mismatch"
 	run "$MEMVISOR" image verify --json "$TMP/img"
 	assert_failure 1
-	python3 -c "import sys; f=open(sys.argv[1],'r+b'); f.seek(int(sys.argv[2])); b=f.read(1); f.seek(int(sys.argv[2])); f.write(bytes([b[0]^1]))" "$TMP/img/pages" $((off + 1234))
+	flip_byte "$TMP/img/pages" $((off + 1234))
 	run "$MEMVISOR" image verify "$TMP/img"
 	assert_success
 	# A manifest edited to agree with itself is still caught: its
@@ -212,7 +183,7 @@ mf() { json_get "$1/manifest.json" "$2"; }
 	sleep 0.2
 	run ctl --json checkpoint "$TMP/img1" --buffer 16M
 	assert_success
-	job=$(echo "$output" | python3 -c 'import json,sys; print(json.load(sys.stdin)["job"])')
+	job=$(json_get - 'd["job"]' <<<"$output")
 	run ctl checkpoint "$TMP/img2"
 	assert_failure 1
 	assert_output --partial "busy: a checkpoint is already running"
@@ -275,7 +246,7 @@ mf() { json_get "$1/manifest.json" "$2"; }
 	start_fed "$WL/ckpt_churn" big 512
 	child=$(awk '/^child/{print $2}' "$TMP/out")
 	# The parent's 512 MiB are copied first; the child is killed meanwhile.
-	job=$(checkpoint_and_kill "{\"dir\":\"$TMP/img\",\"buffer\":16777216}" "$child")
+	job=$(raw checkpoint-kill "{\"dir\":\"$TMP/img\",\"buffer\":16777216}" "$child")
 	run ctl job "$job" --wait
 	assert_success
 	[ "$(mf "$TMP/img" "[p['state'] for p in d['processes'] if p['pid']==$child][0]")" = gone ]
@@ -287,7 +258,7 @@ mf() { json_get "$1/manifest.json" "$2"; }
 	# Asked for by pid, its exit fails the job, which cleans up.
 	start_fed "$WL/ckpt_churn" big 512
 	child=$(awk '/^child/{print $2}' "$TMP/out")
-	job=$(checkpoint_and_kill "{\"dir\":\"$TMP/img2\",\"buffer\":16777216,\"pids\":[$PID,$child]}" "$child")
+	job=$(raw checkpoint-kill "{\"dir\":\"$TMP/img2\",\"buffer\":16777216,\"pids\":[$PID,$child]}" "$child")
 	run ctl job "$job" --wait
 	assert_failure 1
 	assert_output --partial "no_such_process"

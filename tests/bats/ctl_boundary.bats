@@ -157,24 +157,7 @@ open(sys.argv[2] + ".got", "wb").write(got)' "$dir/4242.sock" "$dir/listening" &
 	start_idle
 	# 70 checkpoints, one after another on one connection, each image
 	# removed once its job is done.
-	python3 - "$SOCK" "$TMP" <<'PY'
-import json, shutil, socket, sys, time
-s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); f = s.makefile("rb")
-def call(cmd, args=None):
-    s.sendall(json.dumps({"id": 1, "cmd": cmd, "args": args or {}}).encode() + b"\n")
-    return json.loads(f.readline())
-for i in range(70):
-    d = "%s/img%d" % (sys.argv[2], i)
-    r = call("checkpoint", {"dir": d})
-    assert r["ok"], r
-    while True:
-        j = call("job", {"id": r["result"]["job"]})["result"]
-        if j["state"] != "running":
-            break
-        time.sleep(0.01)
-    assert j["state"] == "done", j
-    shutil.rmtree(d)
-PY
+	raw checkpoints 70 "$TMP"
 	run ctl --json jobs
 	assert_success
 	echo "$output" >"$TMP/jobs.json"
@@ -195,7 +178,7 @@ PY
 @test "clients that never read their replies cannot make memvisor buffer without bound" {
 	start_idle
 	rss0=$(proc_kb $MVPID VmRSS)
-	pid=$(ctl --json status | python3 -c 'import json,sys; print(json.load(sys.stdin)["command_pid"])')
+	pid=$(command_pid)
 	# 16 clients each send regions requests (some KiB of reply each) for
 	# 4 s and never read; then, still connected, they wait for $TMP/go2.
 	python3 - "$SOCK" "$TMP" "$pid" <<'PY' &
@@ -246,7 +229,7 @@ print("ready", flush=True)
 open(sys.argv[1]).read()' "$TMP/go" >"$TMP/out"
 	wait_for 30 grep -q ready "$TMP/out"
 	rss0=$(proc_kb $MVPID VmRSS)
-	pid=$(ctl --json status | python3 -c 'import json,sys; print(json.load(sys.stdin)["command_pid"])')
+	pid=$(command_pid)
 	# 24 clients ask for it twice and read nothing; then count the
 	# connections memvisor closed (EOF after the data in the socket).
 	run timeout 60 python3 - "$SOCK" "$pid" "$MVPID" <<'PY'

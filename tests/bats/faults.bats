@@ -131,8 +131,7 @@ untraced() { ! grep -h '^TracerPid:' /proc/"$PID"/task/*/status 2>/dev/null | gr
 # No checkpoint job is running (a client that lost its connection does
 # not stop the job it started).
 jobs_idle() {
-	ctl --timeout 5 --json jobs 2>/dev/null |
-		python3 -c 'import json,sys; sys.exit(any(j["state"] == "running" for j in json.load(sys.stdin)["jobs"]))'
+	[ "$(ctl --timeout 5 --json jobs 2>/dev/null | json_get - 'any(j["state"] == "running" for j in d["jobs"])')" = False ]
 }
 
 # One round of queries and a checkpoint into DIR. With STRICT every step

@@ -66,10 +66,17 @@ ctl_lacks() { ! ctl_has "$@"; }
 # reader (tests/helpers/ctlraw.py).
 raw() { python3 "$HELPERS/ctlraw.py" "$SOCK" "$@"; }
 
-# A JSON field from a file: jq is not a dependency, python3 is.
+# A JSON field from a file, or from stdin if FILE is -: jq is not a
+# dependency, python3 is.
 json_get() { # FILE EXPR   (EXPR is Python, 'd' is the document)
-	python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); r=eval(sys.argv[2]); print(json.dumps(r) if isinstance(r,(dict,list)) else r)' "$1" "$2"
+	python3 -c 'import json,sys; d=json.load(sys.stdin if sys.argv[1]=="-" else open(sys.argv[1])); r=eval(sys.argv[2]); print(json.dumps(r) if isinstance(r,(dict,list)) else r)' "$1" "$2"
 }
+
+# The supervised command's pid, from memvisor's status.
+command_pid() { ctl --json status | json_get - 'd["command_pid"]'; }
+
+# XOR one byte of FILE in place; a negative OFFSET counts from the end.
+flip_byte() { python3 "$HELPERS/flipbyte.py" "$@"; } # FILE OFFSET [MASK]
 
 # policy NAME JSON: write the policy $TMP/NAME.json.
 policy() { printf '%s\n' "$2" >"$TMP/$1.json"; }

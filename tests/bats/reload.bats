@@ -39,7 +39,7 @@ evict() { # DIR
 	echo "$output" | tail -1 >"$TMP/evict.json"
 }
 
-job_of() { json_get "$1" 'd["job"]'; }
+job_of() { json_get "$1" 'd["job"]'; } # FILE, or - for stdin
 
 # The run's output without evict, for comparison.
 native_out() { # COMMANDS...
@@ -131,7 +131,7 @@ native_out() { # COMMANDS...
 	say "threads 16" '^threads ok$'
 	run ctl --json status
 	assert_success
-	run python3 -c 'import json,sys; e=json.load(sys.stdin)["evicted"][0]; print(e["faults"] >= 16, e["fault_p99_ns"] > 0)' <<<"$output"
+	run json_get - '"%s %s" % (d["evicted"][0]["faults"] >= 16, d["evicted"][0]["fault_p99_ns"] > 0)' <<<"$output"
 	assert_output "True True"
 	stop_fed
 }
@@ -187,7 +187,7 @@ native_out() { # COMMANDS...
 	# A shell keeps the supervisor running after the workload exits.
 	WRAP=1 start --mib 64
 	evict "$TMP/img"
-	job=$(ctl --json reload "$TMP/img" --rate 8 | python3 -c 'import json,sys; print(json.load(sys.stdin)["job"])')
+	job=$(ctl --json reload "$TMP/img" --rate 8 | job_of -)
 	say exit '^bye$'
 	run ctl --json job "$job" --wait
 	assert_success
@@ -231,14 +231,8 @@ native_out() { # COMMANDS...
 	start --mib 16
 	evict "$TMP/img"
 	# Flip a byte of the last extent's data.
-	python3 - "$TMP/img/pages" <<-'EOF'
-		import os, sys
-		fd = os.open(sys.argv[1], os.O_RDWR)
-		size = os.fstat(fd).st_size
-		b = os.pread(fd, 1, size - 100)
-		os.pwrite(fd, bytes([b[0] ^ 0xff]), size - 100)
-	EOF
-	job=$(ctl --json reload "$TMP/img" | python3 -c 'import json,sys; print(json.load(sys.stdin)["job"])')
+	flip_byte "$TMP/img/pages" -100 0xff
+	job=$(ctl --json reload "$TMP/img" | job_of -)
 	run ctl --json job "$job" --wait
 	assert_failure
 	assert_output --partial corrupt_image
@@ -247,13 +241,7 @@ native_out() { # COMMANDS...
 	# be given its memory).
 	kill -0 "$PID"
 	# A damaged manifest: refused at once.
-	python3 - "$TMP/img/manifest.json" <<-'EOF'
-		import sys
-		p = sys.argv[1]
-		s = bytearray(open(p, "rb").read())
-		s[len(s) // 2] ^= 0x01
-		open(p, "wb").write(bytes(s))
-	EOF
+	flip_byte "$TMP/img/manifest.json" $(($(stat -c %s "$TMP/img/manifest.json") / 2))
 	run ctl reload "$TMP/img"
 	assert_failure
 	assert_output --partial corrupt_image

@@ -27,7 +27,7 @@ EXITED_KB=$((EXITED_WINDOW * 8))
 
 # memvisor's RSS, 0 once it has exited.
 rss_kb() { proc_kb "$1" VmRSS 2>/dev/null || echo 0; }
-seen() { ctl --json status 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["processes_seen"])' 2>/dev/null || echo 0; }
+seen() { ctl --json status 2>/dev/null | json_get - 'd["processes_seen"]' 2>/dev/null || echo 0; }
 
 # Sample memvisor's RSS from 1 s in until the workload prints DONE-RE in
 # $TMP/out (the final --stats-json is not part of the storm), for at most
@@ -107,7 +107,7 @@ all_answered() { # STATS-JSON
 	mkfifo "$TMP/go" "$TMP/done"
 	start_bg --notify-all --stats-json "$TMP/s.json" -- \
 		sh -c "read x <'$TMP/go'; '$WL/storm' 8 $SECS; read y <'$TMP/done'" >"$TMP/out" 2>&1
-	pid=$(ctl --json status | python3 -c 'import json,sys; print(json.load(sys.stdin)["command_pid"])')
+	pid=$(command_pid)
 	rss0=$(rss_kb $MVPID)
 	echo go >"$TMP/go"
 	run timeout $LIMIT python3 "$HELPERS/ctlstorm.py" "$SOCK" "${STORM_CLIENTS:-100}" "$SECS" "$pid"
