@@ -27,6 +27,12 @@ region() { awk -v n="$1" '$1 == "region" && $2 == n {print $3, $4}' "$TMP/out"; 
 
 mf() { json_get "$1/manifest.json" "$2"; }
 
+# ckpt_pattern (ARGS...) under memvisor, checkpointed into $TMP/img.
+start_checkpointed() { # CKPT_PATTERN-ARGS...
+	start_fed "$WL/ckpt_pattern" "$@"
+	ctl checkpoint "$TMP/img" --wait >/dev/null
+}
+
 @test "the image equals the process's memory byte for byte; clean pages are absent; size is close to committed" {
 	start_fed "$WL/ckpt_pattern" --dense 32 --sparse 1024 --threads 4
 	mkdir "$TMP/dump"
@@ -73,8 +79,7 @@ mf() { json_get "$1/manifest.json" "$2"; }
 }
 
 @test "image info summarises an image" {
-	start_fed "$WL/ckpt_pattern" --dense 8 --sparse 64 --threads 2
-	ctl checkpoint "$TMP/img" --wait >/dev/null
+	start_checkpointed --dense 8 --sparse 64 --threads 2
 	run "$MEMVISOR" image info "$TMP/img"
 	assert_success
 	assert_output --partial "1 processes (0 gone), 3 threads"
@@ -90,8 +95,7 @@ mf() { json_get "$1/manifest.json" "$2"; }
 }
 
 @test "verify catches one flipped byte and names the extent; a changed manifest too" {
-	start_fed "$WL/ckpt_pattern" --dense 8 --sparse 64 --threads 1
-	ctl checkpoint "$TMP/img" --wait >/dev/null
+	start_checkpointed --dense 8 --sparse 64 --threads 1
 	run "$MEMVISOR" image verify "$TMP/img"
 	assert_success
 	# One byte in the middle of the dense region's third extent.
@@ -124,8 +128,7 @@ mf() { json_get "$1/manifest.json" "$2"; }
 }
 
 @test "an existing directory is refused unless --force, which replaces only an image" {
-	start_fed "$WL/ckpt_pattern" --dense 4 --sparse 16 --threads 0
-	ctl checkpoint "$TMP/img" --wait >/dev/null
+	start_checkpointed --dense 4 --sparse 16 --threads 0
 	id1=$(mf "$TMP/img" "d['id']")
 	run ctl checkpoint "$TMP/img"
 	assert_failure 1

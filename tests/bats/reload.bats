@@ -39,6 +39,14 @@ evict() { # DIR
 	echo "$output" | tail -1 >"$TMP/evict.json"
 }
 
+# `ctl --json CTL-ARGS... --wait` succeeds; how the job ended is in
+# $TMP/job.json.
+wait_job() { # CTL-ARGS...
+	run ctl --json "$@" --wait
+	assert_success
+	echo "$output" | tail -1 >"$TMP/job.json"
+}
+
 job_of() { json_get "$1" 'd["job"]'; } # FILE, or - for stdin
 
 # The run's output without evict, for comparison.
@@ -61,9 +69,7 @@ native_out() { # COMMANDS...
 	say check '^ok$'
 	ctl --json reload "$TMP/img" --rate 64 >"$TMP/reload.json"
 	say check '^ok$'
-	run ctl --json job "$(job_of "$TMP/reload.json")" --wait
-	assert_success
-	echo "$output" | tail -1 >"$TMP/job.json"
+	wait_job job "$(job_of "$TMP/reload.json")"
 	run json_get "$TMP/job.json" 'd["result"]["pages_loaded"] == d["result"]["pages_total"] > 0'
 	assert_output True
 	say unloop '^loop ok$'
@@ -89,9 +95,7 @@ native_out() { # COMMANDS...
 	before=$LAST
 	evict "$TMP/img"
 	[ "$(proc_kb "$PID" AnonHugePages smaps_rollup)" -eq 0 ]
-	run ctl --json reload "$TMP/img" --wait
-	assert_success
-	echo "$output" | tail -1 >"$TMP/job.json"
+	wait_job reload "$TMP/img"
 	cat "$TMP/job.json"
 	run json_get "$TMP/job.json" 'd["result"]["huge_bytes"] >= '"$huge0"' * 1024'
 	assert_output True
@@ -189,9 +193,7 @@ native_out() { # COMMANDS...
 	evict "$TMP/img"
 	job=$(ctl --json reload "$TMP/img" --rate 8 | job_of -)
 	say exit '^bye$'
-	run ctl --json job "$job" --wait
-	assert_success
-	echo "$output" | tail -1 >"$TMP/job.json"
+	wait_job job "$job"
 	run json_get "$TMP/job.json" 'd["result"]["gone"]'
 	assert_output 1
 	run ctl --json status
@@ -269,9 +271,7 @@ native_out() { # COMMANDS...
 @test "reload: --rate is honoured within 10%" {
 	start --mib 96
 	evict "$TMP/img"
-	run ctl --json reload "$TMP/img" --rate 40 --wait
-	assert_success
-	echo "$output" | tail -1 >"$TMP/job.json"
+	wait_job reload "$TMP/img" --rate 40
 	run json_get "$TMP/job.json" 'round(d["result"]["read_rate"] / 40e6, 3)'
 	echo "read rate / asked: $output"
 	python3 -c "import sys; r=float(sys.argv[1]); sys.exit(0 if 0.9 <= r <= 1.1 else 1)" "$output"
@@ -301,9 +301,7 @@ native_out() { # COMMANDS...
 	say sum '^sum '
 	before=$LAST
 	evict "$TMP/img"
-	run ctl --json reload "$TMP/img" --wait
-	assert_success
-	echo "$output" | tail -1 >"$TMP/job.json"
+	wait_job reload "$TMP/img"
 	run json_get "$TMP/job.json" 'd["state"] == "done" and d["result"]["pages_loaded"] == d["result"]["pages_total"]'
 	assert_output True
 	say sum '^sum '
