@@ -8,8 +8,6 @@
 load helpers
 bats_require_minimum_version 1.5.0
 
-policy() { printf '%s\n' "$2" >"$TMP/$1.json"; }
-stat_of() { json_get "$TMP/s.json" "$1"; }
 # Deny every memory call but those an ordinary program makes.
 default_deny() { # NAME
 	policy "$1" '{"version": 1, "default": {"action": "deny", "errno": "EPERM"}, "rules": [{"name": "mappings",
@@ -89,18 +87,12 @@ supervised() { # POLICY ATTEMPT
 	# move it. (Deny must be there from launch: docs/policy.md.)
 	policy allow "{\"version\": 1, \"wx\": \"deny\", \"wx_allow\": [\"$(readlink -f "$WL/bypass")\"]}"
 	policy deny '{"version": 1, "wx": "deny"}'
-	mkfifo "$TMP/in"
-	"$MEMVISOR" run --policy "$TMP/allow.json" --socket "$SOCK" --stats-json "$TMP/s.json" -- \
-		"$WL/bypass" mremap-exec <"$TMP/in" >"$TMP/out" 2>&1 &
-	mv=$!
-	remember_pid $mv
-	exec 7>"$TMP/in"
-	wait_for 10 grep -q '^ready' "$TMP/out"
-	"$MEMVISOR" ctl --socket "$SOCK" policy set "$TMP/deny.json"
+	MV_ARGS=(--policy "$TMP/allow.json" --stats-json "$TMP/s.json")
+	start_fed "$WL/bypass" mremap-exec
+	ctl policy set "$TMP/deny.json"
 	echo go >&7
-	exec 7>&-
-	wait $mv && rc=0 || rc=$?
-	cat "$TMP/out"
+	stop_fed && rc=0 || rc=$?
+	cat "$TMP/out" "$TMP/err"
 	[ "$rc" -eq 13 ]
 	grep -qx "mremap-maymove errno 13 EACCES" "$TMP/out"
 	grep -qx "mremap-fixed errno 13 EACCES" "$TMP/out"
@@ -142,17 +134,12 @@ supervised() { # POLICY ATTEMPT
 }
 
 @test "io_uring: a policy on madvise set at run time, over a filter that allows io_uring, is refused" {
-	mkfifo "$TMP/go"
-	"$MEMVISOR" run --notify-all --socket "$SOCK" -- sh -c "read x <'$TMP/go'" &
-	mv=$!
-	remember_pid $mv
-	wait_for 5 test -S "$SOCK"
+	start_idle --notify-all
 	policy p '{"version": 1, "rules": [{"name": "no-madvise", "syscalls": ["madvise"], "action": "deny"}]}'
-	run "$MEMVISOR" ctl --socket "$SOCK" policy set "$TMP/p.json"
+	run ctl policy set "$TMP/p.json"
 	assert_failure 1
 	assert_output --partial "IORING_OP_MADVISE"
-	echo go >"$TMP/go"
-	wait $mv
+	stop_idle
 }
 
 @test "map_shadow_stack, which maps without mmap, falls under the default deny and the limits" {

@@ -6,37 +6,12 @@
 load helpers
 bats_require_minimum_version 1.5.0
 
-setup() {
-	setup_tmp
-	SOCK=$TMP/ctl.sock
-}
-
 teardown() {
-	exec 7>&- 2>/dev/null || true
 	if mountpoint -q "$TMP/small" 2>/dev/null; then umount "$TMP/small" || true; fi
 	teardown_tmp
 }
 
-ctl() { "$MEMVISOR" ctl --socket "$SOCK" "$@"; }
-raw() { python3 "$BATS_TEST_DIRNAME/ctlraw.py" "$SOCK" "$@"; }
-imgcmp() { python3 "$BATS_TEST_DIRNAME/imgcmp.py" "$@"; }
-
-# Start a workload under memvisor, its stdin a FIFO held on fd 7, its
-# stdout in $TMP/out; PID is the pid it prints with "ready".
-start() {
-	start_fed "$@"
-	PID=$(awk '/^ready/{print $2}' "$TMP/out")
-}
-
-stop() { stop_fed; }
-
-# Send a line to the workload; wait for a new output line matching RE.
-say() { # LINE RE
-	local n
-	n=$(wc -l <"$TMP/out")
-	echo "$1" >&7
-	wait_for 60 sh -c "tail -n +$((n + 1)) '$TMP/out' | grep -q '$2'"
-}
+imgcmp() { python3 "$HELPERS/imgcmp.py" "$@"; }
 
 # Every thread of PID is free of ptrace and not stopped.
 not_traced() {
@@ -48,43 +23,20 @@ not_traced() {
 	done
 }
 
-# Start a checkpoint with ARGS (JSON) and kill PID as soon as it copies;
-# print the job id. One python process does both: started after the
-# checkpoint, on a machine whose disk the checkpoint saturates, it can
-# take a second to start, and a ctl process a poll misses copy phases of
-# half a second.
-checkpoint_and_kill() { # ARGS-JSON PID
-	python3 - "$SOCK" "$1" "$2" <<-'EOF'
-		import json, os, signal, socket, sys, time
-		s = socket.socket(socket.AF_UNIX)
-		s.connect(sys.argv[1])
-		f = s.makefile("rb")
-		def call(cmd, args):
-		    s.sendall((json.dumps({"id": 1, "cmd": cmd, "args": args}) + "\n").encode())
-		    return json.loads(f.readline())["result"]
-		job = call("checkpoint", json.loads(sys.argv[2]))["job"]
-		print(job)
-		deadline = time.time() + 30
-		while time.time() < deadline:
-		    r = call("job", {"id": job})
-		    if r["phase"] == "copying":
-		        os.kill(int(sys.argv[3]), signal.SIGKILL)
-		        sys.exit(0)
-		    if r["state"] != "running":
-		        sys.exit("the job ended before copying: %s" % r)
-		    time.sleep(0.005)
-		sys.exit("the job never reached copying")
-	EOF
-}
-
 region() { awk -v n="$1" '$1 == "region" && $2 == n {print $3, $4}' "$TMP/out"; }
 
 mf() { json_get "$1/manifest.json" "$2"; }
 
+# ckpt_pattern (ARGS...) under memvisor, checkpointed into $TMP/img.
+start_checkpointed() { # CKPT_PATTERN-ARGS...
+	start_fed "$WL/ckpt_pattern" "$@"
+	ctl checkpoint "$TMP/img" --wait >/dev/null
+}
+
 @test "the image equals the process's memory byte for byte; clean pages are absent; size is close to committed" {
-	start "$WL/ckpt_pattern" --dense 32 --sparse 1024 --threads 4
+	start_fed "$WL/ckpt_pattern" --dense 32 --sparse 1024 --threads 4
 	mkdir "$TMP/dump"
-	say "dump $TMP/dump" '^dumped'
+	say_until "dump $TMP/dump" '^dumped'
 	run ctl checkpoint "$TMP/img" --wait
 	assert_success
 	assert_output --partial "image $TMP/img"
@@ -110,7 +62,7 @@ mf() { json_get "$1/manifest.json" "$2"; }
 		[ "$(mf "$TMP/img" "sorted(set(r['kind'] for p in d['processes'] for r in p['regions'] if r['content']=='skipped'))")" = '["vdso", "vsyscall", "vvar"]' ]
 	# Close to committed: anonymous memory (smaps_rollup) plus the data
 	# pages of the two shared objects (8 + 12 pages).
-	anon=$(awk '/^Anonymous:/ {print $2 * 1024}' /proc/"$PID"/smaps_rollup)
+	anon=$(($(proc_kb "$PID" Anonymous smaps_rollup) * 1024))
 	bytes=$(mf "$TMP/img" "d['totals']['data_bytes']")
 	python3 -c "import sys; b, a = $bytes, $anon + 20 * 4096; sys.exit(0 if abs(b - a) <= 0.01 * a else 1)" ||
 		{ echo "image $bytes bytes, committed $anon + 80 KiB"; false; }
@@ -119,16 +71,15 @@ mf() { json_get "$1/manifest.json" "$2"; }
 	[ "$(stat -c %a "$TMP/img/pages")" = 600 ]
 	[ "$(stat -c %a "$TMP/img/manifest.json")" = 600 ]
 	[ "$(ls -A "$TMP/img" | tr '\n' ' ')" = "manifest.json pages " ]
-	[ -z "$(ls -A "$TMP" | grep '\.tmp\.')" ]
+	no_temp_image
 	# The program runs on, unharmed and untraced.
 	not_traced "$PID"
-	say check '^ok'
-	stop
+	say_until check '^ok'
+	stop_fed
 }
 
 @test "image info summarises an image" {
-	start "$WL/ckpt_pattern" --dense 8 --sparse 64 --threads 2
-	ctl checkpoint "$TMP/img" --wait >/dev/null
+	start_checkpointed --dense 8 --sparse 64 --threads 2
 	run "$MEMVISOR" image info "$TMP/img"
 	assert_success
 	assert_output --partial "1 processes (0 gone), 3 threads"
@@ -140,25 +91,24 @@ mf() { json_get "$1/manifest.json" "$2"; }
 	echo "$output" >"$TMP/info.json"
 	[ "$(json_get "$TMP/info.json" "d['threads']")" -eq 3 ]
 	[ "$(json_get "$TMP/info.json" "d['by_kind']['anon'] >= (8 + 4) << 20")" = True ]
-	stop
+	stop_fed
 }
 
 @test "verify catches one flipped byte and names the extent; a changed manifest too" {
-	start "$WL/ckpt_pattern" --dense 8 --sparse 64 --threads 1
-	ctl checkpoint "$TMP/img" --wait >/dev/null
+	start_checkpointed --dense 8 --sparse 64 --threads 1
 	run "$MEMVISOR" image verify "$TMP/img"
 	assert_success
 	# One byte in the middle of the dense region's third extent.
 	read -r s e < <(region dense)
 	off=$(mf "$TMP/img" "[x[2] for p in d['processes'] for r in p['regions'] if int(r['start'],16)==0x$s for x in r['extents']][2]")
-	python3 -c "import sys; f=open(sys.argv[1],'r+b'); f.seek(int(sys.argv[2])); b=f.read(1); f.seek(int(sys.argv[2])); f.write(bytes([b[0]^1]))" "$TMP/img/pages" $((off + 1234))
+	flip_byte "$TMP/img/pages" $((off + 1234))
 	run "$MEMVISOR" image verify "$TMP/img"
 	assert_failure 1
 	assert_output --partial "region 0x$s-0x$e extent 2"
 	assert_output --partial "checksum mismatch"
 	run "$MEMVISOR" image verify --json "$TMP/img"
 	assert_failure 1
-	python3 -c "import sys; f=open(sys.argv[1],'r+b'); f.seek(int(sys.argv[2])); b=f.read(1); f.seek(int(sys.argv[2])); f.write(bytes([b[0]^1]))" "$TMP/img/pages" $((off + 1234))
+	flip_byte "$TMP/img/pages" $((off + 1234))
 	run "$MEMVISOR" image verify "$TMP/img"
 	assert_success
 	# A manifest edited to agree with itself is still caught: its
@@ -174,12 +124,11 @@ mf() { json_get "$1/manifest.json" "$2"; }
 	run "$MEMVISOR" image verify "$TMP/img"
 	assert_failure 1
 	assert_output --partial "pages is"
-	stop
+	stop_fed
 }
 
 @test "an existing directory is refused unless --force, which replaces only an image" {
-	start "$WL/ckpt_pattern" --dense 4 --sparse 16 --threads 0
-	ctl checkpoint "$TMP/img" --wait >/dev/null
+	start_checkpointed --dense 4 --sparse 16 --threads 0
 	id1=$(mf "$TMP/img" "d['id']")
 	run ctl checkpoint "$TMP/img"
 	assert_failure 1
@@ -198,12 +147,12 @@ mf() { json_get "$1/manifest.json" "$2"; }
 	run ctl checkpoint "$TMP/empty" --force --wait
 	assert_success
 	"$MEMVISOR" image verify "$TMP/empty"
-	[ -z "$(ls -A "$TMP" | grep '\.tmp\.')" ]
-	stop
+	no_temp_image
+	stop_fed
 }
 
 @test "bad requests: a relative path, a pid not supervised, a missing parent, a file in the way" {
-	start "$WL/ckpt_pattern" --dense 4 --sparse 16 --threads 0
+	start_fed "$WL/ckpt_pattern" --dense 4 --sparse 16 --threads 0
 	req() { raw send "{\"id\":1,\"cmd\":\"checkpoint\",\"args\":$1}"; }
 	run req '{"dir":"relative/img"}'
 	assert_output --partial '"code":"bad_request"'
@@ -227,17 +176,17 @@ mf() { json_get "$1/manifest.json" "$2"; }
 	# The connection and the supervisor are fine.
 	run ctl checkpoint "$TMP/x" --pid "$PID" --wait
 	assert_success
-	stop
+	stop_fed
 }
 
 @test "a second checkpoint while one runs is busy; the job shows on status and on the event stream" {
-	start "$WL/ckpt_churn" big 512
+	start_fed "$WL/ckpt_churn" big 512
 	ctl --json events >"$TMP/events" 7>&- &
 	remember_pid $!
 	sleep 0.2
 	run ctl --json checkpoint "$TMP/img1" --buffer 16M
 	assert_success
-	job=$(echo "$output" | python3 -c 'import json,sys; print(json.load(sys.stdin)["job"])')
+	job=$(json_get - 'd["job"]' <<<"$output")
 	run ctl checkpoint "$TMP/img2"
 	assert_failure 1
 	assert_output --partial "busy: a checkpoint is already running"
@@ -253,11 +202,11 @@ mf() { json_get "$1/manifest.json" "$2"; }
 	grep '"event":"job"' "$TMP/events" | grep -q '"phase":"copying"'
 	[ ! -e "$TMP/img2" ]
 	"$MEMVISOR" image verify "$TMP/img1"
-	stop
+	stop_fed
 }
 
 @test "threads created during the checkpoint are stopped too" {
-	start "$WL/ckpt_churn" threads
+	start_fed "$WL/ckpt_churn" threads
 	for i in 1 2 3 4 5; do
 		run ctl checkpoint "$TMP/img$i" --wait
 		assert_success
@@ -270,14 +219,14 @@ mf() { json_get "$1/manifest.json" "$2"; }
 	for i in 1 2 3 4 5; do
 		[ "$(mf "$TMP/img$i" "all('prstatus' in t['regsets'] for p in d['processes'] for t in p['threads'])")" = True ]
 	done
-	say count '^created'
+	say_until count '^created'
 	[ "$(awk '/^created/{n=$2} END {print n}' "$TMP/out")" -gt 100 ]
-	stop
+	stop_fed
 }
 
 @test "a forked tree: every process is in the image, each child byte for byte; --pid chooses" {
 	mkdir "$TMP/dump"
-	start "$WL/ckpt_churn" fork 3 "$TMP/dump"
+	start_fed "$WL/ckpt_churn" fork 3 "$TMP/dump"
 	wait_for 10 sh -c "[ \$(grep -c '^child' '$TMP/out') -eq 3 ]"
 	run ctl checkpoint "$TMP/img" --wait
 	assert_success
@@ -293,46 +242,46 @@ mf() { json_get "$1/manifest.json" "$2"; }
 	assert_success
 	[ "$(mf "$TMP/one" "[p['pid'] for p in d['processes']]")" = "[$one]" ]
 	for p in $PID $(awk '/^child/{print $3}' "$TMP/out"); do not_traced "$p"; done
-	stop
+	stop_fed
 }
 
 @test "a process that exits during the checkpoint is recorded as gone, or fails the job if it was asked for" {
-	start "$WL/ckpt_churn" big 512
+	start_fed "$WL/ckpt_churn" big 512
 	child=$(awk '/^child/{print $2}' "$TMP/out")
 	# The parent's 512 MiB are copied first; the child is killed meanwhile.
-	job=$(checkpoint_and_kill "{\"dir\":\"$TMP/img\",\"buffer\":16777216}" "$child")
+	job=$(raw checkpoint-kill "{\"dir\":\"$TMP/img\",\"buffer\":16777216}" "$child")
 	run ctl job "$job" --wait
 	assert_success
 	[ "$(mf "$TMP/img" "[p['state'] for p in d['processes'] if p['pid']==$child][0]")" = gone ]
 	[ "$(mf "$TMP/img" "[p['state'] for p in d['processes'] if p['pid']==$PID][0]")" = dumped ]
 	"$MEMVISOR" image verify "$TMP/img"
 	not_traced "$PID"
-	stop
+	stop_fed
 
 	# Asked for by pid, its exit fails the job, which cleans up.
-	start "$WL/ckpt_churn" big 512
+	start_fed "$WL/ckpt_churn" big 512
 	child=$(awk '/^child/{print $2}' "$TMP/out")
-	job=$(checkpoint_and_kill "{\"dir\":\"$TMP/img2\",\"buffer\":16777216,\"pids\":[$PID,$child]}" "$child")
+	job=$(raw checkpoint-kill "{\"dir\":\"$TMP/img2\",\"buffer\":16777216,\"pids\":[$PID,$child]}" "$child")
 	run ctl job "$job" --wait
 	assert_failure 1
 	assert_output --partial "no_such_process"
 	assert_output --partial "process $child exited during the checkpoint"
 	[ ! -e "$TMP/img2" ]
-	[ -z "$(ls -A "$TMP" | grep '\.tmp\.')" ]
+	no_temp_image
 	not_traced "$PID"
-	stop
+	stop_fed
 }
 
 @test "processes forking and exiting all the time: every checkpoint succeeds" {
-	start "$WL/ckpt_churn" procs
+	start_fed "$WL/ckpt_churn" procs
 	for i in 1 2 3 4 5 6; do
 		run ctl checkpoint "$TMP/img$i" --wait
 		assert_success
 		"$MEMVISOR" image verify "$TMP/img$i" >/dev/null
 	done
-	say count '^forked'
+	say_until count '^forked'
 	not_traced "$PID"
-	stop
+	stop_fed
 }
 
 @test "a program that execs all the time: every checkpoint stops it, quickly" {
@@ -341,7 +290,7 @@ mf() { json_get "$1/manifest.json" "$2"; }
 	# takes the leader's tid (where its stop is then reported, and where
 	# PTRACE_SEIZE says EPERM); about 5% of these checkpoints failed
 	# with "did not stop within 10000 ms".
-	start "$WL/ckpt_churn" execs
+	start_fed "$WL/ckpt_churn" execs
 	for i in $(seq 60); do
 		rc=0
 		ctl --json checkpoint "$TMP/img" --wait --stop-timeout 3 >"$TMP/job" 2>"$TMP/job.err" || rc=$?
@@ -355,10 +304,10 @@ mf() { json_get "$1/manifest.json" "$2"; }
 		[ "$i" != 60 ] || "$MEMVISOR" image verify "$TMP/img" >/dev/null
 		rm -rf "$TMP/img"
 	done
-	say count '^execs'
+	say_until count '^execs'
 	[ "$(awk '/^execs/{n=$2} END {print n}' "$TMP/out")" -gt 60 ]
 	not_traced "$PID"
-	stop
+	stop_fed
 }
 
 @test "the program exits during checkpoint --wait: a whole image or no_such_process, and the client says which" {
@@ -367,7 +316,7 @@ mf() { json_get "$1/manifest.json" "$2"; }
 	# and an image of 0 processes was committed.
 	declare -A seen
 	for i in $(seq 25); do
-		start "$WL/ckpt_churn" big 16
+		start_fed "$WL/ckpt_churn" big 16
 		ctl checkpoint "$TMP/img$i" --wait >"$TMP/ck.out" 2>"$TMP/ck.err" 7>&- &
 		ck=$!
 		# The request has arrived once its temporary directory exists
@@ -403,7 +352,7 @@ mf() { json_get "$1/manifest.json" "$2"; }
 			false
 			;;
 		esac
-		[ -z "$(ls -A "$TMP" | grep '\.tmp\.')" ]
+		no_temp_image
 		rm -rf "$TMP/img$i"
 	done
 	echo "# outcomes: ${seen[image]:-0} images, ${seen[exited]:-0} no_such_process" >&3
@@ -416,7 +365,7 @@ mf() { json_get "$1/manifest.json" "$2"; }
 	# how job N ended"). A client polling a running job is now owed its
 	# end. Here the client is stopped (SIGSTOP) for 4 s while the
 	# program exits.
-	start "$WL/ckpt_churn" big 384
+	start_fed "$WL/ckpt_churn" big 384
 	ctl checkpoint "$TMP/img" --wait >"$TMP/ck.out" 2>"$TMP/ck.err" 7>&- &
 	ck=$!
 	# It polls once the job runs: its progress line is on stderr.
@@ -439,7 +388,7 @@ mf() { json_get "$1/manifest.json" "$2"; }
 }
 
 @test "a vfork parent, which cannot be stopped, does not hold the checkpoint up" {
-	start "$WL/ckpt_churn" vfork
+	start_fed "$WL/ckpt_churn" vfork
 	sleep 0.3
 	run ctl checkpoint "$TMP/img" --wait --stop-timeout 3
 	assert_success
@@ -451,16 +400,15 @@ mf() { json_get "$1/manifest.json" "$2"; }
 	"$MEMVISOR" image verify "$TMP/img"
 	sleep 1.5
 	not_traced "$PID"
-	stop
+	stop_fed
 }
 
 @test "evict while a vfork child has not exec'd: their memory stays resident, with a note; the rest is evicted" {
-	[ "$(id -u)" = 0 ] || [ "$(cat /proc/sys/vm/unprivileged_userfaultfd 2>/dev/null)" = 1 ] ||
-		skip "userfaultfd needs root or vm.unprivileged_userfaultfd=1"
+	skip_unless_uffd
 	# Issue 11: the evict was refused ("no thread to run a system call
 	# in: No such process"): the single-threaded parent sleeps in vfork
 	# while its child, which shares its memory, sleeps before its exec.
-	start "$WL/ckpt_churn" vfork1
+	start_fed "$WL/ckpt_churn" vfork1
 	holder=$(awk '/^child/{print $2}' "$TMP/out")
 	sleep 0.3
 	run ctl --json checkpoint "$TMP/img" --evict --wait --stop-timeout 3
@@ -478,14 +426,14 @@ mf() { json_get "$1/manifest.json" "$2"; }
 	assert_success
 	sleep 1.5
 	not_traced "$PID"
-	stop
+	stop_fed
 }
 
 @test "ENOSPC on a small tmpfs fails the job cleanly and the program runs on" {
 	[ "$(id -u)" = 0 ] || skip "needs root to mount a tmpfs"
 	mkdir "$TMP/small"
 	mount -t tmpfs -o size=16m tmpfs "$TMP/small" || skip "cannot mount a tmpfs here"
-	start "$WL/ckpt_pattern" --dense 64 --sparse 16 --threads 2
+	start_fed "$WL/ckpt_pattern" --dense 64 --sparse 16 --threads 2
 	run ctl checkpoint "$TMP/small/img" --wait
 	assert_failure 1
 	assert_output --partial "io_error"
@@ -493,11 +441,11 @@ mf() { json_get "$1/manifest.json" "$2"; }
 	# Nothing left behind, nothing that looks like an image.
 	[ -z "$(ls -A "$TMP/small")" ]
 	not_traced "$PID"
-	say check '^ok'
+	say_until check '^ok'
 	# And the next checkpoint, elsewhere, works.
 	run ctl checkpoint "$TMP/img" --wait
 	assert_success
-	stop
+	stop_fed
 	umount "$TMP/small"
 }
 
@@ -508,37 +456,37 @@ mf() { json_get "$1/manifest.json" "$2"; }
 		code=${spec#*:}
 		code=${code##*:}
 		MV_ARGS=()
-		MEMVISOR_FAULT=$point start "$WL/ckpt_pattern" --dense 16 --sparse 64 --threads 2
-		fds=$(ls /proc/"$MVPID"/fd | wc -l)
+		MEMVISOR_FAULT=$point start_fed "$WL/ckpt_pattern" --dense 16 --sparse 64 --threads 2
+		fds=$(fd_count)
 		run ctl checkpoint "$TMP/img" --wait
 		assert_failure 1
 		assert_output --partial "$code"
 		[ ! -e "$TMP/img" ]
-		[ -z "$(ls -A "$TMP" | grep '\.tmp\.')" ]
+		no_temp_image
 		not_traced "$PID"
-		say check '^ok'
+		say_until check '^ok'
 		grep -q "fault injected at $point" "$TMP/err"
 		# The fault fires once: the next checkpoint works, and memvisor
 		# holds no more descriptors than before.
 		run ctl checkpoint "$TMP/img" --wait
 		assert_success
 		"$MEMVISOR" image verify "$TMP/img" >/dev/null
-		[ "$(ls /proc/"$MVPID"/fd | wc -l)" -le "$fds" ]
+		[ "$(fd_count)" -le "$fds" ]
 		rm -rf "$TMP/img"
-		stop
+		stop_fed
 	done
 }
 
 @test "the program's output is unchanged by checkpoints" {
 	native=$("$WL/ckpt_churn" compute)
-	start "$WL/ckpt_churn" compute
+	start_fed "$WL/ckpt_churn" compute
 	n=0
 	for i in 1 2 3 4; do
 		ctl checkpoint "$TMP/img$i" --wait >/dev/null 2>&1 && n=$((n + 1))
 		sleep 0.2
 	done
 	[ "$n" -ge 2 ]
-	stop
+	stop_fed
 	diff <(grep -v '^ready' <<<"$native") <(grep -v '^ready' "$TMP/out")
 }
 
@@ -557,7 +505,7 @@ mf() { json_get "$1/manifest.json" "$2"; }
 	exec 7>"$TMP/in"
 	wait_for 20 grep -q '^ready' "$TMP/out"
 	PID=$(awk '/^ready/{print $2}' "$TMP/out")
-	say "dump $TMP/u/dump" '^dumped'
+	say_until "dump $TMP/u/dump" '^dumped'
 	run setpriv --reuid=nobody --regid=nogroup --clear-groups -- \
 		"$TMP/memvisor" ctl --socket "$TMP/u/ctl.sock" checkpoint "$TMP/u/img" --wait
 	assert_success

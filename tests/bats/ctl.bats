@@ -5,35 +5,19 @@
 load helpers
 bats_require_minimum_version 1.5.0
 
-ctl() { "$MEMVISOR" ctl --socket "$SOCK" "$@"; }
-raw() { python3 "$BATS_TEST_DIRNAME/ctlraw.py" "$SOCK" "$@"; }
-
-# Start the mappings workload under memvisor, controlled through fd 7.
+# Most tests run the mappings workload (start_fed "$WL/mappings").
 # --notify-all: these tests look at memory calls (events, provenance,
 # counts), which the default policy leaves in the kernel.
-start_mappings() {
-	mkfifo "$TMP/in"
-	"$MEMVISOR" run --notify-all --socket "$SOCK" "$@" -- "$WL/mappings" <"$TMP/in" >"$TMP/out" &
-	MVPID=$!
-	remember_pid $MVPID
-	exec 7>"$TMP/in"
-	wait_for 10 grep -q '^ready' "$TMP/out"
-	PID=$(awk '/^ready/{print $2}' "$TMP/out")
-}
-
-stop_mappings() {
-	exec 7>&-
-	wait $MVPID
-}
+MV_ARGS=(--notify-all)
 
 @test "regions equals /proc/PID/maps line for line, committed matches smaps Rss" {
-	start_mappings
+	start_fed "$WL/mappings"
 	for src in auto maps procmap_query; do
 		if [ $src = procmap_query ] && ! ctl --json hello | grep -q '"procmap_query":true'; then
 			continue
 		fi
 		ctl --json call regions "{\"pid\":$PID,\"source\":\"$src\"}" >"$TMP/r.json"
-		python3 "$BATS_TEST_DIRNAME/regions_check.py" $PID <"$TMP/r.json"
+		python3 "$HELPERS/regions_check.py" $PID <"$TMP/r.json"
 	done
 	# The known mappings are there with the right kind and size.
 	run ctl --json regions $PID
@@ -53,11 +37,11 @@ stop_mappings() {
 	# What memvisor knows beyond the kernel: who made the sparse region.
 	[ "$(json_get "$TMP/r.json" "[r for r in d['regions'] if int(r['start'],16)==0x$sparse][0]['created_by']['syscall']")" = mmap ]
 	[ "$(json_get "$TMP/r.json" "[r for r in d['regions'] if r['kind']=='stack'][0]['created_by']['syscall']")" = execve ]
-	stop_mappings
+	stop_fed
 }
 
 @test "regions follows a new mapping and names the call that made it" {
-	start_mappings
+	start_fed "$WL/mappings"
 	ctl regions $PID >/dev/null
 	echo "mmap 1114112" >&7
 	wait_for 5 grep -q '^asked' "$TMP/out"
@@ -65,16 +49,16 @@ stop_mappings() {
 	ctl --json regions $PID >"$TMP/r.json"
 	[ "$(json_get "$TMP/r.json" "[r for r in d['regions'] if int(r['start'],16)==0x$start][0]['size']")" -eq 1114112 ]
 	[ "$(json_get "$TMP/r.json" "[r for r in d['regions'] if int(r['start'],16)==0x$start][0]['created_by']['syscall']")" = mmap ]
-	python3 "$BATS_TEST_DIRNAME/regions_check.py" $PID <"$TMP/r.json"
-	stop_mappings
+	python3 "$HELPERS/regions_check.py" $PID <"$TMP/r.json"
+	stop_fed
 }
 
 @test "ps shows a forked and exec'd tree; exits disappear" {
-	start_mappings
+	start_fed "$WL/mappings"
 	echo fork >&7
 	wait_for 5 grep -q '^child' "$TMP/out"
 	child=$(awk '/^child/{print $2}' "$TMP/out")
-	wait_for 5 sh -c "$MEMVISOR ctl --socket $SOCK --json ps | grep -q '\"sleep\"'"
+	wait_for 5 ctl_has '"sleep"' --json ps
 	run ctl --json ps
 	assert_success
 	echo "$output" >"$TMP/ps.json"
@@ -88,12 +72,12 @@ stop_mappings() {
 	assert_output --regexp "PID +PPID +THR +STATE +MAPPED +COMMITTED"
 	echo "reap $child" >&7
 	wait_for 5 grep -q '^reaped' "$TMP/out"
-	wait_for 5 sh -c "! $MEMVISOR ctl --socket $SOCK --json ps | grep -q '\"pid\":$child,'"
-	stop_mappings
+	wait_for 5 ctl_lacks "\"pid\":$child," --json ps
+	stop_fed
 }
 
 @test "events shows a known mmap of a known length, and process exits" {
-	start_mappings
+	start_fed "$WL/mappings"
 	ctl --json events >"$TMP/events" 7>&- &
 	evpid=$!
 	remember_pid $evpid
@@ -105,14 +89,14 @@ stop_mappings() {
 	echo "$line" | grep -q '"verdict":"allow"'
 	echo "$line" | grep -q "\"pid\":$PID"
 	echo "$line" | grep -q '"prot":"rw-"'
-	stop_mappings
+	stop_fed
 	wait_for 5 grep -q '"event":"exit"' "$TMP/events"
 	# The stream ends when memvisor exits.
 	wait $evpid
 }
 
 @test "bad requests get clear errors and the connection stays usable" {
-	start_mappings
+	start_fed "$WL/mappings"
 	run raw send 'this is not json' '{"cmd":"nope","id":7}' '{"id":"a","cmd":"regions","args":{"pid":"x"}}' \
 		'{"id":2,"cmd":"regions"}' '{"id":3,"cmd":"regions","args":{"pid":1}}' '[1,2]' \
 		'{"id":4,"cmd":"status","args":5}' '{"id":{"x":1},"cmd":"hello"}'
@@ -125,20 +109,20 @@ stop_mappings() {
 	assert_line --index 5 --partial '"message":"a request must be a JSON object"'
 	assert_line --index 6 --partial '"message":"args: expected an object"'
 	assert_line --index 7 --partial '"id":{"x":1},"ok":true'
-	stop_mappings
+	stop_fed
 }
 
 @test "a line over 1 MiB is refused and the connection stays usable" {
-	start_mappings
+	start_fed "$WL/mappings"
 	run raw huge $((2 << 20)) '{"id":1,"cmd":"status"}'
 	assert_success
 	assert_line --index 0 --partial '"code":"too_large"'
 	assert_line --index 1 --partial '"id":1,"ok":true'
-	stop_mappings
+	stop_fed
 }
 
 @test "a client vanishing mid-line changes nothing; 50 clients at once are served" {
-	start_mappings
+	start_fed "$WL/mappings"
 	run raw partial '{"id":1,"cmd":"stat'
 	assert_success
 	run raw many 50 '{"id":1,"cmd":"status"}'
@@ -146,29 +130,26 @@ stop_mappings() {
 	assert_output 50
 	run ctl status
 	assert_success
-	stop_mappings
+	stop_fed
 }
 
 @test "a client of another uid is refused with an error" {
 	[ "$(id -u)" = 0 ] || skip "needs root to switch to nobody"
-	start_mappings
+	start_fed "$WL/mappings"
 	chmod 755 "$TMP"
 	chmod 777 "$SOCK" # the socket's own mode must not be what stops it
-	run setpriv --reuid=nobody --regid=nogroup --clear-groups -- /usr/bin/python3 "$BATS_TEST_DIRNAME/ctlraw.py" "$SOCK" send '{"id":1,"cmd":"status"}'
+	run setpriv --reuid=nobody --regid=nogroup --clear-groups -- /usr/bin/python3 "$HELPERS/ctlraw.py" "$SOCK" send '{"id":1,"cmd":"status"}'
 	assert_success
 	assert_output --partial '"code":"permission_denied"'
 	assert_output --partial "uid 65534 may not use this socket"
-	stop_mappings
+	stop_fed
 }
 
 @test "an event subscriber that does not read is told how much it dropped" {
 	# The command waits for "done" after its work: the dropped notice
 	# comes once the reader drains its buffer, so memvisor must still run.
 	mkfifo "$TMP/go" "$TMP/done"
-	"$MEMVISOR" run --notify-all --socket "$SOCK" -- sh -c "read x <'$TMP/go'; '$WL/mt_mem' 400 >/dev/null; read x <'$TMP/done'" &
-	mv=$!
-	remember_pid $mv
-	wait_for 5 test -S "$SOCK"
+	start_bg --notify-all -- sh -c "read x <'$TMP/go'; '$WL/mt_mem' 400 >/dev/null; read x <'$TMP/done'"
 	raw slow-events 4 >"$TMP/slow" &
 	reader=$!
 	sleep 0.5
@@ -178,7 +159,7 @@ stop_mappings() {
 	dropped=$(awk '/^dropped/{print $2}' "$TMP/slow")
 	echo done >"$TMP/done"
 	[ "$dropped" -gt 0 ]
-	wait $mv
+	wait $MVPID
 }
 
 @test "default socket: under XDG_RUNTIME_DIR, private, found by ctl, removed at exit" {
@@ -240,7 +221,7 @@ stop_mappings() {
 }
 
 @test "hello, status and stats describe the run" {
-	start_mappings
+	start_fed "$WL/mappings"
 	run ctl --json hello
 	assert_success
 	echo "$output" >"$TMP/h.json"
@@ -265,7 +246,7 @@ stop_mappings() {
 	assert_success
 	assert_output --partial "all processes"
 	assert_output --partial "p99.9"
-	stop_mappings
+	stop_fed
 }
 
 @test "an explicit --socket that cannot be created stops memvisor before the command" {
@@ -274,14 +255,9 @@ stop_mappings() {
 	refute_output --partial ran
 	assert_output --partial "cannot create socket /nonexistent/dir/x.sock"
 	# A live socket is not stolen.
-	mkfifo "$TMP/go"
-	"$MEMVISOR" run --socket "$SOCK" -- sh -c "read x <'$TMP/go'" &
-	mv=$!
-	remember_pid $mv
-	wait_for 5 test -S "$SOCK"
+	start_idle
 	run "$MEMVISOR" run --socket "$SOCK" -- true
 	assert_failure 125
 	assert_output --partial "in use"
-	echo go >"$TMP/go"
-	wait $mv
+	stop_idle
 }

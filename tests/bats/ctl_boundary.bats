@@ -8,12 +8,8 @@
 load helpers
 bats_require_minimum_version 1.5.0
 
-ctl() { "$MEMVISOR" ctl --socket "$SOCK" "$@"; }
-raw() { python3 "$BATS_TEST_DIRNAME/ctlraw.py" "$SOCK" "$@"; }
-
 teardown() {
-	[ -n "${TMP:-}" ] && touch "$TMP/go" && sleep 0.2
-	exec 7>&- 2>/dev/null || true
+	release_go
 	teardown_tmp
 }
 
@@ -24,13 +20,11 @@ teardown() {
 	# The command, and an orphan it leaves behind (reparented to the
 	# reaper, still supervised), each try to lift the quota; then the
 	# command waits for $TMP/go.
-	"$MEMVISOR" run --socket "$SOCK" --policy "$TMP/quota.json" -- sh -c '
+	start_bg --policy "$TMP/quota.json" -- sh -c '
 		"$MEMVISOR" ctl --socket "$0" policy set "$1/open.json" >"$1/direct" 2>&1; echo "rc $?" >>"$1/direct"
 		( setsid sh -c "\"\$MEMVISOR\" ctl --socket \"$0\" policy set \"$1/open.json\" >\"$1/orphan\" 2>&1; echo rc \$? >>\"$1/orphan\"" & )
 		python3 "$2" "$0" send "{\"id\":1,\"cmd\":\"status\"}" >"$1/raw" 2>&1
-		while [ ! -e "$1/go" ]; do sleep 0.05; done' "$SOCK" "$TMP" "$BATS_TEST_DIRNAME/ctlraw.py" &
-	mv=$!
-	remember_pid $mv
+		while [ ! -e "$1/go" ]; do sleep 0.05; done' "$SOCK" "$TMP" "$HELPERS/ctlraw.py"
 	wait_for 10 test -s "$TMP/raw"
 	wait_for 10 grep -q '^rc' "$TMP/orphan"
 	cat "$TMP/direct" "$TMP/orphan" "$TMP/raw"
@@ -46,7 +40,7 @@ teardown() {
 	[ "$(json_get "$TMP/show.json" 'd.get("result", d)["source"]')" = "$TMP/quota.json" ]
 	[ "$(json_get "$TMP/show.json" 'd.get("result", d)["policy"]["limits"]["max_regions"]')" -eq 100000 ]
 	touch "$TMP/go"
-	wait $mv
+	wait $MVPID
 }
 
 @test "a runtime directory another user made first is refused, and ctl does not talk to their socket" {
@@ -143,53 +137,27 @@ open(sys.argv[2] + ".got", "wb").write(got)' "$dir/4242.sock" "$dir/listening" &
 @test "policy set naming a FIFO, a device or a huge file is refused at once; the socket keeps answering" {
 	mkfifo "$TMP/fifo"
 	head -c $((2 << 20)) /dev/zero | tr '\0' ' ' >"$TMP/huge.json"
-	mkfifo "$TMP/go"
-	"$MEMVISOR" run --socket "$SOCK" -- sh -c "read x <'$TMP/go'" &
-	mv=$!
-	remember_pid $mv
-	wait_for 10 test -S "$SOCK"
-	run timeout 5 "$MEMVISOR" ctl --socket "$SOCK" --timeout 3 policy set "$TMP/fifo"
+	start_idle
+	run ctl_within 5 --timeout 3 policy set "$TMP/fifo"
 	[ "$status" -eq 1 ]
 	assert_output --partial "$TMP/fifo: not a regular file"
-	run timeout 5 "$MEMVISOR" ctl --socket "$SOCK" --timeout 3 policy set /dev/zero
+	run ctl_within 5 --timeout 3 policy set /dev/zero
 	[ "$status" -eq 1 ]
 	assert_output --partial "not a regular file"
-	run timeout 5 "$MEMVISOR" ctl --socket "$SOCK" --timeout 3 policy set "$TMP/huge.json"
+	run ctl_within 5 --timeout 3 policy set "$TMP/huge.json"
 	[ "$status" -eq 1 ]
 	assert_output --partial "larger than 1048576 bytes"
-	run timeout 5 "$MEMVISOR" ctl --socket "$SOCK" --timeout 3 --json status
+	run ctl_within 5 --timeout 3 --json status
 	assert_success
 	assert_output --partial '"command_state":"running"'
-	echo go >"$TMP/go"
-	wait $mv
+	stop_idle
 }
 
 @test "finished jobs are kept up to 64; job ID of a forgotten one says so" {
-	mkfifo "$TMP/go"
-	"$MEMVISOR" run --socket "$SOCK" -- sh -c "read x <'$TMP/go'" &
-	mv=$!
-	remember_pid $mv
-	wait_for 10 test -S "$SOCK"
+	start_idle
 	# 70 checkpoints, one after another on one connection, each image
 	# removed once its job is done.
-	python3 - "$SOCK" "$TMP" <<'PY'
-import json, shutil, socket, sys, time
-s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); f = s.makefile("rb")
-def call(cmd, args=None):
-    s.sendall(json.dumps({"id": 1, "cmd": cmd, "args": args or {}}).encode() + b"\n")
-    return json.loads(f.readline())
-for i in range(70):
-    d = "%s/img%d" % (sys.argv[2], i)
-    r = call("checkpoint", {"dir": d})
-    assert r["ok"], r
-    while True:
-        j = call("job", {"id": r["result"]["job"]})["result"]
-        if j["state"] != "running":
-            break
-        time.sleep(0.01)
-    assert j["state"] == "done", j
-    shutil.rmtree(d)
-PY
+	raw checkpoints 70 "$TMP"
 	run ctl --json jobs
 	assert_success
 	echo "$output" >"$TMP/jobs.json"
@@ -204,18 +172,13 @@ PY
 	run ctl job 71
 	[ "$status" -eq 1 ]
 	assert_output --partial "no job 71"
-	echo go >"$TMP/go"
-	wait $mv
+	stop_idle
 }
 
 @test "clients that never read their replies cannot make memvisor buffer without bound" {
-	mkfifo "$TMP/go"
-	"$MEMVISOR" run --socket "$SOCK" -- sh -c "read x <'$TMP/go'" &
-	mv=$!
-	remember_pid $mv
-	wait_for 10 test -S "$SOCK"
-	rss0=$(awk '/^VmRSS/{print $2}' /proc/$mv/status)
-	pid=$(ctl --json status | python3 -c 'import json,sys; print(json.load(sys.stdin)["command_pid"])')
+	start_idle
+	rss0=$(proc_kb $MVPID VmRSS)
+	pid=$(command_pid)
 	# 16 clients each send regions requests (some KiB of reply each) for
 	# 4 s and never read; then, still connected, they wait for $TMP/go2.
 	python3 - "$SOCK" "$TMP" "$pid" <<'PY' &
@@ -240,7 +203,7 @@ PY
 	hogs=$!
 	remember_pid $hogs
 	wait_for 20 test -s "$TMP/sent"
-	rss=$(awk '/^VmRSS/{print $2}' /proc/$mv/status)
+	rss=$(proc_kb $MVPID VmRSS)
 	echo "sent $(cat "$TMP/sent") bytes of requests; memvisor RSS ${rss0} kB -> ${rss} kB" >&3
 	# The requests alone would have asked for far more than was buffered.
 	[ "$(cat "$TMP/sent")" -gt $((1 << 20)) ] || skip "too slow a machine to fill the buffers"
@@ -248,31 +211,28 @@ PY
 	# An ASan build keeps freed memory in its quarantine: RSS not checked.
 	[ -n "${SANITIZER_REPORTS:-}" ] || [ "$rss" -lt $((rss0 + 48 * 1024)) ]
 	# Others are served meanwhile.
-	run timeout 5 "$MEMVISOR" ctl --socket "$SOCK" --json status
+	run ctl_within 5 --json status
 	assert_success
 	touch "$TMP/go2"
 	wait $hogs
-	echo go >"$TMP/go"
-	wait $mv
+	stop_idle
 }
 
 @test "large replies nobody reads: past 64 MiB over all clients the biggest are disconnected" {
 	mkfifo "$TMP/go"
 	# A command with 20,000 regions (alternate protections do not merge):
 	# a regions reply of several MiB.
-	"$MEMVISOR" run --socket "$SOCK" -- python3 -c '
+	start_bg -- python3 -c '
 import mmap, sys
 m = [mmap.mmap(-1, 4096, prot=mmap.PROT_READ if i % 2 else mmap.PROT_READ | mmap.PROT_WRITE) for i in range(20000)]
 print("ready", flush=True)
-open(sys.argv[1]).read()' "$TMP/go" >"$TMP/out" &
-	mv=$!
-	remember_pid $mv
+open(sys.argv[1]).read()' "$TMP/go" >"$TMP/out"
 	wait_for 30 grep -q ready "$TMP/out"
-	rss0=$(awk '/^VmRSS/{print $2}' /proc/$mv/status)
-	pid=$(ctl --json status | python3 -c 'import json,sys; print(json.load(sys.stdin)["command_pid"])')
+	rss0=$(proc_kb $MVPID VmRSS)
+	pid=$(command_pid)
 	# 24 clients ask for it twice and read nothing; then count the
 	# connections memvisor closed (EOF after the data in the socket).
-	run timeout 60 python3 - "$SOCK" "$pid" "$mv" <<'PY'
+	run timeout 60 python3 - "$SOCK" "$pid" "$MVPID" <<'PY'
 import socket, sys, time
 req = b'{"id":1,"cmd":"regions","args":{"pid":%s}}\n' % sys.argv[2].encode()
 socks = []
@@ -302,8 +262,7 @@ PY
 	closed=$(echo "$output" | awk '{print $4}')
 	[ "$closed" -gt 0 ]
 	[ -n "${SANITIZER_REPORTS:-}" ] || [ "$rss" -lt $((rss0 + 160 * 1024)) ]
-	run timeout 5 "$MEMVISOR" ctl --socket "$SOCK" --json status
+	run ctl_within 5 --json status
 	assert_success
-	echo go >"$TMP/go"
-	wait $mv
+	stop_idle
 }

@@ -8,37 +8,7 @@ bats_require_minimum_version 1.5.0
 
 setup() {
 	setup_tmp
-	SOCK=$TMP/ctl.sock
-	local v
-	v=$(cat /proc/sys/vm/unprivileged_userfaultfd 2>/dev/null) || skip "no userfaultfd in this kernel"
-	[ "$(id -u)" = 0 ] || [ "$v" = 1 ] || skip "userfaultfd needs root or vm.unprivileged_userfaultfd=1"
-}
-
-teardown() {
-	exec 7>&- 2>/dev/null || true
-	teardown_tmp
-}
-
-ctl() { "$MEMVISOR" ctl --socket "$SOCK" "$@"; }
-
-# Run "$@" under memvisor in the background: stdout $TMP/out, stderr
-# $TMP/err, memvisor's log $TMP/log; MVPID; waits for "ready".
-start_bg() {
-	"$MEMVISOR" run --socket "$SOCK" --log "$TMP/log" -- "$@" >"$TMP/out" 2>"$TMP/err" </dev/null &
-	MVPID=$!
-	remember_pid $MVPID
-	wait_for 60 grep -q '^ready' "$TMP/out"
-}
-
-# N evict+reload cycles with --wait, a random pause in between.
-cycles() { # N
-	local i
-	for ((i = 0; i < $1; i++)); do
-		rm -rf "$TMP/img"
-		ctl checkpoint "$TMP/img" --evict --wait >/dev/null || return 1
-		sleep "0.0$((RANDOM % 10))"
-		ctl reload "$TMP/img" --wait >/dev/null || return 1
-	done
+	skip_unless_uffd
 }
 
 # Cycles until the program ends (or N of them), then its status.
@@ -59,7 +29,8 @@ cycles_until_exit() { # N
 	# fault worker took for the program's own madvise: the last region
 	# ([stack]) was dropped from the map and served as zeros.
 	for run in 1 2 3; do
-		start_bg "$WL/evict_stack" --procs 8 --seconds 8
+		start_bg --log "$TMP/log" -- "$WL/evict_stack" --procs 8 --seconds 8 >"$TMP/out" 2>"$TMP/err"
+		wait_for 60 grep -q '^ready' "$TMP/out"
 		cycles_until_exit 8
 		rc=0
 		wait $MVPID || rc=$?
@@ -71,19 +42,6 @@ cycles_until_exit() { # N
 	done
 }
 
-# Send a line to the fed workload; wait for its next output line, which
-# must match RE.
-say() { # LINE RE
-	local n
-	n=$(wc -l <"$TMP/out")
-	echo "$1" >&7
-	wait_for 60 sh -c "[ \$(wc -l <'$TMP/out') -gt $n ]" || { echo "said '$1': no answer"; return 1; }
-	LAST=$(tail -n +$((n + 1)) "$TMP/out" | head -1)
-	[[ $LAST =~ $2 ]] || { echo "said '$1', got '$LAST', wanted /$2/"; return 1; }
-}
-
-victim_pid() { awk '/^pid/{print $2}' "$TMP/err"; }
-
 @test "evict safety: memvisor SIGKILLed while memory is evicted: the program dies, never reads zeros (5 tries)" {
 	# memvisor held the only userfaultfds: when it died the kernel
 	# unregistered the ranges, and the program read zeros until the
@@ -92,14 +50,13 @@ victim_pid() { awk '/^pid/{print $2}' "$TMP/err"; }
 	for try in 1 2 3 4 5; do
 		MV_ARGS=(--log "$TMP/log")
 		start_fed "$WL/evict_victim" --mib 32 --dontfork-mib 1
-		vp=$(victim_pid)
 		rm -rf "$TMP/img"
 		ctl checkpoint "$TMP/img" --evict --wait >/dev/null
 		say spin '^spinning$'
 		sleep "0.0$((RANDOM % 5))"
 		kill -9 $MVPID
 		wait $MVPID || true
-		wait_for 20 sh -c "! kill -0 $vp 2>/dev/null" || { echo "try $try: process $vp still runs"; return 1; }
+		wait_for 20 sh -c "! kill -0 $PID 2>/dev/null" || { echo "try $try: process $PID still runs"; return 1; }
 		exec 7>&-
 		if grep MISMATCH "$TMP/out"; then
 			echo "try $try: the program read memory it did not write"

@@ -43,42 +43,24 @@ survives() { # POINT[:N]
 	[ ! -e "$TMP/s.json" ]
 }
 
-# A long-lived supervised program for the control-socket faults.
-start_victim() {
-	mkfifo "$TMP/in"
-	env MEMVISOR_FAULT="$1" "$MEMVISOR" run --socket "$SOCK" -- "$WL/mappings" <"$TMP/in" >"$TMP/out" 2>"$TMP/err" &
-	MVPID=$!
-	remember_pid $MVPID
-	exec 7>"$TMP/in"
-	wait_for 10 grep -q '^ready' "$TMP/out"
-	PID=$(awk '/^ready/{print $2}' "$TMP/out")
-}
-
-fds() { ls /proc/"$MVPID"/fd | wc -l; }
-
-stop_victim() {
-	exec 7>&-
-	wait $MVPID
-}
-
 @test "ctl_alloc failing: the client gets an internal error reply" {
-	start_victim ctl_alloc:1
-	run "$MEMVISOR" ctl --socket "$SOCK" status
+	MEMVISOR_FAULT=ctl_alloc:1 start_fed "$WL/mappings"
+	run ctl status
 	assert_failure 1
 	assert_output --partial "internal: out of memory"
-	run "$MEMVISOR" ctl --socket "$SOCK" status
+	run ctl status
 	assert_success
-	stop_victim
+	stop_fed
 }
 
 @test "procmap_read failing: regions answers an error, the next query works" {
-	start_victim procmap_read:1
-	run "$MEMVISOR" ctl --socket "$SOCK" regions "$PID"
+	MEMVISOR_FAULT=procmap_read:1 start_fed "$WL/mappings"
+	run ctl regions "$PID"
 	assert_failure 1
 	assert_output --partial "internal"
-	run "$MEMVISOR" ctl --socket "$SOCK" --json regions "$PID"
+	run ctl --json regions "$PID"
 	assert_success
-	stop_victim
+	stop_fed
 }
 
 # Point name prefix -> scenario. supervise: memvisor runs the workload with
@@ -127,44 +109,29 @@ scenario_of() { # POINT
 	assert_output --partial "unknown point 'no_such_point'"
 }
 
-ctl() { "$MEMVISOR" ctl --socket "$SOCK" --timeout 5 "$@"; }
-
 # The workload for the supervise scenario: threads, every kind of memory,
 # commands on the FIFO held on fd 7.
 start_pattern() { # FAULT
-	rm -f "$TMP/in" "$TMP/out" "$TMP/err"
-	mkfifo "$TMP/in"
-	env MEMVISOR_FAULT="$1" "$MEMVISOR" run --notify-all --socket "$SOCK" --stats-json "$TMP/s.json" -- \
-		"$WL/ckpt_pattern" --dense 4 --sparse 16 --threads 2 <"$TMP/in" >"$TMP/out" 2>"$TMP/err" &
-	MVPID=$!
-	remember_pid $MVPID
-	exec 7>"$TMP/in"
-	wait_for 20 grep -q '^ready' "$TMP/out"
-	PID=$(awk '/^ready/{print $2}' "$TMP/out")
+	MV_ARGS=(--notify-all --stats-json "$TMP/s.json")
+	MEMVISOR_FAULT=$1 start_fed "$WL/ckpt_pattern" --dense 4 --sparse 16 --threads 2
 	wait_for 10 test -S "$SOCK"
 }
 
 # The workload verifies its memory and answers "ok" (or "bad ...") within
 # SECONDS (20); on anything else, say what it answered.
 say_check() { # [SECONDS]
-	local n
-	n=$(wc -l <"$TMP/out")
-	echo check >&7
-	wait_for "${1:-20}" sh -c "tail -n +$((n + 1)) '$TMP/out' | grep -q '^ok\|^bad'" ||
-		{ echo "no answer to check in ${1:-20} s"; return 1; }
-	tail -n +$((n + 1)) "$TMP/out" | grep -q '^ok' ||
-		{ echo "answer to check: $(tail -n +$((n + 1)) "$TMP/out" | head -3)"; return 1; }
+	say_until check '^ok\|^bad' "${1:-20}" || { echo "no answer to check in ${1:-20} s"; return 1; }
+	out_after "$SAID_AT" | grep -q '^ok' ||
+		{ echo "answer to check: $(out_after "$SAID_AT" | head -3)"; return 1; }
 }
 
-fd_count() { ls /proc/"$MVPID"/fd | wc -l; }
 children() { pgrep -P "$MVPID" | sort | tr '\n' ' '; }
 untraced() { ! grep -h '^TracerPid:' /proc/"$PID"/task/*/status 2>/dev/null | grep -vq '[[:space:]]0$'; }
 
 # No checkpoint job is running (a client that lost its connection does
 # not stop the job it started).
 jobs_idle() {
-	ctl --json jobs 2>/dev/null |
-		python3 -c 'import json,sys; sys.exit(any(j["state"] == "running" for j in json.load(sys.stdin)["jobs"]))'
+	[ "$(ctl --timeout 5 --json jobs 2>/dev/null | json_get - 'any(j["state"] == "running" for j in d["jobs"])')" = False ]
 }
 
 # One round of queries and a checkpoint into DIR. With STRICT every step
@@ -176,15 +143,15 @@ exercise() { # DIR STRICT FAULT-FOR-VERIFY
 	CKPT_FAILED=0
 	for q in status ps "regions $PID" "stats $PID"; do
 		# shellcheck disable=SC2086
-		ctl $q >/dev/null 2>&1 || { [ -z "$strict" ] || { echo "ctl $q failed"; return 1; }; }
+		ctl --timeout 5 $q >/dev/null 2>&1 || { [ -z "$strict" ] || { echo "ctl $q failed"; return 1; }; }
 	done
-	timeout 60 "$MEMVISOR" ctl --socket "$SOCK" checkpoint "$dir" --wait >"$TMP/ckpt.out" 2>&1 && ok=1
+	ctl_within 60 checkpoint "$dir" --wait >"$TMP/ckpt.out" 2>&1 && ok=1
 	if [ $ok = 0 ]; then
 		[ -z "$strict" ] || { echo "checkpoint failed: $(cat "$TMP/ckpt.out")"; return 1; }
 		grep -q . "$TMP/ckpt.out" || { echo "a failed checkpoint said nothing"; return 1; }
 		wait_for 60 jobs_idle || { echo "the checkpoint job does not end"; return 1; }
 		[ -e "$dir" ] || CKPT_FAILED=1
-		! ls -A "$TMP" | grep -q '\.tmp\.' || { echo "a failed checkpoint left a temporary image"; return 1; }
+		no_temp_image || { echo "a failed checkpoint left a temporary image"; return 1; }
 	fi
 	# A finished image (the job may finish after its client failed) is whole.
 	if [ -e "$dir" ]; then
@@ -263,18 +230,15 @@ run_evict_point() { # POINT:N
 	sleep 0.3
 	fds=$(fd_count)
 	kids=$(children)
-	if timeout 60 "$MEMVISOR" ctl --socket "$SOCK" checkpoint "$TMP/eimg" --evict --wait >"$TMP/ev.out" 2>&1; then
-		timeout 60 "$MEMVISOR" ctl --socket "$SOCK" reload "$TMP/eimg" --wait >"$TMP/rl.out" 2>&1 && reloaded=1
+	if ctl_within 60 checkpoint "$TMP/eimg" --evict --wait >"$TMP/ev.out" 2>&1; then
+		ctl_within 60 reload "$TMP/eimg" --wait >"$TMP/rl.out" 2>&1 && reloaded=1
 	fi
 	say_check 60 || {
 		echo "$1: the program's memory changed"
 		cat "$TMP/ev.out" "$TMP/rl.out" "$TMP/err" 2>/dev/null
 		return 1
 	}
-	local n
-	n=$(wc -l <"$TMP/out")
-	echo "threads 4" >&7
-	wait_for 30 sh -c "tail -n +$((n + 1)) '$TMP/out' | grep -q '^threads ok'" || { echo "threads did not finish"; return 1; }
+	say_until "threads 4" '^threads ok' 30 || { echo "threads did not finish"; return 1; }
 	kill -0 "$MVPID" || { echo "memvisor died"; return 1; }
 	if [ $reloaded = 1 ]; then
 		sleep 0.3

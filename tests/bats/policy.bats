@@ -4,14 +4,6 @@
 load helpers
 bats_require_minimum_version 1.5.0
 
-setup() { setup_tmp; }
-teardown() { teardown_tmp; }
-
-# policy NAME JSON: write $TMP/NAME.json
-policy() { printf '%s\n' "$2" >"$TMP/$1.json"; }
-
-stat_of() { json_get "$TMP/s.json" "$1"; }
-
 @test "policy check: a valid policy and the shipped examples pass" {
 	policy ok '{"version": 1, "rules": [{"syscalls": ["mmap"], "action": "allow"}]}'
 	run "$MEMVISOR" policy check "$TMP/ok.json"

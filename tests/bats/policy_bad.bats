@@ -5,9 +5,6 @@
 load helpers
 bats_require_minimum_version 1.5.0
 
-setup() { setup_tmp; }
-teardown() { teardown_tmp; }
-
 # check NAME JSON EXPECTED-MESSAGE-AFTER-FILE
 check_bad() {
 	local f="$TMP/$1.json"

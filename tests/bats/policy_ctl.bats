@@ -8,11 +8,10 @@ bats_require_minimum_version 1.5.0
 setup() {
 	setup_tmp
 	"$MEMVISOR" ctl --help >/dev/null 2>&1 || skip "memvisor ctl is not built yet"
-	SOCK=$TMP/ctl.sock
 }
 teardown() {
 	# A test that failed before finish must not leave its command waiting.
-	[ -n "${TMP:-}" ] && touch "$TMP/go" && sleep 0.2
+	release_go
 	teardown_tmp
 }
 
@@ -44,13 +43,13 @@ finish() {
 @test "ctl policy shows the active policy" {
 	printf '{"version": 1, "wx": "deny", "limits": {"max_regions": 5000}}\n' >"$TMP/p.json"
 	start_waiting --policy "$TMP/p.json" -- true
-	run "$MEMVISOR" ctl --socket "$SOCK" --json policy
+	run ctl --json policy
 	assert_success
 	echo "$output" >"$TMP/show.json"
 	[ "$(json_get "$TMP/show.json" 'd.get("result", d)["source"]')" = "$TMP/p.json" ]
 	[ "$(json_get "$TMP/show.json" 'd.get("result", d)["policy"]["wx"]')" = deny ]
 	[ "$(json_get "$TMP/show.json" 'd.get("result", d)["policy"]["limits"]["max_regions"]')" -eq 5000 ]
-	run "$MEMVISOR" ctl --socket "$SOCK" policy
+	run ctl policy
 	assert_success
 	assert_output --partial deny
 	finish
@@ -60,11 +59,11 @@ finish() {
 	printf '{"version": 1, "rules": [{"syscalls": ["mmap"], "backing": "anon", "length_min": "1M", "action": "deny", "errno": "E2BIG"}]}\n' >"$TMP/p.json"
 	printf '{"version": 1, "rules": [{"syscalls": ["mmap"], "action": "deny", "errno": "ENOPE"}]}\n' >"$TMP/bad.json"
 	start_waiting --policy "$TMP/p.json" -- "$WL/try_syscall" mmap 2M READ PRIVATE,ANON
-	run "$MEMVISOR" ctl --socket "$SOCK" policy set "$TMP/bad.json"
+	run ctl policy set "$TMP/bad.json"
 	assert_failure
 	assert_output --partial "$TMP/bad.json:1:"
 	assert_output --partial 'unknown errno "ENOPE"'
-	run "$MEMVISOR" ctl --socket "$SOCK" --json policy
+	run ctl --json policy
 	assert_success
 	assert_output --partial "$TMP/p.json"
 	finish
@@ -75,9 +74,9 @@ finish() {
 	printf '{"version": 1, "rules": [{"syscalls": ["mmap"], "backing": "anon", "length_min": "1M", "action": "deny", "errno": "E2BIG"}]}\n' >"$TMP/p.json"
 	printf '{"version": 1, "rules": [{"syscalls": ["mmap"], "backing": "anon", "length_min": "1M", "action": "deny", "errno": "ENOMEM"}]}\n' >"$TMP/new.json"
 	start_waiting --policy "$TMP/p.json" -- "$WL/try_syscall" mmap 2M READ PRIVATE,ANON
-	run "$MEMVISOR" ctl --socket "$SOCK" policy set "$TMP/new.json"
+	run ctl policy set "$TMP/new.json"
 	assert_success
-	run "$MEMVISOR" ctl --socket "$SOCK" --json policy
+	run ctl --json policy
 	assert_output --partial "$TMP/new.json"
 	finish
 	[ "$RC" -eq 12 ]
@@ -86,7 +85,7 @@ finish() {
 @test "ctl policy set: a change the launch filter cannot deliver is refused clearly" {
 	printf '{"version": 1, "wx": "deny"}\n' >"$TMP/wx.json"
 	start_waiting -- "$WL/wx_test" rwx-mmap
-	run "$MEMVISOR" ctl --socket "$SOCK" policy set "$TMP/wx.json"
+	run ctl policy set "$TMP/wx.json"
 	assert_failure
 	assert_output --partial "does not notify what this policy needs"
 	assert_output --partial "--notify-all"
@@ -100,7 +99,7 @@ finish() {
 	# are set up at launch only.
 	printf '{"version": 1, "wx": "deny"}\n' >"$TMP/wx.json"
 	start_waiting --notify-all -- "$WL/wx_test" rwx-mmap
-	run "$MEMVISOR" ctl --socket "$SOCK" policy set "$TMP/wx.json"
+	run ctl policy set "$TMP/wx.json"
 	assert_failure
 	assert_output --partial "would leave open"
 	assert_output --partial "READ_IMPLIES_EXEC"
@@ -112,7 +111,7 @@ finish() {
 @test "ctl policy set: W^X log (which refuses nothing) can be turned on at run time" {
 	printf '{"version": 1, "wx": "log"}\n' >"$TMP/log.json"
 	start_waiting --notify-all -- "$WL/wx_test" rwx-mmap
-	run "$MEMVISOR" ctl --socket "$SOCK" policy set "$TMP/log.json"
+	run ctl policy set "$TMP/log.json"
 	assert_success
 	finish
 	[ "$RC" -eq 0 ]
@@ -122,11 +121,11 @@ finish() {
 	printf '{"version": 1, "wx": "deny", "wx_mdwe": false}\n' >"$TMP/wx.json"
 	printf '{"version": 1, "wx": "log", "wx_mdwe": false}\n' >"$TMP/log.json"
 	start_waiting --policy "$TMP/wx.json" -- "$WL/wx_test" rwx-mmap
-	run "$MEMVISOR" ctl --socket "$SOCK" policy set "$TMP/wx.json"
+	run ctl policy set "$TMP/wx.json"
 	assert_success # the same deny again: nothing changed
-	run "$MEMVISOR" ctl --socket "$SOCK" policy set "$TMP/log.json"
+	run ctl policy set "$TMP/log.json"
 	assert_success
-	run "$MEMVISOR" ctl --socket "$SOCK" policy set "$TMP/wx.json"
+	run ctl policy set "$TMP/wx.json"
 	assert_failure
 	assert_output --partial "READ_IMPLIES_EXEC"
 	finish
@@ -137,7 +136,7 @@ finish() {
 	printf '{"version": 1, "wx": "off"}\n' >"$TMP/off.json"
 	start_waiting --policy "$TMP/wx.json" -- true
 	"$WL/wx_test" mdwe | grep -q 'mdwe -1' && skip "no PR_SET_MDWE on this kernel"
-	run "$MEMVISOR" ctl --socket "$SOCK" policy set "$TMP/off.json"
+	run ctl policy set "$TMP/off.json"
 	assert_failure
 	assert_output --partial "PR_SET_MDWE"
 	finish
@@ -147,7 +146,7 @@ finish() {
 	printf '{"version": 1, "limits": {"max_mapped": "2G"}}\n' >"$TMP/a.json"
 	printf '{"version": 1, "limits": {"max_mapped": "1G"}}\n' >"$TMP/b.json"
 	start_waiting --policy "$TMP/a.json" -- sh -c 'ulimit -v'
-	run "$MEMVISOR" ctl --socket "$SOCK" policy set "$TMP/b.json"
+	run ctl policy set "$TMP/b.json"
 	assert_success
 	finish
 	[ "$(cat "$TMP/out")" = 1048576 ]

@@ -6,14 +6,11 @@ bats_require_minimum_version 1.5.0
 
 setup() {
 	setup_tmp
-	printf '{"version": 1, "wx": "deny"}\n' >"$TMP/deny.json"
+	policy deny '{"version": 1, "wx": "deny"}'
 	# memvisor's own checks, without PR_SET_MDWE behind them
-	printf '{"version": 1, "wx": "deny", "wx_mdwe": false}\n' >"$TMP/deny-nomdwe.json"
-	printf '{"version": 1, "wx": "log"}\n' >"$TMP/log.json"
+	policy deny-nomdwe '{"version": 1, "wx": "deny", "wx_mdwe": false}'
+	policy log '{"version": 1, "wx": "log"}'
 }
-teardown() { teardown_tmp; }
-
-stat_of() { json_get "$TMP/s.json" "$1"; }
 
 @test "wx deny: an RWX mapping is refused with EACCES" {
 	for p in deny deny-nomdwe; do

@@ -6,9 +6,8 @@ bats_require_minimum_version 1.5.0
 
 setup() {
 	setup_tmp
-	printf '{"version": 1, "wx": "deny"}\n' >"$TMP/deny.json"
+	policy deny '{"version": 1, "wx": "deny"}'
 }
-teardown() { teardown_tmp; }
 
 # A setuid-root copy of cred_probe that nobody can run.
 suid_probe() {
@@ -78,22 +77,18 @@ suid_probe() {
 	assert_output "$(printf '%s\n%s' "$(getent group nogroup | cut -d: -f3)" "$(getent group nogroup | cut -d: -f3)")"
 	# Supervised as usual: its memory calls reach memvisor, and memvisor
 	# (root) answers ctl; the program itself, as nobody, cannot connect.
-	SOCK=$TMP/ctl.sock
-	"$MEMVISOR" run --user nobody --socket "$SOCK" -- sh -c 'sleep 1; ls -l /proc/self/status >/dev/null; python3 -c "
+	start_bg --user nobody -- sh -c 'sleep 1; ls -l /proc/self/status >/dev/null; python3 -c "
 import socket, sys
 s = socket.socket(socket.AF_UNIX)
 try:
     s.connect(sys.argv[1]); print(\"connected\")
 except OSError as e:
     print(\"refused\", e.errno)
-" "$0"' "$SOCK" >"$TMP/out" 2>&1 &
-	mv=$!
-	remember_pid $mv
-	wait_for 10 test -S "$SOCK"
-	run "$MEMVISOR" ctl --socket "$SOCK" ps
+" "$0"' "$SOCK" >"$TMP/out" 2>&1
+	run ctl ps
 	assert_success
 	assert_output --partial "sleep"
-	wait $mv
+	wait $MVPID
 	cat "$TMP/out"
 	grep -q "^refused 13" "$TMP/out"
 	# The parent-death signal survives the change of credentials: a

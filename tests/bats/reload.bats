@@ -7,46 +7,21 @@ bats_require_minimum_version 1.5.0
 
 setup() {
 	setup_tmp
-	SOCK=$TMP/ctl.sock
 	skip_unless_uffd
 }
 
-teardown() {
-	exec 7>&- 2>/dev/null || true
-	teardown_tmp
-}
+# The loader and the fault service may keep a loaded machine's workload
+# from answering for a while.
+SAY_SECONDS=120
 
-ctl() { "$MEMVISOR" ctl --socket "$SOCK" "$@"; }
-
-# userfaultfd(2) must work for the supervised program (root here, or
-# vm.unprivileged_userfaultfd=1).
-skip_unless_uffd() {
-	local v
-	v=$(cat /proc/sys/vm/unprivileged_userfaultfd 2>/dev/null) || skip "no userfaultfd in this kernel"
-	[ "$(id -u)" = 0 ] || [ "$v" = 1 ] || skip "userfaultfd needs root or vm.unprivileged_userfaultfd=1"
-}
-
-# Start reload_wl under memvisor, stdin a FIFO on fd 7, stdout in $TMP/out.
+# Start reload_wl under memvisor (start_fed); WRAP=1 wraps it in a shell
+# that stays after it exits.
 start() {
 	local wrap=()
 	[ -z "$WRAP" ] || wrap=(sh -c '"$0" "$@"; sleep 60')
 	start_fed "${wrap[@]}" "$WL/reload_wl" --file "$TMP/F" "$@"
-	PID=$(awk '/^pid/{print $2}' "$TMP/err")
 }
 
-stop() { stop_fed; }
-
-# Send a line; wait for the next output line; it must match RE.
-say() { # LINE RE
-	local n
-	n=$(wc -l <"$TMP/out")
-	echo "$1" >&7
-	wait_for 120 sh -c "[ \$(wc -l <'$TMP/out') -gt $n ]"
-	LAST=$(tail -n +$((n + 1)) "$TMP/out" | head -1)
-	[[ $LAST =~ $2 ]] || { echo "said '$1', got '$LAST', wanted /$2/"; return 1; }
-}
-
-rss_anon_kb() { awk '/^RssAnon:/{print $2}' /proc/"$1"/status; }
 # Where each thread of $PID waits, what memvisor said, and its evicted spaces.
 where_waits() {
 	local t
@@ -58,15 +33,21 @@ where_waits() {
 	ctl --json status
 }
 
-anon_huge_kb() { awk '/^AnonHugePages:/{print $2}' /proc/"$1"/smaps_rollup; }
-
 evict() { # DIR
 	run ctl --json checkpoint "$1" --evict --wait
 	assert_success
 	echo "$output" | tail -1 >"$TMP/evict.json"
 }
 
-job_of() { json_get "$1" 'd["job"]'; }
+# `ctl --json CTL-ARGS... --wait` succeeds; how the job ended is in
+# $TMP/job.json.
+wait_job() { # CTL-ARGS...
+	run ctl --json "$@" --wait
+	assert_success
+	echo "$output" | tail -1 >"$TMP/job.json"
+}
+
+job_of() { json_get "$1" 'd["job"]'; } # FILE, or - for stdin
 
 # The run's output without evict, for comparison.
 native_out() { # COMMANDS...
@@ -77,9 +58,9 @@ native_out() { # COMMANDS...
 	start --mib 64
 	say sum '^sum '
 	before=$LAST
-	rss0=$(rss_anon_kb "$PID")
+	rss0=$(proc_kb "$PID" RssAnon)
 	evict "$TMP/img"
-	rss1=$(rss_anon_kb "$PID")
+	rss1=$(proc_kb "$PID" RssAnon)
 	echo "RssAnon before $rss0 kB, after evict $rss1 kB"
 	[ "$rss1" -lt $((rss0 / 20)) ]
 	say loop '^looping$'
@@ -88,19 +69,17 @@ native_out() { # COMMANDS...
 	say check '^ok$'
 	ctl --json reload "$TMP/img" --rate 64 >"$TMP/reload.json"
 	say check '^ok$'
-	run ctl --json job "$(job_of "$TMP/reload.json")" --wait
-	assert_success
-	echo "$output" | tail -1 >"$TMP/job.json"
+	wait_job job "$(job_of "$TMP/reload.json")"
 	run json_get "$TMP/job.json" 'd["result"]["pages_loaded"] == d["result"]["pages_total"] > 0'
 	assert_output True
 	say unloop '^loop ok$'
 	say sum '^sum '
 	[ "$LAST" = "$before" ]
-	rss2=$(rss_anon_kb "$PID")
+	rss2=$(proc_kb "$PID" RssAnon)
 	[ "$rss2" -ge $((rss0 * 9 / 10)) ]
 	run ctl --json status
 	assert_output --partial '"evicted":[]'
-	stop
+	stop_fed
 	expected=$(native_out sum loop check check unloop sum)
 	echo "$expected" 
 	diff <(printf '%s\n' "$expected") <(cat "$TMP/out")
@@ -110,25 +89,23 @@ native_out() { # COMMANDS...
 	grep -q '\[never\]' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null &&
 		skip "transparent huge pages are off"
 	start --mib 32 --thp
-	huge0=$(anon_huge_kb "$PID")
+	huge0=$(proc_kb "$PID" AnonHugePages smaps_rollup)
 	[ "$huge0" -gt 0 ] || skip "no huge page was allocated for the workload"
 	say sum '^sum '
 	before=$LAST
 	evict "$TMP/img"
-	[ "$(anon_huge_kb "$PID")" -eq 0 ]
-	run ctl --json reload "$TMP/img" --wait
-	assert_success
-	echo "$output" | tail -1 >"$TMP/job.json"
+	[ "$(proc_kb "$PID" AnonHugePages smaps_rollup)" -eq 0 ]
+	wait_job reload "$TMP/img"
 	cat "$TMP/job.json"
 	run json_get "$TMP/job.json" 'd["result"]["huge_bytes"] >= '"$huge0"' * 1024'
 	assert_output True
-	huge2=$(anon_huge_kb "$PID")
+	huge2=$(proc_kb "$PID" AnonHugePages smaps_rollup)
 	echo "AnonHugePages before $huge0 kB, after reload $huge2 kB"
 	[ "$huge2" -ge $((huge0 * 9 / 10)) ]
 	say sum '^sum '
 	[ "$LAST" = "$before" ]
 	say check '^ok$'
-	stop
+	stop_fed
 }
 
 @test "reload: evict works without any reload; the process may exit" {
@@ -136,7 +113,7 @@ native_out() { # COMMANDS...
 	evict "$TMP/img"
 	say check '^ok$'
 	say sum '^sum '
-	stop
+	stop_fed
 	run ctl --json status
 	[ "$(wc -l <"$TMP/out")" -eq 3 ]
 }
@@ -149,7 +126,7 @@ native_out() { # COMMANDS...
 	say "write $TMP/W" '^write ok$' || { where_waits; false; }
 	say read '^read ok$' || { where_waits; false; }
 	say check '^ok$'
-	stop
+	stop_fed
 }
 
 @test "reload: many threads fault at once" {
@@ -158,9 +135,9 @@ native_out() { # COMMANDS...
 	say "threads 16" '^threads ok$'
 	run ctl --json status
 	assert_success
-	run python3 -c 'import json,sys; e=json.load(sys.stdin)["evicted"][0]; print(e["faults"] >= 16, e["fault_p99_ns"] > 0)' <<<"$output"
+	run json_get - '"%s %s" % (d["evicted"][0]["faults"] >= 16, d["evicted"][0]["fault_p99_ns"] > 0)' <<<"$output"
 	assert_output "True True"
-	stop
+	stop_fed
 }
 
 @test "reload: fork while evicted and during reload: the child sees the memory" {
@@ -172,7 +149,7 @@ native_out() { # COMMANDS...
 	say check '^ok$'
 	run ctl --json job "$(job_of "$TMP/reload.json")" --wait
 	assert_success
-	stop
+	stop_fed
 }
 
 @test "reload: munmap, mremap and madvise(DONTNEED) during reload" {
@@ -187,7 +164,7 @@ native_out() { # COMMANDS...
 	run ctl --json job "$(job_of "$TMP/reload.json")" --wait
 	assert_success
 	say check '^ok$'
-	stop
+	stop_fed
 }
 
 @test "reload: mremap again and again while the loader runs: every page lands where it belongs" {
@@ -207,18 +184,16 @@ native_out() { # COMMANDS...
 	say check '^ok$'
 	say sum '^sum '
 	[ "$LAST" = "$before" ]
-	stop
+	stop_fed
 }
 
 @test "reload: exit during reload drops the pending work; the supervisor runs on" {
 	# A shell keeps the supervisor running after the workload exits.
 	WRAP=1 start --mib 64
 	evict "$TMP/img"
-	job=$(ctl --json reload "$TMP/img" --rate 8 | python3 -c 'import json,sys; print(json.load(sys.stdin)["job"])')
+	job=$(ctl --json reload "$TMP/img" --rate 8 | job_of -)
 	say exit '^bye$'
-	run ctl --json job "$job" --wait
-	assert_success
-	echo "$output" | tail -1 >"$TMP/job.json"
+	wait_job job "$job"
 	run json_get "$TMP/job.json" 'd["result"]["gone"]'
 	assert_output 1
 	run ctl --json status
@@ -235,7 +210,7 @@ native_out() { # COMMANDS...
 	kill -0 "$MVPID" || { cat "$TMP/err"; false; }
 	# The shell around it was evicted too and stays so; the exec'ed
 	# process's space is gone.
-	wait_for 10 sh -c "! '$MEMVISOR' ctl --socket '$SOCK' --json status | grep -q '\"pid\":$PID,'"
+	wait_for 10 ctl_lacks "\"pid\":$PID," --json status
 	run ctl --json reload "$TMP/img" --wait
 	assert_success
 	assert_output --partial '"gone":0'
@@ -251,21 +226,15 @@ native_out() { # COMMANDS...
 	say check '^ok$'
 	run ctl --json stats "$PID"
 	refute_output --partial '"kill":1'
-	stop
+	stop_fed
 }
 
 @test "reload: a corrupt extent is never loaded; a corrupt manifest is refused" {
 	start --mib 16
 	evict "$TMP/img"
 	# Flip a byte of the last extent's data.
-	python3 - "$TMP/img/pages" <<-'EOF'
-		import os, sys
-		fd = os.open(sys.argv[1], os.O_RDWR)
-		size = os.fstat(fd).st_size
-		b = os.pread(fd, 1, size - 100)
-		os.pwrite(fd, bytes([b[0] ^ 0xff]), size - 100)
-	EOF
-	job=$(ctl --json reload "$TMP/img" | python3 -c 'import json,sys; print(json.load(sys.stdin)["job"])')
+	flip_byte "$TMP/img/pages" -100 0xff
+	job=$(ctl --json reload "$TMP/img" | job_of -)
 	run ctl --json job "$job" --wait
 	assert_failure
 	assert_output --partial corrupt_image
@@ -274,18 +243,12 @@ native_out() { # COMMANDS...
 	# be given its memory).
 	kill -0 "$PID"
 	# A damaged manifest: refused at once.
-	python3 - "$TMP/img/manifest.json" <<-'EOF'
-		import sys
-		p = sys.argv[1]
-		s = bytearray(open(p, "rb").read())
-		s[len(s) // 2] ^= 0x01
-		open(p, "wb").write(bytes(s))
-	EOF
+	flip_byte "$TMP/img/manifest.json" $(($(stat -c %s "$TMP/img/manifest.json") / 2))
 	run ctl reload "$TMP/img"
 	assert_failure
 	assert_output --partial corrupt_image
 	kill -9 "$PID"
-	stop || true
+	stop_fed || true
 }
 
 @test "reload: an image other than the evicted one is refused" {
@@ -302,43 +265,33 @@ native_out() { # COMMANDS...
 	assert_failure
 	assert_output --partial "reload it first"
 	say check '^ok$'
-	stop
+	stop_fed
 }
 
 @test "reload: --rate is honoured within 10%" {
 	start --mib 96
 	evict "$TMP/img"
-	run ctl --json reload "$TMP/img" --rate 40 --wait
-	assert_success
-	echo "$output" | tail -1 >"$TMP/job.json"
+	wait_job reload "$TMP/img" --rate 40
 	run json_get "$TMP/job.json" 'round(d["result"]["read_rate"] / 40e6, 3)'
 	echo "read rate / asked: $output"
 	python3 -c "import sys; r=float(sys.argv[1]); sys.exit(0 if 0.9 <= r <= 1.1 else 1)" "$output"
 	say check '^ok$'
-	stop
+	stop_fed
 }
 
 @test "reload: without userfaultfd access evict is refused and the program keeps its memory" {
 	[ "$(id -u)" = 0 ] || skip "needs root to run the program as nobody"
 	[ "$(cat /proc/sys/vm/unprivileged_userfaultfd)" = 0 ] || skip "vm.unprivileged_userfaultfd=1: userfaultfd is open to all"
 	skip_unless_cmd setpriv
-	rm -f "$TMP/in"
-	mkfifo "$TMP/in"
-	"$MEMVISOR" run --socket "$SOCK" -- setpriv --reuid=nobody --regid=nogroup --clear-groups \
-		"$WL/reload_wl" --mib 16 <"$TMP/in" >"$TMP/out" 2>"$TMP/err" 7>&- &
-	MVPID=$!
-	remember_pid $MVPID
-	exec 7>"$TMP/in"
-	wait_for 60 grep -q '^ready' "$TMP/out"
-	PID=$(awk '/^pid/{print $2}' "$TMP/err")
-	rss0=$(rss_anon_kb "$PID")
+	start_fed setpriv --reuid=nobody --regid=nogroup --clear-groups "$WL/reload_wl" --mib 16
+	rss0=$(proc_kb "$PID" RssAnon)
 	run ctl checkpoint "$TMP/img" --evict --wait
 	assert_failure
 	assert_output --partial "userfaultfd"
 	assert_output --partial "keeps its memory"
-	[ "$(rss_anon_kb "$PID")" -ge $((rss0 * 9 / 10)) ]
+	[ "$(proc_kb "$PID" RssAnon)" -ge $((rss0 * 9 / 10)) ]
 	say check '^ok$'
-	stop
+	stop_fed
 }
 
 @test "reload: a loader copy that finds its range unmapped (ENOENT) goes on" {
@@ -348,14 +301,12 @@ native_out() { # COMMANDS...
 	say sum '^sum '
 	before=$LAST
 	evict "$TMP/img"
-	run ctl --json reload "$TMP/img" --wait
-	assert_success
-	echo "$output" | tail -1 >"$TMP/job.json"
+	wait_job reload "$TMP/img"
 	run json_get "$TMP/job.json" 'd["state"] == "done" and d["result"]["pages_loaded"] == d["result"]["pages_total"]'
 	assert_output True
 	say sum '^sum '
 	[ "$LAST" = "$before" ]
-	stop
+	stop_fed
 }
 
 @test "reload: a failed injection or registration leaves the program correct" {
@@ -368,6 +319,6 @@ native_out() { # COMMANDS...
 		echo "$f: $output"
 		say check '^ok$'
 		say "threads 4" '^threads ok$'
-		stop
+		stop_fed
 	done
 }

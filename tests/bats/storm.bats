@@ -12,14 +12,9 @@ bats_require_minimum_version 1.5.0
 
 setup() {
 	setup_tmp
-	SOCK=$TMP/ctl.sock
 	SECS=${STORM_SECONDS:-8}
 	# A storm that does not end within this is stuck.
 	LIMIT=$((SECS * 3 + 60))
-}
-teardown() {
-	exec 7>&- 2>/dev/null || true
-	teardown_tmp
 }
 
 # memvisor's RSS may not grow by more than this while a storm goes on.
@@ -30,8 +25,9 @@ RSS_GROWTH_KB=8192
 EXITED_WINDOW=4096
 EXITED_KB=$((EXITED_WINDOW * 8))
 
-rss_kb() { awk '/^VmRSS/{print $2}' /proc/"$1"/status 2>/dev/null || echo 0; }
-seen() { "$MEMVISOR" ctl --socket "$SOCK" --json status 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["processes_seen"])' 2>/dev/null || echo 0; }
+# memvisor's RSS, 0 once it has exited.
+rss_kb() { proc_kb "$1" VmRSS 2>/dev/null || echo 0; }
+seen() { ctl --json status 2>/dev/null | json_get - 'd["processes_seen"]' 2>/dev/null || echo 0; }
 
 # Sample memvisor's RSS from 1 s in until the workload prints DONE-RE in
 # $TMP/out (the final --stats-json is not part of the storm), for at most
@@ -77,13 +73,9 @@ all_answered() { # STATS-JSON
 }
 
 @test "threads doing mmap/munmap/mremap/mprotect: content verified, every call answered, memory flat" {
-	"$MEMVISOR" run --notify-all --socket "$SOCK" --stats-json "$TMP/s.json" -- \
-		"$WL/storm" "${STORM_THREADS:-64}" "$SECS" >"$TMP/out" 2>&1 &
-	mv=$!
-	remember_pid $mv
-	wait_for 10 test -S "$SOCK"
-	watch_rss $mv '^storm ok'
-	wait $mv
+	start_bg --notify-all --stats-json "$TMP/s.json" -- "$WL/storm" "${STORM_THREADS:-64}" "$SECS" >"$TMP/out" 2>&1
+	watch_rss $MVPID '^storm ok'
+	wait $MVPID
 	cat "$TMP/out"
 	grep -q '^storm ok' "$TMP/out"
 	all_answered "$TMP/s.json"
@@ -93,12 +85,9 @@ all_answered() { # STATS-JSON
 
 @test "processes forking and exec'ing: all exit as expected, all supervised, memory flat" {
 	procs=${STORM_PROCS:-200}
-	"$MEMVISOR" run --socket "$SOCK" --stats-json "$TMP/s.json" -- "$WL/forkstorm" "$procs" "$SECS" >"$TMP/out" 2>&1 &
-	mv=$!
-	remember_pid $mv
-	wait_for 10 test -S "$SOCK"
-	watch_rss $mv '^forkstorm ok' "$procs"
-	wait $mv
+	start_bg --stats-json "$TMP/s.json" -- "$WL/forkstorm" "$procs" "$SECS" >"$TMP/out" 2>&1
+	watch_rss $MVPID '^forkstorm ok' "$procs"
+	wait $MVPID
 	cat "$TMP/out"
 	spawns=$(awk '/^forkstorm ok/{print $3}' "$TMP/out")
 	[ "$spawns" -gt "$procs" ]
@@ -116,26 +105,23 @@ all_answered() { # STATS-JSON
 
 @test "control clients hammering status, regions and events during a storm (64 at a time)" {
 	mkfifo "$TMP/go" "$TMP/done"
-	"$MEMVISOR" run --notify-all --socket "$SOCK" --stats-json "$TMP/s.json" -- \
-		sh -c "read x <'$TMP/go'; '$WL/storm' 8 $SECS; read y <'$TMP/done'" >"$TMP/out" 2>&1 &
-	mv=$!
-	remember_pid $mv
-	wait_for 10 test -S "$SOCK"
-	pid=$("$MEMVISOR" ctl --socket "$SOCK" --json status | python3 -c 'import json,sys; print(json.load(sys.stdin)["command_pid"])')
-	rss0=$(rss_kb $mv)
+	start_bg --notify-all --stats-json "$TMP/s.json" -- \
+		sh -c "read x <'$TMP/go'; '$WL/storm' 8 $SECS; read y <'$TMP/done'" >"$TMP/out" 2>&1
+	pid=$(command_pid)
+	rss0=$(rss_kb $MVPID)
 	echo go >"$TMP/go"
-	run timeout $LIMIT python3 "$BATS_TEST_DIRNAME/ctlstorm.py" "$SOCK" "${STORM_CLIENTS:-100}" "$SECS" "$pid"
+	run timeout $LIMIT python3 "$HELPERS/ctlstorm.py" "$SOCK" "${STORM_CLIENTS:-100}" "$SECS" "$pid"
 	assert_success
 	assert_output --regexp '^ctlstorm ok [1-9][0-9]* [0-9]+ [0-9]+$'
 	# Still answering, with counters that add up.
 	wait_for $LIMIT sh -c "grep -q '^storm ok' '$TMP/out'"
-	"$MEMVISOR" ctl --socket "$SOCK" --json status >"$TMP/status.json"
+	ctl --json status >"$TMP/status.json"
 	[ "$(json_get "$TMP/status.json" 'd["processes"]')" -ge 1 ]
 	[ "$(json_get "$TMP/status.json" 'd["totals"]["notifications"]')" -gt 0 ]
-	rss1=$(rss_kb $mv)
+	rss1=$(rss_kb $MVPID)
 	echo "$output; memvisor RSS: $rss0 kB before, $rss1 kB after"
 	echo done >"$TMP/done"
-	wait $mv
+	wait $MVPID
 	all_answered "$TMP/s.json"
 	PEAK=$rss1 EARLY=$rss0 FULL=
 	rss_flat

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Talk to a memvisor control socket at the byte level, for the protocol
-tests. Usage: ctlraw.py SOCKET ACTION [ARG...]
+"""Talk to a memvisor control socket directly, without memvisor ctl: at
+the byte level for the protocol tests, or in one connection where a ctl
+process a request would be too slow. Usage: ctlraw.py SOCKET ACTION [ARG...]
 
   send LINE...       send each line, print each reply line
   huge N LINE        send an N-byte line without newline... then "\\n", then LINE
@@ -9,8 +10,16 @@ tests. Usage: ctlraw.py SOCKET ACTION [ARG...]
                      the number of ok replies
   slow-events N      subscribe, generate nothing, sleep N s without reading,
                      then read everything and print the dropped count seen
+  checkpoint-kill ARGS PID
+                     start a checkpoint with ARGS (a JSON object), print its
+                     job id, and SIGKILL PID as soon as the job copies
+  checkpoints N DIR  N checkpoints one after another into DIR/img0...,
+                     each waited for and its image removed
 """
 import json
+import os
+import shutil
+import signal
 import socket
 import sys
 import time
@@ -28,6 +37,54 @@ def readline(f):
         print("EOF")
         sys.exit(0)
     return line.decode().rstrip("\n")
+
+
+class Conn:
+    """One connection; call() sends a request and returns its reply."""
+
+    def __init__(self, path):
+        self.s = connect(path)
+        self.f = self.s.makefile("rb")
+
+    def call(self, cmd, args=None):
+        req = {"id": 1, "cmd": cmd, "args": args or {}}
+        self.s.sendall(json.dumps(req).encode() + b"\n")
+        return json.loads(self.f.readline())
+
+
+def checkpoint_kill(path, args, pid):
+    # One process starts the job and watches it: started after the
+    # checkpoint, on a machine whose disk the checkpoint saturates, a
+    # python process can take a second to start, and a ctl process a
+    # poll misses copy phases of half a second.
+    c = Conn(path)
+    job = c.call("checkpoint", json.loads(args))["result"]["job"]
+    print(job)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        r = c.call("job", {"id": job})["result"]
+        if r["phase"] == "copying":
+            os.kill(int(pid), signal.SIGKILL)
+            return
+        if r["state"] != "running":
+            sys.exit("the job ended before copying: %s" % r)
+        time.sleep(0.005)
+    sys.exit("the job never reached copying")
+
+
+def checkpoints(path, n, top):
+    c = Conn(path)
+    for i in range(n):
+        d = "%s/img%d" % (top, i)
+        r = c.call("checkpoint", {"dir": d})
+        assert r["ok"], r
+        while True:
+            j = c.call("job", {"id": r["result"]["job"]})["result"]
+            if j["state"] != "running":
+                break
+            time.sleep(0.01)
+        assert j["state"] == "done", j
+        shutil.rmtree(d)
 
 
 def raw_lines(s):
@@ -100,6 +157,10 @@ def main():
                 dropped += e["count"]
                 break
         print("dropped", dropped)
+    elif action == "checkpoint-kill":
+        checkpoint_kill(path, args[0], args[1])
+    elif action == "checkpoints":
+        checkpoints(path, int(args[0]), args[1])
     else:
         sys.exit("unknown action " + action)
 
