@@ -126,6 +126,18 @@ void proctab_exit(struct proctab *t, struct proc *p, uint64_t when_ns)
 	proc_free(p);
 }
 
+struct proc *proctab_find(struct proctab *t, pid_t pid, uint64_t seen_ns)
+{
+	struct proc *p = imap_get(&t->procs, pid);
+	if (p && p->seen_ns == seen_ns)
+		return p;
+	/* Exits are appended: a process that just exited is near the end. */
+	for (size_t i = t->n_exited; i-- > 0;)
+		if (t->exited[i]->pid == pid && t->exited[i]->seen_ns == seen_ns)
+			return t->exited[i];
+	return NULL;
+}
+
 struct proc_stats *proctab_stats_of(struct proctab *t, pid_t pid)
 {
 	struct proc *p = imap_get(&t->procs, pid);

@@ -75,6 +75,10 @@ struct proc *proctab_get(struct proctab *t, pid_t pid);
 /* The running process a thread id belongs to (leader or thread), or NULL. */
 struct proc *proctab_by_tid(struct proctab *t, pid_t tid);
 
+/* The process pid first seen at seen_ns (a reused pid is another one),
+ * running or among the exited still kept; NULL if neither. */
+struct proc *proctab_find(struct proctab *t, pid_t pid, uint64_t seen_ns);
+
 /* Add a running process; the table takes ownership. Fields other than
  * pid/ppid are the caller's to fill. */
 struct proc *proctab_add(struct proctab *t, pid_t pid, pid_t ppid);

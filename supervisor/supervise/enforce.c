@@ -61,6 +61,8 @@
  * double-mapping check); past this, every executable mapping of a file
  * scans the tree. */
 #define SHARED_FILES_MAX 4096
+/* Lifecycle events kept for the next decision (struct enforce). */
+#define PENDING_MAX 4096
 
 struct resv {
 	pid_t tid;
@@ -89,7 +91,29 @@ struct fork_resv {
 	uint64_t bytes;
 };
 
+/* A lifecycle event the accounting has not applied yet. */
+struct pending {
+	pid_t pid;
+	bool exec; /* else an exit */
+};
+
+/* Locks. e->lock is the decision lock: the notify thread holds it for a
+ * whole decision, and takes mv->lock inside it only to look the caller up
+ * (enforce_caller_locked) and, after it, to record. Everything below is
+ * under e->lock but for `pending`, which the lifecycle hooks fill under
+ * mv->lock (they run with it held, from either thread) and the next
+ * decision takes over. So what a decision reads from the kernel (statm,
+ * maps, the tree, an executable's headers) is read without mv->lock, and
+ * the main loop never waits behind it. */
 struct enforce {
+	pthread_mutex_t lock;
+	struct policy *policy; /* the active policy */
+	/* Lifecycle events for the next decision: pending under mv->lock,
+	 * applying under lock. Beyond PENDING_MAX they are dropped and the
+	 * whole accounting is read from the kernel again instead. */
+	struct pending *pending, *applying;
+	size_t n_pending, cap_pending, n_applying, cap_applying;
+	bool pending_overflow, applying_overflow;
 	struct needs launch; /* what the launch filter notifies */
 	bool mdwe, landlock, rlimit_guard;
 	bool rie_guarded;      /* READ_IMPLIES_EXEC cleared at launch, refused since */
@@ -117,6 +141,7 @@ static void print_diag(const struct pol_diag *d)
 int enforce_init(struct mv *mv)
 {
 	struct enforce *e = xcalloc(1, sizeof(*e));
+	pthread_mutex_init(&e->lock, NULL);
 	imap_init(&e->accts);
 	getrlimit(RLIMIT_AS, &e->orig_as);
 	mv->enforce = e;
@@ -143,7 +168,7 @@ int enforce_init(struct mv *mv)
 	e->generation = 1;
 	e->loaded_wall_ns = mv_wall_ns();
 	e->tree_stale = true;
-	mv->policy = pol;
+	e->policy = pol;
 	return 0;
 }
 
@@ -167,10 +192,12 @@ void enforce_free(struct mv *mv)
 	needs_free(&e->launch);
 	free(e->forks);
 	free(e->shared);
+	free(e->pending);
+	free(e->applying);
+	policy_free(e->policy);
+	pthread_mutex_destroy(&e->lock);
 	free(e);
 	mv->enforce = NULL;
-	policy_free(mv->policy);
-	mv->policy = NULL;
 }
 
 int enforce_filter(struct mv *mv, struct sock_fprog *prog)
@@ -252,7 +279,7 @@ static void warn_lost_privilege(const struct launch_spec *spec)
 int enforce_launch_spec(struct mv *mv, struct launch_spec *spec)
 {
 	struct enforce *e = mv->enforce;
-	const struct policy *pol = mv->policy;
+	const struct policy *pol = e->policy;
 	/* Nothing in a policy relies on no_new_privs: the filter stays across
 	 * a setuid exec (it is the task's, not the credentials'), MDWE is an
 	 * mm flag copied at exec (mm_init, MMF_INIT_MASK), Landlock accepts
@@ -329,11 +356,11 @@ static void acct_del(struct enforce *e, pid_t pid)
 }
 
 /* What was read about the previous program is void after an exec. */
-static void acct_sync_exec(struct acct *a, const struct proc *p)
+static void acct_sync_exec(struct acct *a, unsigned execs)
 {
-	if (a->execs == p->execs)
+	if (a->execs == execs)
 		return;
-	a->execs = p->execs;
+	a->execs = execs;
 	a->rie = -1;
 	a->start_brk = 0;
 }
@@ -511,7 +538,7 @@ static uint64_t tree_estimate(struct enforce *e)
 
 struct env {
 	struct mv *mv;
-	struct proc *p;
+	const struct enforce_caller *who;
 	struct acct *a;
 	pid_t pid, tid;
 	int nr;
@@ -662,9 +689,9 @@ static int heap_vma(void *arg, const struct proc_vma *v)
 static int env_brk(void *envp, uint64_t *start, uint64_t *end)
 {
 	struct env *x = envp;
-	if (!x->a || !x->p)
+	if (!x->a || !x->who->known)
 		return -ESRCH;
-	acct_sync_exec(x->a, x->p);
+	acct_sync_exec(x->a, x->who->execs);
 	if (!x->a->start_brk) {
 		struct proc_stat st;
 		int rc = procfs_stat(x->pid, &st);
@@ -734,9 +761,9 @@ static int env_tree(void *envp, bool exact, uint64_t *bytes)
 static int env_rie(void *envp, bool *yes)
 {
 	struct env *x = envp;
-	if (!x->a || !x->p)
+	if (!x->a || !x->who->known)
 		return -ESRCH;
-	acct_sync_exec(x->a, x->p);
+	acct_sync_exec(x->a, x->who->execs);
 	if (x->a->rie < 0) {
 		unsigned long persona;
 		int rc = procfs_personality(x->pid, &persona);
@@ -813,32 +840,113 @@ static void kill_process(struct proc *p)
 	kill(p->pid, SIGKILL);
 }
 
-/* The process's executable as the kernel has it (/proc/PID/exe), in
- * place of one taken from an execve's arguments. */
-static void verify_exe_locked(struct proc *p)
+void enforce_begin(struct mv *mv)
 {
-	char exe[4096];
-	if (procfs_exe(p->pid, exe, sizeof(exe)) < 0)
-		return;
-	free(p->exe);
-	p->exe = xstrdup(exe);
-	p->exe_verified = true;
+	pthread_mutex_lock(&mv->enforce->lock);
 }
 
-void enforce_decide_locked(struct mv *mv, struct proc *p, const struct mv_call *c,
-			   struct pol_decision *d)
+void enforce_end(struct mv *mv)
+{
+	pthread_mutex_unlock(&mv->enforce->lock);
+}
+
+void enforce_caller_locked(struct mv *mv, const struct proc *p, struct enforce_caller *who)
 {
 	struct enforce *e = mv->enforce;
-	const struct policy *pol = mv->policy;
-	struct env x = {.mv = mv,
-			.p = p,
-			.pid = p ? p->pid : 0,
-			.tid = c->tid,
-			.nr = syscalls_nr(c->sc, c->abi)};
+	memset(who, 0, sizeof(*who));
+	if (p) {
+		who->known = true;
+		who->pid = p->pid;
+		who->seen_ns = p->seen_ns;
+		who->execs = p->execs;
+		who->exe_verified = p->exe_verified;
+		who->exe = p->exe ? xstrdup(p->exe) : NULL;
+	}
+	/* The lifecycle events so far are this decision's to apply: swap the
+	 * lists (apply_lifecycle emptied `applying`). */
+	struct pending *v = e->applying;
+	size_t cap = e->cap_applying;
+	e->applying = e->pending;
+	e->n_applying = e->n_pending;
+	e->cap_applying = e->cap_pending;
+	e->applying_overflow = e->pending_overflow;
+	e->pending = v;
+	e->cap_pending = cap;
+	e->n_pending = 0;
+	e->pending_overflow = false;
+}
+
+/* Exec and exit, in the order the lifecycle saw them. */
+static void apply_lifecycle(struct mv *mv)
+{
+	struct enforce *e = mv->enforce;
+	if (e->applying_overflow) {
+		/* Too many to replay: every figure is read again (the next
+		 * tree check reconciles: it forgets the gone, settles the
+		 * forks, finds vfork sharing; a process's own facts are read
+		 * at its next call; an account left by a process that is gone
+		 * is read afresh should its pid come back). */
+		void *v;
+		for (size_t i = 0; imap_next(&e->accts, &i, NULL, &v);) {
+			struct acct *a = v;
+			a->regions_known = false;
+			a->rie = -1;
+			a->start_brk = 0;
+			a->execs = ~0u;
+		}
+		e->tree_stale = true;
+		e->applying_overflow = false;
+	}
+	for (size_t i = 0; i < e->n_applying; i++) {
+		pid_t pid = e->applying[i].pid;
+		struct acct *a = imap_get(&e->accts, pid);
+		if (!e->applying[i].exec) {
+			/* Its orphans now belong to the reaper (memvisor is
+			 * their subreaper): count them before its fork
+			 * reservations go. */
+			forks_settle(e, pid, 0, mv->reaper_pid);
+			acct_del(e, pid);
+			continue;
+		}
+		if (!a)
+			continue;
+		/* A new address space: its regions are unknown, its size is
+		 * read from the kernel now. */
+		a->regions_known = false;
+		a->rie = -1;
+		a->start_brk = 0;
+		a->shares_mm = false;
+		uint64_t bytes;
+		if (acct_statm(a, &bytes) == 0)
+			a->tree = bytes;
+	}
+	e->n_applying = 0;
+}
+
+/* The executable as the kernel has it (/proc/PID/exe), in place of one
+ * taken from an execve's arguments. */
+static void verify_exe(struct enforce_caller *who)
+{
+	char exe[4096];
+	if (procfs_exe(who->pid, exe, sizeof(exe)) < 0)
+		return;
+	free(who->exe);
+	who->exe = xstrdup(exe);
+	who->exe_verified = who->exe_learned = true;
+}
+
+void enforce_decide(struct mv *mv, struct enforce_caller *who, const struct mv_call *c,
+		    struct pol_decision *d)
+{
+	struct enforce *e = mv->enforce;
+	const struct policy *pol = e->policy;
+	apply_lifecycle(mv);
+	struct env x = {
+	    .mv = mv, .who = who, .pid = who->pid, .tid = c->tid, .nr = syscalls_nr(c->sc, c->abi)};
 	/* A denied brk answers with the break, a fact of the process. */
-	if (p && (accounting(pol) || c->sc == MV_SC_brk)) {
-		bool known = imap_get(&e->accts, p->pid) != NULL;
-		x.a = acct_get(e, p->pid);
+	if (who->known && (accounting(pol) || c->sc == MV_SC_brk)) {
+		bool known = imap_get(&e->accts, who->pid) != NULL;
+		x.a = acct_get(e, who->pid);
 		/* Counted from the kernel from the first sight on: an estimate
 		 * of 0 would let the tree grow past its limit. */
 		uint64_t bytes;
@@ -850,10 +958,10 @@ void enforce_decide_locked(struct mv *mv, struct proc *p, const struct mv_call *
 	/* wx_allow names executables as the kernel has them: an identity
 	 * taken from an execve's arguments (maybe relative, or a symlink)
 	 * is checked against /proc/PID/exe first. */
-	if (p && pol->n_wx_allow && !p->exe_verified)
-		verify_exe_locked(p);
-	struct pol_caller who = {.exe = p ? p->exe : NULL, .ops = &env_ops, .env = &x};
-	decide(pol, c, &who, d);
+	if (who->known && pol->n_wx_allow && !who->exe_verified)
+		verify_exe(who);
+	struct pol_caller caller = {.exe = who->exe, .ops = &env_ops, .env = &x};
+	decide(pol, c, &caller, d);
 	/* A rule's name belongs to the policy, which `policy set` may free as
 	 * soon as the lock is released; the caller reports it after that. */
 	if (d->rule) {
@@ -868,14 +976,25 @@ void enforce_decide_locked(struct mv *mv, struct proc *p, const struct mv_call *
 		return;
 	}
 	e->denials++;
-	if (d->verdict == MV_V_KILL && p) {
+	if (d->verdict == MV_V_KILL && who->known)
 		e->kills++;
-		kill_process(p);
-	}
 	if (log_enabled(MV_LOG_INFO))
 		log_info("pid %d tid %d: %s %s by %s%s%s", x.pid, c->tid, syscalls_name(c->sc),
 			 d->verdict == MV_V_KILL ? "killed" : "denied", d->rule,
 			 d->why[0] ? ": " : "", d->why);
+}
+
+void enforce_apply_locked(struct mv *mv, struct proc *p, struct enforce_caller *who,
+			  const struct pol_decision *d)
+{
+	if (p && who->exe_learned && p->execs == who->execs) {
+		free(p->exe);
+		p->exe = mv_steal_ptr(who->exe);
+		p->exe_verified = true;
+	}
+	if (p && d->verdict == MV_V_KILL && p->state == PROC_RUNNING)
+		kill_process(p);
+	free(mv_steal_ptr(who->exe));
 }
 
 void enforce_answer(const struct pol_decision *d, struct seccomp_notif_resp *resp)
@@ -899,31 +1018,34 @@ void enforce_answer(const struct pol_decision *d, struct seccomp_notif_resp *res
 	resp->val = d->emulate && d->verdict == MV_V_DENY ? (int64_t)d->val : 0;
 }
 
+/* The lifecycle hooks run under mv->lock; the accounting is the next
+ * decision's (apply_lifecycle), read from the kernel without mv->lock. */
+static void queue_locked(struct enforce *e, pid_t pid, bool exec)
+{
+	if (e->pending_overflow)
+		return;
+	if (e->n_pending == PENDING_MAX) {
+		e->pending_overflow = true;
+		e->n_pending = 0;
+		return;
+	}
+	if (e->n_pending == e->cap_pending) {
+		e->cap_pending = e->cap_pending ? e->cap_pending * 2 : 16;
+		e->pending = xrealloc(e->pending, e->cap_pending * sizeof(*e->pending));
+	}
+	e->pending[e->n_pending++] = (struct pending){pid, exec};
+}
+
 void enforce_proc_exec_locked(struct mv *mv, struct proc *p)
 {
-	struct acct *a = imap_get(&mv->enforce->accts, p->pid);
-	if (!a)
-		return;
-	/* A new address space: its regions are unknown, its size is read at
-	 * its next call (the estimate keeps the old size until then). */
-	a->regions_known = false;
-	a->rie = -1;
-	a->start_brk = 0;
-	a->shares_mm = false;
-	uint64_t bytes;
-	if (acct_statm(a, &bytes) == 0)
-		a->tree = bytes;
+	if (mv->enforce)
+		queue_locked(mv->enforce, p->pid, true);
 }
 
 void enforce_proc_exit_locked(struct mv *mv, struct proc *p)
 {
-	struct enforce *e = mv->enforce;
-	if (!e)
-		return;
-	/* Its orphans now belong to the reaper (memvisor is their
-	 * subreaper): count them before its fork reservations go. */
-	forks_settle(e, p->pid, 0, mv->reaper_pid);
-	acct_del(e, p->pid);
+	if (mv->enforce)
+		queue_locked(mv->enforce, p->pid, false);
 }
 
 /* ---- run-time changes ------------------------------------------------ */
@@ -1002,9 +1124,11 @@ int enforce_set_policy(struct mv *mv, struct policy *pol, struct mv_err *err)
 	}
 	if (kernel_pieces_allow(e, pol, err) < 0)
 		return -EINVAL;
-	pthread_mutex_lock(&mv->lock);
-	struct policy *old = mv->policy;
-	mv->policy = pol;
+	/* The decision lock, not mv->lock: a decision holds the policy it
+	 * reads, and setting RLIMIT_AS walks the tree. */
+	pthread_mutex_lock(&e->lock);
+	struct policy *old = e->policy;
+	e->policy = pol;
 	/* From now on READ_IMPLIES_EXEC may be set: no later deny can count
 	 * on its absence. (A wx_allow program may set it too, but a 64-bit
 	 * exec clears it and 32-bit ones are checked at each call.) */
@@ -1023,7 +1147,7 @@ int enforce_set_policy(struct mv *mv, struct policy *pol, struct mv_err *err)
 	bool rlimit = old->lim.max_mapped != pol->lim.max_mapped;
 	if (rlimit && e->rlimit_guard)
 		apply_rlimit_as(mv, pol->lim.max_mapped);
-	pthread_mutex_unlock(&mv->lock);
+	pthread_mutex_unlock(&e->lock);
 	log_info("policy %s is now active (generation %llu)", pol->source,
 		 (unsigned long long)e->generation);
 	policy_free(old);
@@ -1034,11 +1158,11 @@ json_t *enforce_show(struct mv *mv)
 {
 	struct enforce *e = mv->enforce;
 	json_t *o = json_object();
-	pthread_mutex_lock(&mv->lock);
-	json_object_set_new(o, "source", json_string(mv->policy->source));
+	pthread_mutex_lock(&e->lock);
+	json_object_set_new(o, "source", json_string(e->policy->source));
 	json_object_set_new(o, "generation", json_integer((json_int_t)e->generation));
 	json_object_set_new(o, "loaded", json_real((double)e->loaded_wall_ns / 1e9));
-	json_object_set_new(o, "policy", policy_to_json(mv->policy));
+	json_object_set_new(o, "policy", policy_to_json(e->policy));
 	json_t *k = json_object();
 	json_object_set_new(k, "notify_all", json_boolean(e->launch.notify_all));
 	json_object_set_new(k, "mdwe", json_boolean(e->mdwe));
@@ -1050,6 +1174,6 @@ json_t *enforce_show(struct mv *mv)
 	json_object_set_new(s, "kills", json_integer((json_int_t)e->kills));
 	json_object_set_new(s, "reconciles", json_integer((json_int_t)e->reconciles));
 	json_object_set_new(o, "enforcement", s);
-	pthread_mutex_unlock(&mv->lock);
+	pthread_mutex_unlock(&e->lock);
 	return o;
 }

@@ -34,15 +34,40 @@ int enforce_launch_spec(struct mv *mv, struct launch_spec *spec);
 /* After the fork: close what only the launcher needed. */
 void enforce_launch_done(struct mv *mv, struct launch_spec *spec);
 
-/* Decide a notified call of p (NULL when the process could not be found),
- * keep the limits' accounting, and kill p for a "kill" verdict. */
-void enforce_decide_locked(struct mv *mv, struct proc *p, const struct mv_call *c,
-			   struct pol_decision *d);
+/* One notified call's decision, on the notify thread:
+ *
+ *   enforce_begin(mv)                       takes the decision lock
+ *   mv->lock: enforce_caller_locked(mv, p, &who)   the caller as it is now
+ *   enforce_decide(mv, &who, c, &d)         reads what the policy asks of
+ *                                           the kernel, without mv->lock
+ *   enforce_end(mv)
+ *   mv->lock: enforce_apply_locked(mv, p, &who, &d)  the executable learned,
+ *                                           the kill of a "kill" verdict
+ *
+ * p is NULL when the process could not be found (a decision on the
+ * registers alone); at the apply, it is the same process found again
+ * (NULL if it is gone). The decision lock comes before mv->lock. */
+struct enforce_caller {
+	bool known; /* a process was found */
+	pid_t pid;
+	uint64_t seen_ns; /* with pid, tells the process apart from a reuse */
+	unsigned execs;
+	bool exe_verified, exe_learned;
+	char *exe; /* a copy */
+};
+void enforce_begin(struct mv *mv);
+void enforce_end(struct mv *mv);
+void enforce_caller_locked(struct mv *mv, const struct proc *p, struct enforce_caller *who);
+void enforce_decide(struct mv *mv, struct enforce_caller *who, const struct mv_call *c,
+		    struct pol_decision *d);
+void enforce_apply_locked(struct mv *mv, struct proc *p, struct enforce_caller *who,
+			  const struct pol_decision *d);
 
 /* The seccomp answer for a decision (resp's id already set). */
 void enforce_answer(const struct pol_decision *d, struct seccomp_notif_resp *resp);
 
-/* Lifecycle hooks: p exec'd (its address space is new) / exited. */
+/* Lifecycle hooks, under mv->lock: p exec'd (its address space is new) /
+ * exited. Applied to the accounting by the next decision. */
 void enforce_proc_exec_locked(struct mv *mv, struct proc *p);
 void enforce_proc_exit_locked(struct mv *mv, struct proc *p);
 

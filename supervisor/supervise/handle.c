@@ -43,6 +43,7 @@ void handle_notification(struct mv *mv, const struct seccomp_notif *req,
 	a->sc = c.sc;
 	a->verdict = MV_V_ALLOW;
 
+	enforce_begin(mv);
 	pthread_mutex_lock(&mv->lock);
 	mv->notifications++;
 	if (c.sc == MV_SC_UNKNOWN) {
@@ -50,6 +51,7 @@ void handle_notification(struct mv *mv, const struct seccomp_notif *req,
 		 * would be a bug, and letting the call through is safe. */
 		mv->unknown_calls++;
 		pthread_mutex_unlock(&mv->lock);
+		enforce_end(mv);
 		log_warn("notification for unknown call arch %#x nr %d from %d", req->data.arch,
 			 req->data.nr, req->pid);
 		return;
@@ -57,20 +59,33 @@ void handle_notification(struct mv *mv, const struct seccomp_notif *req,
 	struct proc *p = lifecycle_find_locked(mv, c.tid);
 	/* The policy decides (docs/policy.md), after an exec has been settled
 	 * (wx_allow goes by the executable); on the registers alone when the
-	 * process could not be found. */
-	struct pol_decision d;
+	 * process could not be found. What it reads from the kernel is read
+	 * without mv->lock (enforce.h). */
 	if (p)
 		lifecycle_settle_exec_locked(mv, p);
-	enforce_decide_locked(mv, p, &c, &d);
+	struct enforce_caller who;
+	enforce_caller_locked(mv, p, &who);
+	pthread_mutex_unlock(&mv->lock);
+	struct pol_decision d;
+	enforce_decide(mv, &who, &c, &d);
+	enforce_end(mv);
+	pthread_mutex_lock(&mv->lock);
+	/* The same process again: its thread waits in this call, so only a
+	 * SIGKILL can have ended it meanwhile (then it is among the exited,
+	 * and its counters still take the call). */
+	p = who.known ? proctab_find(&mv->procs, who.pid, who.seen_ns) : NULL;
+	enforce_apply_locked(mv, p, &who, &d);
 	a->verdict = d.verdict;
 	if (p) {
-		lifecycle_settle_exec_locked(mv, p);
 		a->pid = p->pid;
 		record_locked(p, &c, a->verdict);
-		if (c.sc == MV_SC_execve || c.sc == MV_SC_execveat)
-			lifecycle_exec_attempt_locked(mv, p, &c);
-		else if (syscalls_class(c.sc) == MV_SC_LIFECYCLE)
-			mv->last_cloner = p->pid;
+		if (p->state == PROC_RUNNING) {
+			lifecycle_settle_exec_locked(mv, p);
+			if (c.sc == MV_SC_execve || c.sc == MV_SC_execveat)
+				lifecycle_exec_attempt_locked(mv, p, &c);
+			else if (syscalls_class(c.sc) == MV_SC_LIFECYCLE)
+				mv->last_cloner = p->pid;
+		}
 	}
 	pthread_mutex_unlock(&mv->lock);
 	enforce_answer(&d, resp);

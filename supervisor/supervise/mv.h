@@ -101,10 +101,9 @@ struct mv {
 	const char *socket_path; /* the control socket, once listening */
 	struct events *events;
 
-	/* The policy (supervisor/supervise/enforce.h). The active policy is swapped
-	 * whole under lock; enforce holds the launch filter's coverage, the
-	 * kernel-side pieces set at launch, and the limits' accounting. */
-	struct policy *policy; /* under lock */
+	/* The policy (supervise/enforce.h): the active policy, the launch
+	 * filter's coverage, the kernel-side pieces set at launch and the
+	 * limits' accounting, under enforce's own decision lock. */
 	struct enforce *enforce;
 
 	/* The command. */

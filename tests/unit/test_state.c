@@ -238,6 +238,12 @@ static void test_proctab(void)
 	ok(proctab_stats_of(&t, 100) == &a->stats, "stats_of: an exited process");
 	ok(proctab_stats_of(&t, 300) == &t.folded, "stats_of: a folded process");
 	ok(a->aslog == NULL && a->model.n == 0, "an exited process keeps no model or call log");
+	/* A decision finds its caller again by pid and first sight. */
+	e->seen_ns = 44;
+	ok(proctab_find(&t, 400, 44) == e, "find: the running process");
+	ok(proctab_find(&t, 400, 45) == NULL, "find: another process of that pid is not it");
+	ok(proctab_find(&t, 100, a->seen_ns) == a, "find: an exited process still kept");
+	ok(proctab_find(&t, 300, 0) == NULL, "find: a folded process is gone");
 	proctab_free(&t);
 }
 
