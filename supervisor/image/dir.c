@@ -78,10 +78,11 @@ static int check_existing(struct imgdir *d, bool force, struct mv_err *err)
 
 static int make_tmp(struct imgdir *d, struct mv_err *err)
 {
-	static unsigned counter;
+	static unsigned counter; /* process-wide: names differ across supervisors */
 	for (int tries = 0; tries < 100; tries++) {
 		char name[4200];
-		snprintf(name, sizeof(name), ".%s.tmp.%d.%u", d->base, (int)getpid(), ++counter);
+		snprintf(name, sizeof(name), ".%s.tmp.%d.%u", d->base, (int)getpid(),
+			 __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED));
 		if (mkdirat(d->parentfd, name, 0700) < 0) {
 			if (errno == EEXIST)
 				continue;

@@ -35,7 +35,7 @@ static int is_vsyscall(void *arg, const struct proc_vma *v)
 /* Has the kernel a vsyscall page (not vsyscall=none)? Our own maps say. */
 static bool has_vsyscall(void)
 {
-	static int cached = -1;
+	static int cached = -1; /* a fact of the machine: the same for every caller */
 	if (cached < 0) {
 		bool yes = false;
 		cached =
