@@ -40,20 +40,15 @@ static json_t *build(struct mv *mv, int exit_code)
 	json_object_set_new(root, "duration",
 			    json_real((double)(mv_now_ns() - mv->start_ns) / 1e9));
 
-	struct proc_stats *total = xcalloc(1, sizeof(*total));
-	json_t *procs = json_array();
+	json_t *procs, *totals;
 	pthread_mutex_lock(&mv->lock);
-	struct proc *p;
-	for (size_t i = 0; (p = proctab_next_all(&mv->procs, &i));)
-		json_array_append_new(procs, proc_json(p));
-	proctab_totals(&mv->procs, total);
+	render_procs(&mv->procs, proc_json, &procs, &totals);
 	json_object_set_new(root, "processes_seen", json_integer((json_int_t)mv->procs.n_seen));
 	json_object_set_new(root, "processes_folded", json_integer((json_int_t)mv->procs.n_folded));
 	json_object_set_new(root, "notifications", json_integer((json_int_t)mv->notifications));
 	pthread_mutex_unlock(&mv->lock);
-	json_object_set_new(root, "totals", render_stats(total));
+	json_object_set_new(root, "totals", totals);
 	json_object_set_new(root, "processes", procs);
-	free(total);
 	return root;
 }
 

@@ -439,18 +439,13 @@ static int ctl_cmd_stats(struct mv *mv, struct ctl_call *call, json_t *args, jso
 			return ctl_fail(err, MV_E_NO_SUCH_PROCESS, "process %d has exited", pid);
 		return 0;
 	}
-	struct proc_stats *total = xcalloc(1, sizeof(*total));
-	json_t *list = json_array();
+	json_t *list, *totals;
 	pthread_mutex_lock(&mv->lock);
-	struct proc *p;
-	for (size_t i = 0; (p = proctab_next_all(&mv->procs, &i));)
-		json_array_append_new(list, proc_stats_json(p));
-	proctab_totals(&mv->procs, total);
+	render_procs(&mv->procs, proc_stats_json, &list, &totals);
 	*result = json_pack("{s:I, s:I, s:o, s:o}", "notifications", (json_int_t)mv->notifications,
-			    "processes_folded", (json_int_t)mv->procs.n_folded, "totals",
-			    render_stats(total), "processes", list);
+			    "processes_folded", (json_int_t)mv->procs.n_folded, "totals", totals,
+			    "processes", list);
 	pthread_mutex_unlock(&mv->lock);
-	free(total);
 	return 0;
 }
 

@@ -133,3 +133,16 @@ json_t *render_stats(const struct proc_stats *s)
 	json_object_set_new(o, "service_ns", render_hist(&s->service));
 	return o;
 }
+
+void render_procs(struct proctab *t, json_t *(*one)(const struct proc *p), json_t **list,
+		  json_t **totals)
+{
+	struct proc_stats *total = xcalloc(1, sizeof(*total));
+	*list = json_array();
+	struct proc *p;
+	for (size_t i = 0; (p = proctab_next_all(t, &i));)
+		json_array_append_new(*list, one(p));
+	proctab_totals(t, total);
+	*totals = render_stats(total);
+	free(total);
+}

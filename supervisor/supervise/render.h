@@ -21,6 +21,11 @@ json_t *render_cmdline(const struct proc *p);
 /* Counters: calls by syscall and verdict, bytes, ABIs, service time. */
 json_t *render_stats(const struct proc_stats *s);
 
+/* Every process of t, exited and running, rendered by one(), and the
+ * totals of all (folded ones included). Under the lock that guards t. */
+void render_procs(struct proctab *t, json_t *(*one)(const struct proc *p), json_t **list,
+		  json_t **totals);
+
 /* The percentiles of a latency histogram, in ns. */
 json_t *render_hist(const struct hist *h);
 
