@@ -1,4 +1,5 @@
 #include "supervisor/supervise/reaper.h"
+#include "common/fdpass.h"
 #include "common/util.h"
 #include "supervisor/kernel/procfs.h"
 
@@ -6,7 +7,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
-#include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -19,18 +19,12 @@ static int to_sup_fd = -1;
 
 /* ---- the supervisor's side ------------------------------------------- */
 
-static void send_cmd(int chan, const struct reaper_cmd *c)
-{
-	while (send(chan, c, sizeof(*c), MSG_NOSIGNAL) < 0 && errno == EINTR)
-		;
-}
-
 void reaper_kill_tree(int chan, int grace_ms)
 {
 	if (chan < 0)
 		return;
 	struct reaper_cmd c = {.op = 'K', .grace_ms = grace_ms};
-	send_cmd(chan, &c);
+	(void)fd_send(chan, &c, sizeof(c), -1);
 }
 
 int reaper_hold_fd(int chan, int fd, uint64_t id)
@@ -38,29 +32,10 @@ int reaper_hold_fd(int chan, int fd, uint64_t id)
 	if (chan < 0)
 		return -ENOTCONN;
 	struct reaper_cmd c = {.op = 'H', .id = id};
-	struct iovec iov = {.iov_base = &c, .iov_len = sizeof(c)};
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	memset(&u, 0, sizeof(u));
-	struct msghdr msg = {.msg_iov = &iov,
-			     .msg_iovlen = 1,
-			     .msg_control = u.buf,
-			     .msg_controllen = sizeof(u.buf)};
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-	/* Once sendmsg returns, the file is referenced by the reaper's end
+	/* Once fd_send returns, the file is referenced by the reaper's end
 	 * of the socket (in flight or received): the supervisor may die
 	 * from then on. */
-	ssize_t n;
-	do
-		n = sendmsg(chan, &msg, MSG_NOSIGNAL);
-	while (n < 0 && errno == EINTR);
-	return n < 0 ? -errno : 0;
+	return fd_send(chan, &c, sizeof(c), fd);
 }
 
 void reaper_release_fd(int chan, uint64_t id)
@@ -68,7 +43,7 @@ void reaper_release_fd(int chan, uint64_t id)
 	if (chan < 0)
 		return;
 	struct reaper_cmd c = {.op = 'R', .id = id};
-	send_cmd(chan, &c);
+	(void)fd_send(chan, &c, sizeof(c), -1);
 }
 
 /* ---- the reaper's side ------------------------------------------------ */
@@ -97,32 +72,18 @@ static void release(uint64_t id)
 		}
 }
 
-/* One command; 0 when the supervisor is gone (EOF or error). */
+/* One command; 0 when the supervisor is gone (EOF or error), -1 when
+ * there is none to act on. */
 static int read_cmd(int from_sup, struct reaper_cmd *c)
 {
-	struct iovec iov = {.iov_base = c, .iov_len = sizeof(*c)};
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct msghdr msg = {.msg_iov = &iov,
-			     .msg_iovlen = 1,
-			     .msg_control = u.buf,
-			     .msg_controllen = sizeof(u.buf)};
-	ssize_t n = recvmsg(from_sup, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+	int fd;
+	ssize_t n = fd_recv(from_sup, c, sizeof(*c), &fd, MSG_DONTWAIT);
+	if (n == -EAGAIN || n == -EMSGSIZE)
 		return -1;
 	if (n <= 0)
 		return 0;
-	int fd = -1;
-	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm))
-		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
-			memcpy(&fd, CMSG_DATA(cm), sizeof(int));
-	if (n != (ssize_t)sizeof(*c)) {
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
+	if (n != (ssize_t)sizeof(*c))
+		return -1; /* fd_recv closed an fd that came with it */
 	if (c->op == 'H' && fd >= 0)
 		hold(c->id, fd);
 	else if (fd >= 0)
