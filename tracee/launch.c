@@ -1,5 +1,6 @@
 #include "tracee/launch.h"
 #include "common/compat.h"
+#include "common/fdpass.h"
 #include "common/util.h"
 
 #include <errno.h>
@@ -16,8 +17,8 @@
 static void report(int sock, int stage, int err)
 {
 	struct launch_msg m = {.stage = stage, .err = err};
-	/* send(2) is not notified: safe with the filter loaded. */
-	(void)send(sock, &m, sizeof(m), MSG_NOSIGNAL);
+	/* sendmsg(2) is not notified: safe with the filter loaded. */
+	(void)fd_send(sock, &m, sizeof(m), -1);
 }
 
 static _Noreturn void fail(const struct launch_spec *s, int stage, int err, int status)
@@ -29,24 +30,7 @@ static _Noreturn void fail(const struct launch_spec *s, int stage, int err, int 
 static int send_listener(int sock, int listener, unsigned long flags)
 {
 	struct launch_msg m = {.stage = LAUNCH_OK, .err = 0, .filter_flags = flags};
-	struct iovec iov = {.iov_base = &m, .iov_len = sizeof(m)};
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	memset(&u, 0, sizeof(u));
-	struct msghdr msg = {
-	    .msg_iov = &iov,
-	    .msg_iovlen = 1,
-	    .msg_control = u.buf,
-	    .msg_controllen = sizeof(u.buf),
-	};
-	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &listener, sizeof(int));
-	return sendmsg(sock, &msg, MSG_NOSIGNAL) < 0 ? -errno : 0;
+	return fd_send(sock, &m, sizeof(m), listener);
 }
 
 static int restore_signals(const struct launch_spec *s)

@@ -2,6 +2,7 @@
  * it and every descendant are gone. */
 #include "supervisor/cli/run.h"
 #include "common/compat.h"
+#include "common/fdpass.h"
 #include "common/log.h"
 #include "common/syscalls.h"
 #include "common/util.h"
@@ -232,23 +233,10 @@ static const char *stage_name(int stage)
 static int receive_listener(struct mv *mv)
 {
 	struct launch_msg m;
-	struct iovec iov = {.iov_base = &m, .iov_len = sizeof(m)};
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct msghdr msg = {
-	    .msg_iov = &iov,
-	    .msg_iovlen = 1,
-	    .msg_control = u.buf,
-	    .msg_controllen = sizeof(u.buf),
-	};
-	ssize_t n;
-	do
-		n = recvmsg(mv->launch_sock, &msg, MSG_CMSG_CLOEXEC);
-	while (n < 0 && errno == EINTR);
+	_cleanup_close_ int fd = -1;
+	ssize_t n = fd_recv(mv->launch_sock, &m, sizeof(m), &fd, 0);
 	if (n < 0)
-		return -errno;
+		return (int)n;
 	if (n != (ssize_t)sizeof(m))
 		return -EPIPE; /* the launcher died before it could say anything */
 	if (m.stage != LAUNCH_OK) {
@@ -256,10 +244,9 @@ static int receive_listener(struct mv *mv)
 		mv->launch_err = m.err;
 		return -m.err;
 	}
-	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-	if (!c || c->cmsg_type != SCM_RIGHTS)
+	if (fd < 0)
 		return -EPROTO;
-	memcpy(&mv->listener, CMSG_DATA(c), sizeof(int));
+	mv->listener = mv_steal_fd(fd);
 	mv->feat.wait_killable_recv =
 	    (m.filter_flags & SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV) != 0;
 	return 0;

@@ -1,4 +1,5 @@
 #include "supervisor/supervise/reaper.h"
+#include "common/fdpass.h"
 #include "common/util.h"
 #include "supervisor/kernel/procfs.h"
 
@@ -6,7 +7,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
-#include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -15,22 +15,14 @@
 #include <sys/wait.h>
 #include <time.h>
 
-static int to_sup_fd = -1;
-
 /* ---- the supervisor's side ------------------------------------------- */
-
-static void send_cmd(int chan, const struct reaper_cmd *c)
-{
-	while (send(chan, c, sizeof(*c), MSG_NOSIGNAL) < 0 && errno == EINTR)
-		;
-}
 
 void reaper_kill_tree(int chan, int grace_ms)
 {
 	if (chan < 0)
 		return;
 	struct reaper_cmd c = {.op = 'K', .grace_ms = grace_ms};
-	send_cmd(chan, &c);
+	(void)fd_send(chan, &c, sizeof(c), -1);
 }
 
 int reaper_hold_fd(int chan, int fd, uint64_t id)
@@ -38,29 +30,10 @@ int reaper_hold_fd(int chan, int fd, uint64_t id)
 	if (chan < 0)
 		return -ENOTCONN;
 	struct reaper_cmd c = {.op = 'H', .id = id};
-	struct iovec iov = {.iov_base = &c, .iov_len = sizeof(c)};
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	memset(&u, 0, sizeof(u));
-	struct msghdr msg = {.msg_iov = &iov,
-			     .msg_iovlen = 1,
-			     .msg_control = u.buf,
-			     .msg_controllen = sizeof(u.buf)};
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-	/* Once sendmsg returns, the file is referenced by the reaper's end
+	/* Once fd_send returns, the file is referenced by the reaper's end
 	 * of the socket (in flight or received): the supervisor may die
 	 * from then on. */
-	ssize_t n;
-	do
-		n = sendmsg(chan, &msg, MSG_NOSIGNAL);
-	while (n < 0 && errno == EINTR);
-	return n < 0 ? -errno : 0;
+	return fd_send(chan, &c, sizeof(c), fd);
 }
 
 void reaper_release_fd(int chan, uint64_t id)
@@ -68,7 +41,7 @@ void reaper_release_fd(int chan, uint64_t id)
 	if (chan < 0)
 		return;
 	struct reaper_cmd c = {.op = 'R', .id = id};
-	send_cmd(chan, &c);
+	(void)fd_send(chan, &c, sizeof(c), -1);
 }
 
 /* ---- the reaper's side ------------------------------------------------ */
@@ -77,65 +50,60 @@ struct held {
 	uint64_t id;
 	int fd;
 };
-static struct held *held;
-static size_t n_held, cap_held;
 
-static void hold(uint64_t id, int fd)
+/* The reaper process's state: one, local to reaper_main. */
+struct reaper {
+	int from_sup, to_sup; /* its ends of the command socket and the report pipe */
+	pid_t cmd;	      /* the command */
+	bool cmd_done;	      /* the command has been reaped */
+	struct held *held;    /* fds held for the supervisor (reaper_hold_fd) */
+	size_t n_held, cap_held;
+};
+
+static void hold(struct reaper *r, uint64_t id, int fd)
 {
-	if (n_held == cap_held)
-		held = xrealloc(held, (cap_held = cap_held ? cap_held * 2 : 16) * sizeof(*held));
-	held[n_held++] = (struct held){id, fd};
+	if (r->n_held == r->cap_held) {
+		r->cap_held = r->cap_held ? r->cap_held * 2 : 16;
+		r->held = xrealloc(r->held, r->cap_held * sizeof(*r->held));
+	}
+	r->held[r->n_held++] = (struct held){id, fd};
 }
 
-static void release(uint64_t id)
+static void release(struct reaper *r, uint64_t id)
 {
-	for (size_t i = 0; i < n_held; i++)
-		if (held[i].id == id) {
-			close(held[i].fd);
-			held[i] = held[--n_held];
+	for (size_t i = 0; i < r->n_held; i++)
+		if (r->held[i].id == id) {
+			close(r->held[i].fd);
+			r->held[i] = r->held[--r->n_held];
 			return;
 		}
 }
 
-/* One command; 0 when the supervisor is gone (EOF or error). */
-static int read_cmd(int from_sup, struct reaper_cmd *c)
+/* One command; 0 when the supervisor is gone (EOF or error), -1 when
+ * there is none to act on. */
+static int read_cmd(struct reaper *r, struct reaper_cmd *c)
 {
-	struct iovec iov = {.iov_base = c, .iov_len = sizeof(*c)};
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct msghdr msg = {.msg_iov = &iov,
-			     .msg_iovlen = 1,
-			     .msg_control = u.buf,
-			     .msg_controllen = sizeof(u.buf)};
-	ssize_t n = recvmsg(from_sup, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+	int fd;
+	ssize_t n = fd_recv(r->from_sup, c, sizeof(*c), &fd, MSG_DONTWAIT);
+	if (n == -EAGAIN || n == -EMSGSIZE)
 		return -1;
 	if (n <= 0)
 		return 0;
-	int fd = -1;
-	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm))
-		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
-			memcpy(&fd, CMSG_DATA(cm), sizeof(int));
-	if (n != (ssize_t)sizeof(*c)) {
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
+	if (n != (ssize_t)sizeof(*c))
+		return -1; /* fd_recv closed an fd that came with it */
 	if (c->op == 'H' && fd >= 0)
-		hold(c->id, fd);
+		hold(r, c->id, fd);
 	else if (fd >= 0)
 		close(fd);
 	if (c->op == 'R')
-		release(c->id);
+		release(r, c->id);
 	return 1;
 }
 
-static void send_msg(int type, pid_t pid, int status)
+static void send_msg(const struct reaper *r, int type, pid_t pid, int status)
 {
 	struct reaper_msg m = {.type = type, .pid = pid, .status = status};
-	(void)mv_write_all(to_sup_fd, &m, sizeof(m));
+	(void)mv_write_all(r->to_sup, &m, sizeof(m));
 }
 
 struct node {
@@ -188,22 +156,22 @@ static size_t signal_tree(int sig)
 }
 
 /* Reap what has exited. Returns 1 when the reaper has no child left. */
-static int reap(pid_t cmd, int *cmd_done)
+static int reap(struct reaper *r)
 {
 	for (;;) {
 		int status;
 		pid_t pid = waitpid(-1, &status, WNOHANG | __WALL);
 		if (pid > 0) {
-			send_msg(REAPER_EXITED, pid, status);
-			if (pid == cmd)
-				*cmd_done = 1;
+			send_msg(r, REAPER_EXITED, pid, status);
+			if (pid == r->cmd)
+				r->cmd_done = true;
 			continue;
 		}
 		return pid < 0 && errno == ECHILD;
 	}
 }
 
-static _Noreturn void kill_everything(pid_t cmd)
+static _Noreturn void kill_everything(struct reaper *r)
 {
 	/* The supervisor is gone: every supervised process would now fail
 	 * its memory calls with ENOSYS. End them all; orphans come back to
@@ -212,10 +180,9 @@ static _Noreturn void kill_everything(pid_t cmd)
 	 * process is reaped: until then a fault on evicted memory waits (a
 	 * killable wait, fs/userfaultfd.c handle_userfault), never reads
 	 * zeros. */
-	int done = 0;
 	for (int round = 0; round < 500; round++) {
 		signal_tree(SIGKILL);
-		if (reap(cmd, &done))
+		if (reap(r))
 			_exit(0);
 		struct timespec ts = {0, 10 * 1000 * 1000};
 		nanosleep(&ts, NULL);
@@ -225,7 +192,8 @@ static _Noreturn void kill_everything(pid_t cmd)
 
 void reaper_main(struct launch_spec *spec, int from_sup, int to_sup)
 {
-	to_sup_fd = to_sup;
+	struct reaper rp = {.from_sup = from_sup, .to_sup = to_sup};
+	struct reaper *r = &rp;
 	/* It may hold a userfaultfd for every evicted address space. */
 	struct rlimit nofile;
 	if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
@@ -233,7 +201,7 @@ void reaper_main(struct launch_spec *spec, int from_sup, int to_sup)
 		(void)setrlimit(RLIMIT_NOFILE, &nofile);
 	}
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {
-		send_msg(REAPER_FORK_FAILED, 0, errno);
+		send_msg(r, REAPER_FORK_FAILED, 0, errno);
 		_exit(125);
 	}
 	sigset_t chld;
@@ -244,25 +212,24 @@ void reaper_main(struct launch_spec *spec, int from_sup, int to_sup)
 	sigprocmask(SIG_BLOCK, &chld, NULL);
 	int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (sfd < 0) {
-		send_msg(REAPER_FORK_FAILED, 0, errno);
+		send_msg(r, REAPER_FORK_FAILED, 0, errno);
 		_exit(125);
 	}
 	spec->parent = getpid();
-	pid_t cmd = fork();
-	if (cmd == 0) {
+	r->cmd = fork();
+	if (r->cmd == 0) {
 		close(from_sup);
 		close(to_sup);
 		close(sfd);
 		launch_exec(spec);
 	}
-	if (cmd < 0) {
-		send_msg(REAPER_FORK_FAILED, 0, errno);
+	if (r->cmd < 0) {
+		send_msg(r, REAPER_FORK_FAILED, 0, errno);
 		_exit(125);
 	}
 	close(spec->sock);
-	send_msg(REAPER_STARTED, cmd, 0);
+	send_msg(r, REAPER_STARTED, r->cmd, 0);
 
-	int cmd_done = 0;
 	int64_t kill_at = -1; /* monotonic ns when SIGKILL follows SIGTERM */
 	for (;;) {
 		struct pollfd pfd[2] = {{.fd = from_sup, .events = POLLIN},
@@ -272,14 +239,13 @@ void reaper_main(struct launch_spec *spec, int from_sup, int to_sup)
 			int64_t left = kill_at - (int64_t)mv_now_ns();
 			timeout = left > 0 ? (int)(left / 1000000) + 1 : 0;
 		}
-		int r = poll(pfd, 2, timeout);
-		if (r < 0 && errno != EINTR)
-			kill_everything(cmd);
+		if (poll(pfd, 2, timeout) < 0 && errno != EINTR)
+			kill_everything(r);
 		if (pfd[0].revents) {
 			struct reaper_cmd c;
-			int n = read_cmd(from_sup, &c);
+			int n = read_cmd(r, &c);
 			if (n == 0)
-				kill_everything(cmd);
+				kill_everything(r);
 			if (n > 0 && c.op == 'K' && kill_at < 0) {
 				signal_tree(SIGTERM);
 				kill_at = (int64_t)mv_now_ns() + (int64_t)c.grace_ms * 1000000;
@@ -294,8 +260,8 @@ void reaper_main(struct launch_spec *spec, int from_sup, int to_sup)
 			signal_tree(SIGKILL);
 			kill_at = (int64_t)mv_now_ns() + 100 * 1000000;
 		}
-		if (reap(cmd, &cmd_done) && cmd_done) {
-			send_msg(REAPER_EMPTY, 0, 0);
+		if (reap(r) && r->cmd_done) {
+			send_msg(r, REAPER_EMPTY, 0, 0);
 			_exit(0);
 		}
 	}
