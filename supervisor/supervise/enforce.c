@@ -34,6 +34,7 @@
  *       T1 still in mmap or running -> keep -> refused. */
 #include "supervisor/supervise/enforce.h"
 #include "common/compat.h"
+#include "common/fault.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "policy/filter.h"
@@ -961,6 +962,10 @@ void enforce_decide(struct mv *mv, struct enforce_caller *who, const struct mv_c
 	if (who->known && pol->n_wx_allow && !who->exe_verified)
 		verify_exe(who);
 	struct pol_caller caller = {.exe = who->exe, .ops = &env_ops, .env = &x};
+	/* A decision as slow as a read from a stuck file system: what the
+	 * policy reads from the kernel must not hold up the main loop. */
+	if (fault_hit("notify_stall"))
+		sleep(3);
 	decide(pol, c, &caller, d);
 	/* A rule's name belongs to the policy, which `policy set` may free as
 	 * soon as the lock is released; the caller reports it after that. */

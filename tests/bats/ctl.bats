@@ -261,3 +261,28 @@ MV_ARGS=(--notify-all)
 	assert_output --partial "in use"
 	stop_idle
 }
+
+# The notify thread reads what a policy asks of the kernel (statm, maps,
+# an executable's headers) for a decision; the main loop must not wait
+# behind it: a decision holds its own lock, not the state lock. The
+# notify_stall fault point makes one decision take 3 s. Status must keep
+# answering meanwhile, and so show the notification count standing still
+# in several replies in a row; were the state lock held, the first
+# request would wait for the end of the decision, and no two replies
+# would show the same count. (Times are not asserted: on a loaded machine
+# a ctl call alone takes most of a second.)
+@test "a decision that takes seconds does not hold up the control socket" {
+	MEMVISOR_FAULT=notify_stall:2000 start_bg --notify-all -- "$WL/mmap_pairs" 2000000
+	local same=0 prev= n i
+	for i in $(seq 1 25); do
+		n=$(ctl_within 10 --json status | json_get - 'd["totals"]["notifications"]')
+		echo "sample $i: $n notifications"
+		[ "$n" != "$prev" ] || same=$((same + 1))
+		prev=$n
+		sleep 0.1
+	done
+	kill "$MVPID"
+	wait "$MVPID" || true
+	echo "replies showing no new notification: $same"
+	[ "$same" -ge 2 ]
+}
