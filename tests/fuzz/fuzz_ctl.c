@@ -8,6 +8,8 @@
 #include "common/syscalls.h"
 #include "common/util.h"
 #include "supervisor/ctl/server.h"
+#include "supervisor/image/pagesw.h"
+#include "supervisor/reload/evict.h"
 #include "supervisor/supervise/enforce.h"
 #include "supervisor/supervise/events.h"
 #include "supervisor/supervise/mv.h"
@@ -82,6 +84,8 @@ static struct mv *fake_mv(void)
 	p->exe = xstrdup("/usr/bin/fuzz-exited");
 	proctab_exit(&mv->procs, p, mv_wall_ns());
 	events_init(mv);
+	mv->evict = evict_new(mv);
+	mv->staging = pagesw_pool_new();
 	return mv;
 }
 
