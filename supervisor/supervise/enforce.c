@@ -861,7 +861,9 @@ void enforce_caller_locked(struct mv *mv, const struct proc *p, struct enforce_c
 		who->seen_ns = p->seen_ns;
 		who->execs = p->execs;
 		who->exe_verified = p->exe_verified;
-		who->exe = p->exe ? xstrdup(p->exe) : NULL;
+		/* Only wx_allow goes by the executable: no copy per call
+		 * otherwise. */
+		who->exe = p->exe && e->policy->n_wx_allow ? xstrdup(p->exe) : NULL;
 	}
 	/* The lifecycle events so far are this decision's to apply: swap the
 	 * lists (apply_lifecycle emptied `applying`). */
