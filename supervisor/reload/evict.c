@@ -24,6 +24,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PG	  4096ull
@@ -512,6 +513,8 @@ static int serve_fault(struct evspace *s, uint64_t addr, pid_t who, void *buf, u
 		/* The faulting thread's window first: copying wakes it. */
 		rc = copy_runs(s, &now, lo, hi, buf, &enoent);
 		pthread_rwlock_unlock(&s->lay);
+		if (rc == -EAGAIN)
+			return rc; /* still waiting, and served again (serve_queue) */
 		uffd_wake(s->uffd, addr, PG);
 		*woken = mv_now_ns();
 		if (rc < 0)
@@ -664,6 +667,17 @@ static void learn_tgid(struct evspace *s, pid_t who)
 	s->tgid = st.tgid;
 }
 
+static bool queued(const struct worker *w, uint64_t addr)
+{
+	for (size_t i = 0; i < w->nq; i++)
+		if (w->q[i].addr == addr)
+			return true;
+	return false;
+}
+
+/* A fault already queued is dropped: serving the queued one wakes every
+ * thread waiting on the page. One that finds the queue full is woken,
+ * to fault again: it is never left unread and unanswered. */
 static void take_messages(struct worker *w, struct uffd_msg *m, ssize_t n)
 {
 	struct evspace *s = w->s;
@@ -672,26 +686,30 @@ static void take_messages(struct worker *w, struct uffd_msg *m, ssize_t n)
 			on_event(s, &m[i]);
 			continue;
 		}
+		uint64_t addr = m[i].arg.pagefault.address & ~(PG - 1);
 		pid_t who =
 		    m[i].arg.pagefault.feat.ptid ? (pid_t)m[i].arg.pagefault.feat.ptid : s->pid;
 		learn_tgid(s, who);
+		if (queued(w, addr))
+			continue;
 		if (w->nq < ARRAY_SIZE(w->q))
-			w->q[w->nq++] = (struct fault){m[i].arg.pagefault.address & ~(PG - 1),
-						       mv_now_ns(), who};
+			w->q[w->nq++] = (struct fault){addr, mv_now_ns(), who};
+		else
+			uffd_wake(s->uffd, addr, PG);
 	}
 }
 
 /* Read what the uffd has (non-blocking) and apply its events, under
- * s->lay (write) from the read on; 0 when it had nothing. */
+ * s->lay (write) from the read on; 0 when it had nothing. Always a whole
+ * batch, whatever room the queue has: the kernel hands out every pending
+ * fault before any event (fs/userfaultfd.c userfaultfd_ctx_read), so a
+ * read with room for faults only would never reach the event that holds
+ * every copy back (serve_queue). */
 static ssize_t read_messages(struct worker *w)
 {
 	struct uffd_msg m[MSG_BATCH];
-	size_t room = ARRAY_SIZE(w->q) - w->nq;
-	size_t want = MV_MIN((size_t)MSG_BATCH, room);
-	if (!want)
-		return 0;
 	pthread_rwlock_wrlock(&w->s->lay);
-	ssize_t n = read(w->s->uffd, m, want * sizeof(m[0]));
+	ssize_t n = read(w->s->uffd, m, sizeof(m));
 	if (n > 0)
 		take_messages(w, m, n / (ssize_t)sizeof(m[0]));
 	pthread_rwlock_unlock(&w->s->lay);
@@ -707,21 +725,42 @@ static void mark_dead(struct evspace *s, const char *why)
 	stop_space(s);
 }
 
+/* Until the uffd has something to read, at most us microseconds. */
+static void wait_readable(struct evspace *s, unsigned us)
+{
+	struct pollfd pfd = {.fd = s->uffd, .events = POLLIN};
+	struct timespec ts = {0, (long)us * 1000};
+	ppoll(&pfd, 1, &ts, NULL);
+}
+
+/* EAGAIN: the kernel refuses every copy while an event of this uffd is
+ * under way (mmap_changing: munmap, mremap, madvise, fork), from before
+ * the change until the event is read. Timeline (a munmap): thread A
+ * enters munmap (userfaultfd_unmap_prep: copies fail from now on), zaps
+ * the pages, and only then queues its UNMAP event and waits for it to be
+ * read; thread B faults meanwhile and its copy fails. B's fault is kept,
+ * and B not woken: a woken B faults again, each copy fails and wakes it
+ * once more, and its faults, read before any event, filled every
+ * worker's queue with copies of one fault until no worker read the uffd
+ * any more, and A waited for good (the churn node hang). So the fault
+ * waits here until the uffd has the event (or another fault) to read. */
 static void serve_queue(struct worker *w)
 {
 	struct evspace *s = w->s;
+	unsigned backoff = 50;
 	while (w->nq) {
 		struct fault f = w->q[--w->nq];
 		uint64_t woken = 0;
 		int rc = serve_fault(s, f.addr, f.who, w->buf, &woken);
 		if (rc == -EAGAIN) {
-			/* The layout is changing: its event must be read
-			 * (maybe by us) before a copy can succeed. */
 			w->q[w->nq++] = f;
-			if (!read_messages(w))
-				usleep(50);
+			if (!read_messages(w)) {
+				wait_readable(s, backoff);
+				backoff = MV_MIN(backoff * 2, 5000u);
+			}
 			continue;
 		}
+		backoff = 50;
 		if (rc == -ESRCH) {
 			mark_dead(s, "its address space is gone (exit or exec)");
 			w->nq = 0;

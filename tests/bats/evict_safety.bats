@@ -121,3 +121,23 @@ cycles_until_exit() { # N
 	say check '^ok$'
 	stop_fed
 }
+
+@test "evict safety: a thread faults on evicted memory while another munmaps an evicted region: the munmap returns (8 tries)" {
+	# From the munmap's start until its UNMAP event is read, every copy
+	# fails with EAGAIN. The worker woke the faulting thread each time; its
+	# new faults, which the kernel hands out before any event, filled all
+	# four workers' queues with copies of one fault, then no worker read the
+	# uffd: the event was never read, the munmap never returned and the
+	# faulting thread spun (churn node, seed 1986286265). The 1 GiB region
+	# unmapped with the evicted one makes that window last 100 ms and more;
+	# before the fix, 4 tries in 10 hung.
+	for try in 1 2 3 4 5 6 7 8; do
+		start_fed "$WL/evict_unmap" --sparse-mib 32 --big-mib 1024
+		rm -rf "$TMP/img"
+		ctl checkpoint "$TMP/img" --evict --wait >/dev/null
+		say go '^unmapped ' || { echo "try $try: the munmap did not return"; ctl --json status; return 1; }
+		echo "try $try: $LAST ms"
+		say check '^ok$'
+		stop_fed
+	done
+}
