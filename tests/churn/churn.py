@@ -28,17 +28,25 @@ processes by pid.)
 
 Seeds: each run r uses seed BASE+r, printed at its start; CHURN_SEED=BASE
 replays from that seed. CHURN_SECONDS, CHURN_TIMEOUT and MEMVISOR are
-read from the environment. A failure (wrong output or status, a hang past
-the timeout, memvisor crashing, a process surviving) prints the seed, the
-cycle count, the difference and memvisor's log, and ends the driver with
-status 1 after that run.
+read from the environment. A supervised run may take --timeout seconds
+(CHURN_TIMEOUT), by default LIMIT_FACTOR times the native run, at least
+LIMIT_FLOOR. A failure (wrong output or status, a hang past the limit,
+memvisor crashing, a process surviving) prints the seed, the cycle count,
+the difference and memvisor's log, and ends the driver with status 1 after
+that run. Before it kills a run that hangs, it prints the program's
+progress (its output and CPU time over the run) and where every thread of
+the run waits: each thread's state, wchan, system call and kernel stack,
+memvisor's `status` and last jobs, and memvisor's threads as gdb sees
+them (its fault workers, loader and job threads).
 """
 
 import argparse
 import ctypes
 import difflib
+import json
 import os
 import random
+import resource
 import re
 import shutil
 import signal
@@ -48,6 +56,27 @@ import tempfile
 import time
 
 PR_SET_CHILD_SUBREAPER = 36
+# A supervised run's time limit, when --timeout/CHURN_TIMEOUT does not set
+# one: LIMIT_FACTOR times the native run, at least LIMIT_FLOOR seconds.
+# A run under churn is slower than a native one by a factor that depends on
+# the program (how much memory it rewrites between evicts) and on the
+# machine (each evict stops the program until its image is on disk, and
+# every page comes back from the disk): node, with 80-180 MB to evict each
+# cycle, took 5.7 to 29.6 times its native run on the 2-core test machine
+# (27 runs, quiet and loaded), so 120 s, the fixed limit before, ended runs
+# that were only slow (9 of them took 120-143 s). 60 leaves twice the worst
+# ratio measured; the other programs, which move less memory, averaged 5 to
+# 21 s a run in the last soak. A hang does not end at any limit, and the
+# failure says whether the program's output was still growing
+# (docs/reliability.md, "Churn": how long a run takes).
+LIMIT_FACTOR = 60
+LIMIT_FLOOR = 120
+
+
+def run_limit(native_s):
+    return max(LIMIT_FLOOR, LIMIT_FACTOR * native_s)
+
+
 RATES = [50, 200, 1000, 4000]  # MB/s; 50 keeps a few hundred MB owed for seconds
 
 
@@ -120,6 +149,84 @@ def proc_desc(pid):
     return f"pid {pid} state {proc_state(pid)} wchan {wchan}: {cmd[:120]}"
 
 
+SYSCALLS = {0: "read", 7: "poll", 16: "ioctl", 23: "select", 35: "nanosleep", 61: "wait4",
+            202: "futex", 219: "restart_syscall", 230: "clock_nanosleep", 232: "epoll_wait",
+            270: "pselect6",
+            271: "ppoll", 281: "epoll_pwait", 441: "epoll_pwait2"}
+
+
+def read_text(path, limit=1 << 16):
+    try:
+        with open(path, "rb") as f:
+            return f.read(limit).decode(errors="replace")
+    except OSError:
+        return None
+
+
+def thread_lines(pid):
+    """Where each thread of pid is: state, wchan, the system call it is
+    in (or none: /proc/TID/syscall says -1 for a thread blocked outside
+    one, in a page fault for instance) and its kernel stack (root only),
+    innermost first."""
+    out = []
+    try:
+        tids = sorted(int(t) for t in os.listdir(f"/proc/{pid}/task"))
+    except OSError:
+        return out
+    for t in tids:
+        base = f"/proc/{pid}/task/{t}"
+        stat = read_text(f"{base}/stat") or ""
+        comm = stat[stat.find("(") + 1:stat.rfind(")")] if ")" in stat else "?"
+        state = stat[stat.rfind(")") + 2:][:1] if ")" in stat else "?"
+        wchan = (read_text(f"{base}/wchan") or "?").strip() or "0"
+        sc = (read_text(f"{base}/syscall") or "?").split()
+        if sc and sc[0].lstrip("-").isdigit():
+            n = int(sc[0])
+            sc = "none (pc " + sc[-1] + ")" if n < 0 else SYSCALLS.get(n, f"#{n}")
+        else:
+            sc = sc[0] if sc else "?"
+        stack = read_text(f"{base}/stack")
+        frames = [ln.split()[1].split("+")[0] for ln in (stack or "").splitlines() if len(ln.split()) > 1]
+        line = f"tid {t} ({comm}) {state} wchan {wchan}, syscall {sc}"
+        if frames:
+            line += ", kernel stack: " + " < ".join(frames[:10])
+        out.append(line)
+    return out
+
+
+def user_stacks(pid, timeout=30):
+    """memvisor's own threads as gdb sees them (the fault workers, the
+    loader, the job threads: which lock or call each waits in)."""
+    gdb = shutil.which("gdb")
+    if not gdb:
+        return ["(no gdb: no user-space stacks)"]
+    try:
+        p = subprocess.run([gdb, "-nx", "-batch", "-iex", "set debuginfod enabled off",
+                            "-ex", "set pagination off", "-ex", "thread apply all bt 12",
+                            "-p", str(pid)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return [f"(gdb took more than {timeout} s)"]
+    keep = re.compile(r"^(Thread |#)")
+    return [ln for ln in p.stdout.decode(errors="replace").splitlines() if keep.match(ln)]
+
+
+def tree_cpu(pids):
+    """CPU seconds used by pids and the children they waited for."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        stat = read_text(f"/proc/{pid}/stat")
+        if not stat or ")" not in stat:
+            continue
+        f = stat[stat.rfind(")") + 2:].split()
+        try:
+            total += sum(int(x) for x in f[11:15])  # utime stime cutime cstime
+        except ValueError:
+            pass
+    return total / tick
+
+
 def signame(n):
     try:
         return signal.Signals(n).name
@@ -138,6 +245,57 @@ def describe_status(rc):
     if rc > 128:
         return f"{rc} (the program killed by {signame(rc - 128)})"
     return str(rc)
+
+
+class Progress:
+    """The program's progress over a run: its output and its CPU time,
+    sampled as the driver goes. A hang stops both; a slow run does not."""
+
+    def __init__(self, t0, outp):
+        self.t0, self.outp = t0, outp
+        self.samples = []  # (seconds into the run, output bytes, CPU seconds)
+        self.cpu_max = 0.0
+
+    def sample(self, pids):
+        try:
+            size = os.path.getsize(self.outp)
+        except OSError:
+            size = 0
+        # The tree's CPU time falls when a process exits before its
+        # parent waits for it: keep the highest seen.
+        self.cpu_max = max(self.cpu_max, tree_cpu(pids))
+        self.samples.append((time.monotonic() - self.t0, size, self.cpu_max))
+
+    def classify(self, failure, limit):
+        """A run past its limit whose output grew in its last tenth was
+        slow rather than hung; it fails all the same."""
+        if self.samples:
+            now, size, _ = self.samples[-1]
+            last_out = next((t for t, b, _ in self.samples if b == size), 0.0)
+            if size and now - last_out < max(10.0, limit / 10):
+                return (f"too slow: {failure[len('hang: '):]}, its output still growing "
+                        f"{now - last_out:.0f} s before (not a hang)")
+        return failure
+
+    def report(self, native_bytes, native_cpu):
+        if not self.samples:
+            return ["no sample of the program's progress"]
+        now, size, cpu = self.samples[-1]
+        last_out = next((t for t, b, _ in self.samples if b == size), 0.0)
+        lines = [f"output: {size} of the native run's {native_bytes} bytes, the last of it "
+                 f"{now - last_out:.1f} s ago; CPU: {cpu:.1f} s used (the native run used "
+                 f"{native_cpu:.1f} s)"]
+        for window in (10, 30):
+            old = [c for t, _, c in self.samples if t <= now - window]
+            if old:
+                lines.append(f"CPU used in the last {window} s: {cpu - old[-1]:.2f} s")
+        # The output's timeline, in tenths of the run.
+        marks, step = [], max(now / 10, 1e-3)
+        for i in range(1, 11):
+            b = [b for t, b, _ in self.samples if t <= i * step]
+            marks.append(str(b[-1] if b else 0))
+        lines.append(f"output bytes at each tenth of the run ({step:.1f} s): " + " ".join(marks))
+        return lines
 
 
 class Churn:
@@ -172,21 +330,26 @@ class Churn:
     # -- one run ------------------------------------------------------------
     def native(self):
         t0 = time.monotonic()
+        cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         # In a session of its own, so that a timeout ends all of it.
         p = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, cwd=self.a.cwd, start_new_session=True)
         try:
-            p.stdout_data, p.stderr_data = p.communicate(timeout=self.a.timeout)
+            p.stdout_data, p.stderr_data = p.communicate(timeout=self.a.timeout or LIMIT_FLOOR)
         except subprocess.TimeoutExpired:
             os.killpg(p.pid, signal.SIGKILL)
             p.communicate()
-            log(f"churn {self.a.name}: the native run took more than {self.a.timeout} s")
+            log(f"churn {self.a.name}: the native run took more than {self.a.timeout or LIMIT_FLOOR} s")
             sys.exit(2)
         p.stdout, p.stderr = p.stdout_data, p.stderr_data
         self.native_out, self.native_rc = p.stdout, p.returncode
         self.native_s = time.monotonic() - t0
-        log(f"churn {self.a.name}: native run {self.native_s:.1f} s, exit {p.returncode}, "
-            f"{len(p.stdout)} bytes of output")
+        cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        self.native_cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
+        self.limit = self.a.timeout if self.a.timeout else run_limit(self.native_s)
+        log(f"churn {self.a.name}: native run {self.native_s:.1f} s ({self.native_cpu:.1f} s of CPU), "
+            f"exit {p.returncode}, {len(p.stdout)} bytes of output; a supervised run may take "
+            f"{self.limit:.0f} s" + ("" if self.a.timeout else f" ({LIMIT_FACTOR} times, at least {LIMIT_FLOOR} s)"))
         if p.returncode != 0:
             log("  native stderr: " + p.stderr.decode(errors="replace")[-2000:])
 
@@ -196,13 +359,18 @@ class Churn:
         d = tempfile.mkdtemp(prefix=f"run{r}.", dir=self.a.workdir)
         sock, outp, errp = f"{d}/ctl.sock", f"{d}/out", f"{d}/log"
         st = dict(cycles=0, evicts=0, busy=0, gone=0, ckpt_err=0, reloads=0, reload_err=0)
+        # Where the time goes: the program stopped by checkpoints, and the
+        # faults its threads waited on (from the reload jobs' results).
+        tm = dict(ckpt_s=0.0, paused_s=0.0, faults=0, fault_max_ms=0.0)
+        pending = None  # a reload job started without --wait, not accounted yet
         kill_at = rng.randrange(0, 4) if self.a.kill else None
         kill_phase = rng.choice(["evict", "reload"]) if self.a.kill else None
         kill_delay = rng.uniform(0, 0.3)
         log(f"run {r}: seed {seed}" + (f", kill memvisor at cycle {kill_at} during the {kill_phase}, "
                                       f"{kill_delay * 1000:.0f} ms in" if self.a.kill else ""))
         t0 = time.monotonic()
-        deadline = t0 + self.a.timeout
+        deadline = t0 + self.limit
+        prog = Progress(t0, outp)
         with open(outp, "wb") as out, open(errp, "wb") as err:
             mvp = subprocess.Popen([self.mv, "run", "--socket", sock, "--"] + self.cmd,
                                    stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=self.a.cwd)
@@ -213,6 +381,14 @@ class Churn:
 
         def alive():
             return mvp.poll() is None
+
+        def account(msg):
+            m = re.search(r'"faults": ?(\d+)', msg)
+            if m:
+                tm["faults"] += int(m.group(1))
+            m = re.search(r'"fault_max_ns": ?(\d+)', msg)
+            if m:
+                tm["fault_max_ms"] = max(tm["fault_max_ms"], int(m.group(1)) / 1e6)
 
         def remember_tree():
             seen.update(descendants(mvp.pid))
@@ -230,9 +406,15 @@ class Churn:
             time.sleep(0.01)
         k = 0
         while alive() and failure is None:
+            prog.sample(descendants(mvp.pid))
             if time.monotonic() > deadline:
-                failure = f"hang: still running after {self.a.timeout} s"
+                failure = f"hang: still running after {self.limit:.0f} s"
                 break
+            if pending is not None:
+                rc, msg = self.ctl(sock, "--json", "job", str(pending), timeout=10)
+                if rc is not None and '"state":"running"' not in msg:
+                    account(msg)
+                    pending = None
             k += 1
             img = f"{d}/img-{k}"
             remember_tree()
@@ -240,7 +422,12 @@ class Churn:
                 killed = self.kill_during(mvp, sock, ["checkpoint", img, "--evict", "--wait"],
                                           kill_delay, remember_tree)
                 break
+            tc = time.monotonic()
             rc, msg = self.ctl(sock, "checkpoint", img, "--evict", "--wait")
+            if rc == 0:
+                tm["ckpt_s"] += time.monotonic() - tc
+                m = re.search(r"paused ([\d.]+) ms", msg)
+                tm["paused_s"] += float(m.group(1)) / 1000 if m else 0
             if rc is None:
                 failure = f"hang: {msg}"
                 break
@@ -289,6 +476,10 @@ class Churn:
                 break
             if rc == 0:
                 st["reloads"] += 1
+                m = re.search(r"reload job (\d+) started", msg)
+                if m:
+                    pending = int(m.group(1))
+                account(msg)
             elif ending(msg):
                 st["gone"] += 1
             else:
@@ -297,17 +488,20 @@ class Churn:
 
         # The end of the run.
         if failure is None:
-            try:
-                mvp.wait(timeout=max(1.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                failure = f"hang: still running after {self.a.timeout} s"
-        if failure and failure.startswith("hang"):
-            log(f"  {failure}; the processes of the run:")
-            for p in descendants(mvp.pid):
-                log("    " + proc_desc(p))
-            rc, msg = self.ctl(sock, "--json", "status", timeout=5) if alive() else (None, "")
-            if msg:
-                log("  status: " + msg.strip()[:3000])
+            end = max(deadline, time.monotonic() + 1.0)
+            while alive() and time.monotonic() < end:
+                prog.sample(descendants(mvp.pid))
+                try:
+                    mvp.wait(timeout=0.2)
+                except subprocess.TimeoutExpired:
+                    pass
+            if alive():
+                failure = f"hang: still running after {self.limit:.0f} s"
+        timed_out = bool(failure and failure.startswith("hang"))
+        if timed_out:
+            if failure.startswith("hang: still running"):
+                failure = prog.classify(failure, self.limit)
+            self.dump(mvp, sock, failure, prog)
             mvp.kill()  # memvisor, by pid: its reaper ends the tree
             mvp.wait()
             killed = True
@@ -336,18 +530,24 @@ class Churn:
             self.totals[key] += st[key]
         self.totals["runs"] += 1
         status = describe_status(rc)
-        if failure and failure.startswith("hang"):
+        if timed_out:
             status = "none (memvisor SIGKILLed by this driver after the timeout)"
         summary = (f"run {r}: seed {seed}, {elapsed:.1f} s, {st['cycles']} cycles "
                    f"({st['evicts']} evicts, {st['busy']} busy, {st['gone']} gone, "
                    f"{st['ckpt_err']} checkpoint errors, {st['reloads']} reloads, "
                    f"{st['reload_err']} reload errors), exit {status}")
+        timing = (f"  run {r}: {tm['ckpt_s']:.1f} s in checkpoints, the program stopped "
+                  f"{tm['paused_s']:.1f} s of them; {tm['faults']} faults served (the slowest "
+                  f"{tm['fault_max_ms']:.0f} ms); the program used {prog.cpu_max:.1f} s of CPU "
+                  f"(native {self.native_cpu:.1f} s)")
         if failure is None:
             log(summary + (", memvisor killed, output a prefix of the native one" if killed else ", same as native"))
+            log(timing)
             shutil.rmtree(d, ignore_errors=True)
             return True
         log(f"FAIL churn {self.a.name}: {failure}")
         log(summary)
+        log(timing)
         log(f"  replay: CHURN_SEED={seed} (cycle {st['cycles']}, {st['evicts']} evicts)")
         self.show_diff(out)
         with open(errp, "rb") as f:
@@ -360,6 +560,35 @@ class Churn:
         else:
             shutil.rmtree(d, ignore_errors=True)
         return False
+
+    def dump(self, mvp, sock, failure, prog):
+        """Before memvisor is killed: where every thread of the run waits
+        (the program's in a page fault or an event, memvisor's fault
+        workers, loader and job threads), what memvisor says of its jobs
+        and evicted spaces, and the program's progress."""
+        log(f"  {failure}; the program's progress:")
+        for line in prog.report(len(self.native_out), self.native_cpu):
+            log("    " + line)
+        log("  the processes of the run and their threads (memvisor first):")
+        for p in [mvp.pid] + descendants(mvp.pid):
+            log("    " + proc_desc(p))
+            for line in thread_lines(p):
+                log("      " + line)
+        if mvp.poll() is None:
+            rc, msg = self.ctl(sock, "--json", "status", timeout=5)
+            if msg:
+                log("  status: " + msg.strip()[:6000])
+            rc, msg = self.ctl(sock, "--json", "jobs", timeout=5)
+            try:
+                jobs = json.loads(msg.strip().splitlines()[-1])["jobs"]
+                jobs.sort(key=lambda j: j["id"])
+                for j in [j for j in jobs[:-3] if j["state"] == "running"] + jobs[-3:]:
+                    log("  job: " + json.dumps(j)[:2000])
+            except (ValueError, KeyError, IndexError, TypeError):
+                log("  jobs: " + msg.strip()[:3000])
+            log("  memvisor's threads in user space:")
+            for line in user_stacks(mvp.pid):
+                log("    " + line)
 
     def kill_during(self, mvp, sock, args, delay, remember_tree):
         """Start a ctl command, SIGKILL memvisor delay seconds later."""
@@ -462,7 +691,8 @@ def main():
     ap.add_argument("--name", default="program")
     ap.add_argument("--seconds", type=float, default=float(os.environ.get("CHURN_SECONDS", 20)))
     ap.add_argument("--runs", type=int, default=1000)
-    ap.add_argument("--timeout", type=float, default=float(os.environ.get("CHURN_TIMEOUT", 120)))
+    ap.add_argument("--timeout", type=float, default=float(os.environ.get("CHURN_TIMEOUT", 0)),
+                    help="seconds a supervised run may take (default: from the native run)")
     ap.add_argument("--kill", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep a failed run's files")
     ap.add_argument("--workdir", default=None)
