@@ -24,9 +24,10 @@ static void record_locked(struct proc *p, const struct mv_call *c, int verdict)
 	p->stats.abi_calls[c->abi]++;
 	p->stats.bytes[c->sc] += call_bytes_asked(c, &p->brk_cur);
 	p->notified_calls++;
-	/* The i386 mmap takes its arguments in memory: nothing to match on. */
+	/* The i386 mmap takes its arguments in memory: nothing to match on.
+	 * A process that exited during the decision keeps no call log. */
 	if (verdict == MV_V_DENY || verdict == MV_V_KILL ||
-	    (c->sc == MV_SC_mmap && c->abi == MV_ABI_I386))
+	    (c->sc == MV_SC_mmap && c->abi == MV_ABI_I386) || p->state != PROC_RUNNING)
 		return;
 	if (!p->aslog)
 		p->aslog = xcalloc(1, sizeof(*p->aslog));
