@@ -34,6 +34,17 @@ static void watch_exit_locked(struct mv *mv, struct proc *p)
  * query needs it (lifecycle_refresh). */
 static struct proc *discover_locked(struct mv *mv, pid_t tgid, int pidfd)
 {
+	/* A process that has exited already is a zombie its parent has not
+	 * reaped yet: seen alive, it is recorded and its exit handled (it
+	 * is no longer among the running); never seen alive, there is
+	 * nothing left to supervise. Recorded here, it was recorded twice:
+	 * a query's tree scan found the zombie of a child its parent had
+	 * not waited for yet, and the exit status, asked for by pid, went
+	 * to the copy, the first record keeping none. */
+	if (pidfd >= 0 && pidfd_exited(pidfd)) {
+		close(pidfd);
+		return NULL;
+	}
 	struct proc *p = proctab_add(&mv->procs, tgid, 0);
 	p->seen_ns = mv_wall_ns();
 	p->pidfd = pidfd;
@@ -214,25 +225,27 @@ void lifecycle_settle_exec_locked(struct mv *mv, struct proc *p)
 struct late_exit {
 	pid_t pid;
 	int pidfd;
+	uint64_t seq; /* the record asked for: a pid may be recorded again */
 	uint64_t until_ns;
 };
 
-static void ask_later_locked(struct mv *mv, pid_t pid, int pidfd)
+static void ask_later_locked(struct mv *mv, const struct proc *p)
 {
 	if (mv->n_late == mv->cap_late) {
 		mv->cap_late = mv->cap_late ? mv->cap_late * 2 : 16;
 		mv->late = xrealloc(mv->late, mv->cap_late * sizeof(struct late_exit));
 	}
 	struct late_exit *l = (struct late_exit *)mv->late + mv->n_late++;
-	*l = (struct late_exit){pid, pidfd, mv_now_ns() + 5000000000ull};
+	*l = (struct late_exit){p->pid, p->pidfd, p->seq, mv_now_ns() + 5000000000ull};
 	if (!ev_is_active(&mv->late_timer))
 		ev_timer_start(mv->loop, &mv->late_timer);
 }
 
-static struct proc *exited_proc_locked(struct mv *mv, pid_t pid)
+/* The exited record seq (pid), or NULL once folded. */
+static struct proc *exited_proc_locked(struct mv *mv, pid_t pid, uint64_t seq)
 {
 	for (size_t i = mv->procs.n_exited; i-- > 0;)
-		if (mv->procs.exited[i]->pid == pid)
+		if (mv->procs.exited[i]->pid == pid && mv->procs.exited[i]->seq == seq)
 			return mv->procs.exited[i];
 	return NULL;
 }
@@ -247,7 +260,7 @@ void lifecycle_late_exits(struct mv *mv, bool final)
 		int status;
 		bool got = pidfd_exit_status(v[i].pidfd, &status) == 0;
 		if (got) {
-			struct proc *p = exited_proc_locked(mv, v[i].pid);
+			struct proc *p = exited_proc_locked(mv, v[i].pid, v[i].seq);
 			if (p && p->wait_status < 0)
 				p->wait_status = status;
 		}
@@ -269,7 +282,7 @@ void lifecycle_exit_locked(struct mv *mv, struct proc *p)
 	if (p->wait_status < 0 && p->pidfd >= 0 &&
 	    pidfd_exit_status(p->pidfd, &p->wait_status) < 0 && p->state == PROC_RUNNING &&
 	    pthread_equal(pthread_self(), mv->main_thread)) {
-		ask_later_locked(mv, p->pid, p->pidfd);
+		ask_later_locked(mv, p);
 		p->pidfd = -1;
 	}
 	if (p->pidfd >= 0)
@@ -296,6 +309,7 @@ void lifecycle_scan_tree(struct mv *mv)
 	for (size_t i = 0; i < n; i++) {
 		struct proc *p = proctab_get(&mv->procs, v[i]);
 		if (!p) {
+			/* A zombie not reaped yet is left out (discover_locked). */
 			int pidfd = (int)syscall(SYS_pidfd_open, v[i], 0);
 			if (pidfd >= 0)
 				discover_locked(mv, v[i], pidfd);

@@ -105,6 +105,31 @@ bats_require_minimum_version 1.5.0
 	[ "$bytes" -ge 4194304 ]
 }
 
+@test "--stats-json: a child that exited, seen by a query before its parent reaped it, is one process with its exit status" {
+	# A query lists the tree below the reaper and took the exited child
+	# (a zombie until its parent waits) for a new process: it was
+	# recorded twice, and its exit status, asked for by pid, went to the
+	# copy; the first record had none. Under a fork storm the status
+	# queries of the storm test met such zombies now and then.
+	mkfifo "$TMP/go"
+	# The command never waits for its child: it execs cat, which reads
+	# the FIFO; the reaper reaps the child at the end.
+	start_bg --stats-json "$TMP/s.json" -- \
+		sh -c "sh -c 'exit 3' & exec cat '$TMP/go' >/dev/null"
+	running() { [ "$(ctl --json status | json_get - 'd["processes"]')" = "$1" ]; }
+	# Each status query scans the tree; once memvisor has seen the child
+	# exit, only the command runs, and the scan finds the zombie (which
+	# it took for a new process, running, every time).
+	wait_for 20 running 1 || { ctl --json status; return 1; }
+	running 1
+	echo go >"$TMP/go"
+	wait $MVPID
+	json_get "$TMP/s.json" '[(p["pid"], p["cmdline"], p["exit_status"]) for p in d["processes"]]'
+	[ "$(json_get "$TMP/s.json" 'd["processes_seen"]')" -eq 2 ]
+	[ "$(json_get "$TMP/s.json" 'len(d["processes"])')" -eq 2 ]
+	[ "$(json_get "$TMP/s.json" 'sorted(p["exit_status"] for p in d["processes"])')" = "[0, 3]" ]
+}
+
 @test "--stats-json to an unwritable place fails clearly" {
 	run "$MEMVISOR" run --stats-json /nonexistent/dir/s.json -- true
 	assert_failure 125
