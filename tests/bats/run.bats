@@ -130,6 +130,29 @@ bats_require_minimum_version 1.5.0
 	[ "$(json_get "$TMP/s.json" 'sorted(p["exit_status"] for p in d["processes"])')" = "[0, 3]" ]
 }
 
+@test "--stats-json: a child its parent reaps long after it exited keeps its exit status" {
+	# The kernel tells a child's exit status through its pidfd once the
+	# child is reaped. memvisor asked again for 5 s; a parent that
+	# waited longer (a shell busy with something else, a fork storm
+	# worker the scheduler kept waiting) left the status unknown.
+	mkfifo "$TMP/go"
+	start_bg --stats-json "$TMP/s.json" -- sh -c "sh -c 'exit 3' & read x <'$TMP/go'; wait"
+	zombie() {
+		local k
+		for k in $(descendants "$(command_pid)"); do
+			[ "$(awk '/^State:/{print $2}' /proc/"$k"/status 2>/dev/null)" = Z ] && return 0
+		done
+		return 1
+	}
+	wait_for 20 zombie
+	sleep 6
+	echo go >"$TMP/go"
+	wait $MVPID
+	json_get "$TMP/s.json" '[(p["pid"], p["cmdline"], p["exit_status"]) for p in d["processes"]]'
+	[ "$(json_get "$TMP/s.json" 'len(d["processes"])')" -eq 2 ]
+	[ "$(json_get "$TMP/s.json" '[p["exit_status"] for p in d["processes"] if p["cmdline"] == ["sh", "-c", "exit 3"]]')" = "[3]" ]
+}
+
 @test "--stats-json to an unwritable place fails clearly" {
 	run "$MEMVISOR" run --stats-json /nonexistent/dir/s.json -- true
 	assert_failure 125
