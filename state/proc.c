@@ -60,7 +60,7 @@ struct proc *proctab_add(struct proctab *t, pid_t pid, pid_t ppid)
 	/* A thread of an earlier process may have held this id. */
 	imap_del(&t->threads, pid);
 	imap_put(&t->procs, pid, p);
-	t->n_seen++;
+	p->seq = ++t->n_seen;
 	return p;
 }
 

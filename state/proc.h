@@ -18,7 +18,8 @@
 enum proc_state { PROC_RUNNING, PROC_EXITED };
 
 struct proc {
-	pid_t pid; /* thread-group id */
+	pid_t pid;    /* thread-group id */
+	uint64_t seq; /* 1, 2, ...: the n-th process of the run; unlike a pid, never reused */
 	pid_t ppid;
 	int pidfd;  /* -1 when pidfd_open is unavailable */
 	int procfd; /* O_PATH fd of /proc/PID: reads through it fail after the process is gone */

@@ -515,11 +515,6 @@ static void on_exits(struct ev_loop *loop, ev_io *w, int revents)
 	lifecycle_exits_ready(w->data);
 }
 
-static void on_late_timer(struct ev_loop *loop, ev_timer *w, int revents)
-{
-	lifecycle_late_exits(w->data, false);
-}
-
 static void setup_loop(struct mv *mv)
 {
 	ev_set_userdata(mv->loop, mv);
@@ -535,8 +530,6 @@ static void setup_loop(struct mv *mv)
 	ev_async_init(&mv->wake, on_wake);
 	mv->wake.data = mv;
 	ev_async_start(mv->loop, &mv->wake);
-	ev_timer_init(&mv->late_timer, on_late_timer, 0.02, 0.02);
-	mv->late_timer.data = mv;
 	ev_io_init(&mv->exits_io, on_exits, mv->exits_epfd, EV_READ);
 	mv->exits_io.data = mv;
 	ev_io_start(mv->loop, &mv->exits_io);
@@ -658,7 +651,7 @@ int run_main(int argc, char **argv)
 	notify_free(mv);
 	pagesw_pool_free(mv->staging);
 	retire_all(mv);
-	lifecycle_late_exits(mv, true);
+	lifecycle_late_exits(mv);
 	int code = final_status(mv);
 	ctl_server_stop(mv);
 	if (mv->opts.stats_json && statsjson_write(mv, mv->opts.stats_json, code) < 0 && code == 0)

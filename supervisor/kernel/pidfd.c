@@ -3,6 +3,7 @@
 #include "common/fault.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/ioctl.h>
 
@@ -32,4 +33,10 @@ int pidfd_exit_status(int pidfd, int *status)
 	if (rc == 0)
 		*status = info.exit_code;
 	return rc;
+}
+
+bool pidfd_exited(int pidfd)
+{
+	struct pollfd p = {.fd = pidfd, .events = POLLIN};
+	return poll(&p, 1, 0) > 0 && (p.revents & POLLIN);
 }

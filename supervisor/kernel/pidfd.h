@@ -4,11 +4,16 @@
 #ifndef MV_PIDFD_H
 #define MV_PIDFD_H
 
+#include <stdbool.h>
 #include <sys/types.h>
 
 int pidfd_ppid(int pidfd, pid_t *ppid);
 
 /* The wait status of a process that has exited and been reaped. */
 int pidfd_exit_status(int pidfd, int *status);
+
+/* Whether the process has exited (every thread), reaped or not: the
+ * pidfd is readable (Linux 5.3). */
+bool pidfd_exited(int pidfd);
 
 #endif

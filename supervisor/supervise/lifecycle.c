@@ -34,6 +34,17 @@ static void watch_exit_locked(struct mv *mv, struct proc *p)
  * query needs it (lifecycle_refresh). */
 static struct proc *discover_locked(struct mv *mv, pid_t tgid, int pidfd)
 {
+	/* A process that has exited already is a zombie its parent has not
+	 * reaped yet: seen alive, it is recorded and its exit handled (it
+	 * is no longer among the running); never seen alive, there is
+	 * nothing left to supervise. Recorded here, it was recorded twice:
+	 * a query's tree scan found the zombie of a child its parent had
+	 * not waited for yet, and the exit status, asked for by pid, went
+	 * to the copy, the first record keeping none. */
+	if (pidfd >= 0 && pidfd_exited(pidfd)) {
+		close(pidfd);
+		return NULL;
+	}
 	struct proc *p = proctab_add(&mv->procs, tgid, 0);
 	p->seen_ns = mv_wall_ns();
 	p->pidfd = pidfd;
@@ -209,56 +220,80 @@ void lifecycle_settle_exec_locked(struct mv *mv, struct proc *p)
 }
 
 /* The kernel tells a process's exit status through its pidfd only once
- * the process has been reaped, which its parent may do a little after the
- * pidfd reports the exit: keep asking for a while (main thread). */
+ * the process has been reaped (PIDFD_INFO_EXIT, Linux 6.15), which its
+ * parent may do long after the pidfd reports the exit: a storm worker the
+ * scheduler keeps waiting, a shell that waits for a background job once
+ * it is done with something else. Asked again for 5 s, such a status was
+ * lost. The pidfd stays in the exits epoll set instead, waiting for
+ * EPOLLHUP alone, which the kernel reports once the process is reaped
+ * (pidfd_poll, in every kernel with PIDFD_GET_INFO): the status is there
+ * then. Main thread. */
 struct late_exit {
 	pid_t pid;
 	int pidfd;
-	uint64_t until_ns;
+	uint64_t seq; /* the record asked for: a pid may be recorded again */
 };
 
-static void ask_later_locked(struct mv *mv, pid_t pid, int pidfd)
+static bool wait_for_reap_locked(struct mv *mv, const struct proc *p)
 {
+	/* EPOLLHUP and EPOLLERR are reported whatever the events ask for;
+	 * 0 leaves out EPOLLIN, set from the exit on. */
+	struct epoll_event ev = {.events = 0,
+				 .data.u64 = (uint64_t)(uint32_t)p->pid << 32 | (uint32_t)p->pidfd};
+	if (epoll_ctl(mv->exits_epfd, EPOLL_CTL_MOD, p->pidfd, &ev) < 0 &&
+	    (errno != ENOENT || epoll_ctl(mv->exits_epfd, EPOLL_CTL_ADD, p->pidfd, &ev) < 0)) {
+		log_warn("cannot wait for process %d to be reaped: %s", p->pid, strerror(errno));
+		return false;
+	}
 	if (mv->n_late == mv->cap_late) {
 		mv->cap_late = mv->cap_late ? mv->cap_late * 2 : 16;
 		mv->late = xrealloc(mv->late, mv->cap_late * sizeof(struct late_exit));
 	}
-	struct late_exit *l = (struct late_exit *)mv->late + mv->n_late++;
-	*l = (struct late_exit){pid, pidfd, mv_now_ns() + 5000000000ull};
-	if (!ev_is_active(&mv->late_timer))
-		ev_timer_start(mv->loop, &mv->late_timer);
+	((struct late_exit *)mv->late)[mv->n_late++] = (struct late_exit){p->pid, p->pidfd, p->seq};
+	return true;
 }
 
-static struct proc *exited_proc_locked(struct mv *mv, pid_t pid)
+/* The exited record seq (pid), or NULL once folded. */
+static struct proc *exited_proc_locked(struct mv *mv, pid_t pid, uint64_t seq)
 {
 	for (size_t i = mv->procs.n_exited; i-- > 0;)
-		if (mv->procs.exited[i]->pid == pid)
+		if (mv->procs.exited[i]->pid == pid && mv->procs.exited[i]->seq == seq)
 			return mv->procs.exited[i];
 	return NULL;
 }
 
-void lifecycle_late_exits(struct mv *mv, bool final)
+/* Ask for the exit status of l once more, for the last time. */
+static void settle_late_locked(struct mv *mv, const struct late_exit *l)
+{
+	int status;
+	if (pidfd_exit_status(l->pidfd, &status) == 0) {
+		struct proc *p = exited_proc_locked(mv, l->pid, l->seq);
+		if (p && p->wait_status < 0)
+			p->wait_status = status;
+	}
+	close(l->pidfd);
+}
+
+/* The exits epoll set reported pidfd, which is not a running process's:
+ * a process waited for has been reaped (true), or a stale event. */
+static bool late_reaped_locked(struct mv *mv, int pidfd)
+{
+	struct late_exit *v = mv->late;
+	for (size_t i = 0; i < mv->n_late; i++)
+		if (v[i].pidfd == pidfd) {
+			settle_late_locked(mv, &v[i]);
+			v[i] = v[--mv->n_late];
+			return true;
+		}
+	return false;
+}
+
+void lifecycle_late_exits(struct mv *mv)
 {
 	pthread_mutex_lock(&mv->lock);
-	struct late_exit *v = mv->late;
-	size_t keep = 0;
-	uint64_t now = mv_now_ns();
-	for (size_t i = 0; i < mv->n_late; i++) {
-		int status;
-		bool got = pidfd_exit_status(v[i].pidfd, &status) == 0;
-		if (got) {
-			struct proc *p = exited_proc_locked(mv, v[i].pid);
-			if (p && p->wait_status < 0)
-				p->wait_status = status;
-		}
-		if (got || final || now > v[i].until_ns)
-			close(v[i].pidfd);
-		else
-			v[keep++] = v[i];
-	}
-	mv->n_late = keep;
-	if (!keep)
-		ev_timer_stop(mv->loop, &mv->late_timer);
+	for (size_t i = 0; i < mv->n_late; i++)
+		settle_late_locked(mv, (struct late_exit *)mv->late + i);
+	mv->n_late = 0;
 	pthread_mutex_unlock(&mv->lock);
 }
 
@@ -266,12 +301,16 @@ void lifecycle_exit_locked(struct mv *mv, struct proc *p)
 {
 	if (p->exec_probe_fd >= 0)
 		close(p->exec_probe_fd);
-	if (p->wait_status < 0 && p->pidfd >= 0 &&
-	    pidfd_exit_status(p->pidfd, &p->wait_status) < 0 && p->state == PROC_RUNNING &&
-	    pthread_equal(pthread_self(), mv->main_thread)) {
-		ask_later_locked(mv, p->pid, p->pidfd);
+	/* -ENODATA: the kernel has PIDFD_GET_INFO but no exit status yet
+	 * (not reaped, or a kernel before 6.15: the wait then ends with
+	 * none). -ESRCH: the parent is reaping it right now (pidfd_info
+	 * finds the task half released: a fork storm met it). Other
+	 * errors: no PIDFD_GET_INFO, nothing to wait for. */
+	int rc =
+	    p->wait_status < 0 && p->pidfd >= 0 ? pidfd_exit_status(p->pidfd, &p->wait_status) : 0;
+	if ((rc == -ENODATA || rc == -ESRCH) && p->state == PROC_RUNNING &&
+	    pthread_equal(pthread_self(), mv->main_thread) && wait_for_reap_locked(mv, p))
 		p->pidfd = -1;
-	}
 	if (p->pidfd >= 0)
 		close(p->pidfd);
 	if (p->procfd >= 0)
@@ -296,6 +335,7 @@ void lifecycle_scan_tree(struct mv *mv)
 	for (size_t i = 0; i < n; i++) {
 		struct proc *p = proctab_get(&mv->procs, v[i]);
 		if (!p) {
+			/* A zombie not reaped yet is left out (discover_locked). */
 			int pidfd = (int)syscall(SYS_pidfd_open, v[i], 0);
 			if (pidfd >= 0)
 				discover_locked(mv, v[i], pidfd);
@@ -325,7 +365,7 @@ void lifecycle_exits_ready(struct mv *mv)
 			/* The pid may be reused already; only its own pidfd counts. */
 			if (p && p->pidfd == fd)
 				lifecycle_exit_locked(mv, p);
-			else
+			else if (!late_reaped_locked(mv, fd))
 				epoll_ctl(mv->exits_epfd, EPOLL_CTL_DEL, fd, NULL);
 		}
 		pthread_mutex_unlock(&mv->lock);

@@ -26,11 +26,12 @@ void lifecycle_exit_locked(struct mv *mv, struct proc *p);
  * that made no memory call) by walking the tree below the reaper. */
 void lifecycle_scan_tree(struct mv *mv);
 
-/* Main thread: ask again for exit statuses the kernel did not have yet
- * (final: the last time, at shutdown). */
-void lifecycle_late_exits(struct mv *mv, bool final);
+/* Main thread, at shutdown: ask the last time for the exit statuses of
+ * exited processes not reaped when they exited (the tree is empty now). */
+void lifecycle_late_exits(struct mv *mv);
 
-/* Main thread: the exits epoll set is readable; retire who exited. */
+/* Main thread: the exits epoll set is readable; retire who exited, and
+ * take the exit status of who has been reaped since. */
 void lifecycle_exits_ready(struct mv *mv);
 
 /* Main thread, before answering a query: find processes that have not

@@ -83,9 +83,8 @@ struct mv {
 	ev_async wake;	/* notify thread -> main: new processes to watch */
 	int exits_epfd; /* epoll set of every process's pidfd */
 	ev_io exits_io;
-	void *late; /* exit statuses to ask for again (lifecycle.c) */
+	void *late; /* exited processes waited for until reaped (lifecycle.c) */
 	size_t n_late, cap_late;
-	ev_timer late_timer;
 	pthread_t main_thread;
 
 	/* Long operations (supervise/jobs.h), under lock: newest first. */

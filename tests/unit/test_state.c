@@ -247,6 +247,21 @@ static void test_proctab(void)
 	proctab_free(&t);
 }
 
+/* seq tells apart the records a pid does not: an exit status asked for
+ * later must find the record it was asked for. */
+static void test_proctab_seq(void)
+{
+	struct proctab t;
+	proctab_init(&t, 8);
+	struct proc *a = proctab_add(&t, 100, 1);
+	struct proc *b = proctab_add(&t, 200, 1);
+	proctab_exit(&t, a, 1);
+	struct proc *a2 = proctab_add(&t, 100, 1);
+	ok(a->seq == 1 && b->seq == 2 && a2->seq == 3, "each record has its own seq");
+	ok(a2->seq != a->seq && a2->pid == a->pid, "a reused pid gets a new seq");
+	proctab_free(&t);
+}
+
 static void test_call_bytes(void)
 {
 	struct mv_call c;
@@ -425,6 +440,7 @@ int main(void)
 	test_maps();
 	test_provenance();
 	test_proctab();
+	test_proctab_seq();
 	test_call_bytes();
 	test_fork_flags();
 	test_procparse_small();

@@ -1,7 +1,7 @@
 /* evict_victim: memory laid out the ways fork and evict treat specially,
  * driven by lines on stdin, for the evict safety tests.
  *
- *   evict_victim [--mib N] [--dontfork-mib N] [--check-after MS]
+ *   evict_victim [--mib N] [--dontfork-mib N] [--check-on-usr1]
  *
  * At start: a private region of N MiB (default 16), a MADV_WIPEONFORK
  * region of 1 MiB and a MADV_DONTFORK region (default 32 MiB), each
@@ -16,12 +16,15 @@
  *           its vma splits in three: "protected"
  *   spin    a thread checks the private region over and over; the first
  *           wrong byte prints "MISMATCH ..." and exits 3: "spinning"
- * --check-after MS: a thread checks the private region MS ms after start,
- * prints "checked" and exits 0 (or MISMATCH and 3), whatever stdin does. */
+ * --check-on-usr1: a thread waits for SIGUSR1 (blocked in every thread,
+ * taken with sigwait), then checks the private region, prints "checked"
+ * and exits 0 (or MISMATCH and 3), whatever stdin does. Nothing touches
+ * the private region before the signal. */
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,11 +83,15 @@ static int check(const char *who, const char *what, uint8_t *p, size_t n, unsign
 	return -1;
 }
 
-static long check_after_ms = -1;
+static sigset_t usr1;
 
-static void *check_later(void *arg)
+static void *check_on_signal(void *arg)
 {
-	usleep((useconds_t)check_after_ms * 1000);
+	int sig;
+	/* glibc's sigwait goes back to waiting after EINTR (a ptrace stop
+	 * interrupts the wait). */
+	if (sigwait(&usr1, &sig) != 0)
+		_exit(5);
 	if (check("", "private", priv, priv_len, 1) < 0)
 		_exit(3);
 	say("checked\n");
@@ -113,15 +120,16 @@ static uint8_t *region(size_t n, int advice)
 int main(int argc, char **argv)
 {
 	size_t mib = 16, dmib = 32;
+	bool check_on_usr1 = false;
 	static const struct option o[] = {{"mib", 1, 0, 'm'}, {"dontfork-mib", 1, 0, 'd'},
-					  {"check-after", 1, 0, 'c'}, {0}};
+					  {"check-on-usr1", 0, 0, 'c'}, {0}};
 	for (int c; (c = getopt_long(argc, argv, "", o, NULL)) != -1;) {
 		if (c == 'm')
 			mib = strtoul(optarg, NULL, 0);
 		else if (c == 'd')
 			dmib = strtoul(optarg, NULL, 0);
 		else if (c == 'c')
-			check_after_ms = strtol(optarg, NULL, 0);
+			check_on_usr1 = true;
 		else
 			return 2;
 	}
@@ -133,12 +141,17 @@ int main(int argc, char **argv)
 	fill(priv, priv_len, 1);
 	fill(wipe, wipe_len, 2);
 	fill(dfork, dfork_len, 3);
+	if (check_on_usr1) {
+		/* Blocked here, before the thread exists, so that no thread
+		 * takes SIGUSR1 but the one in sigwait. */
+		sigemptyset(&usr1);
+		sigaddset(&usr1, SIGUSR1);
+		pthread_sigmask(SIG_BLOCK, &usr1, NULL);
+		pthread_t t;
+		pthread_create(&t, NULL, check_on_signal, NULL);
+	}
 	fprintf(stderr, "pid %d\n", getpid());
 	say("ready\n");
-	if (check_after_ms >= 0) {
-		pthread_t t;
-		pthread_create(&t, NULL, check_later, NULL);
-	}
 	char line[64];
 	while (fgets(line, sizeof(line), stdin)) {
 		if (!strncmp(line, "check", 5)) {
