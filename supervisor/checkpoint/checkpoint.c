@@ -217,10 +217,9 @@ out_remove:
 out_failed:
 	if (c.w)
 		pagesw_close(c.w);
+	/* Without one, the job reports the errno as internal (jobs.c). */
 	if (mv_err_isset(&c.err))
 		job_fail_with(j, &c.err);
-	else
-		job_fail(j, MV_E_INTERNAL, "%s", strerror(-rc));
 	cleanup(&c);
 	return rc < 0 ? rc : -EIO;
 }

@@ -108,20 +108,6 @@ struct evict *evict_new(struct mv *mv)
 	return reg;
 }
 
-void evict_free(struct evict *reg)
-{
-	if (!reg)
-		return;
-	pthread_mutex_lock(&reg->mu);
-	bool empty = !reg->head;
-	pthread_mutex_unlock(&reg->mu);
-	/* Spaces still served hold reg: it then lives as long as the process. */
-	if (!empty)
-		return;
-	pthread_mutex_destroy(&reg->mu);
-	free(reg);
-}
-
 static void space_free(struct evspace *s)
 {
 	if (s->keep_id)

@@ -40,11 +40,10 @@ struct mv;
 
 /* The evicted spaces of one supervisor (mv->evict). Its fault workers
  * report pages the image cannot give back on mv's event stream and have
- * mv's reaper hold their uffds. evict_free frees it once no space is left
- * (spaces still served keep it for the process's life). */
+ * mv's reaper hold their uffds. It lives as long as the process: a
+ * space's workers may still hold it after the space left the list. */
 struct evict;
 struct evict *evict_new(struct mv *mv);
-void evict_free(struct evict *reg);
 
 struct evict_stats {
 	uint64_t regions, bytes; /* evicted */
