@@ -21,7 +21,7 @@ static void fill_identity(struct ckpt *c)
 		snprintf(c->im.kernel, sizeof(c->im.kernel), "%s %s", u.sysname, u.release);
 		snprintf(c->im.arch, sizeof(c->im.arch), "%s", u.machine);
 	}
-	c->im.pages_size = c->off;
+	c->im.pages_size = c->im.sums_off + img_sums_bytes(c->im.sums_off);
 	c->im.pause_ns = c->pause_end - c->pause_start;
 	img_totals(&c->im, &c->im.recorded);
 }
@@ -41,10 +41,12 @@ static int commit(struct ckpt *c)
 	_cleanup_free_ char *text = img_manifest_write(&c->im, &len);
 	uint64_t t2 = mv_now_ns();
 	struct img_header h = {.version = IMG_VERSION,
-			       .pages_size = c->off,
+			       .pages_size = c->im.pages_size,
 			       .data_bytes = c->im.recorded.data_bytes,
 			       .manifest_size = len,
-			       .manifest_crc = crc32c(text, len)};
+			       .manifest_crc = crc32c(text, len),
+			       .sums_off = c->im.sums_off,
+			       .sums_crc = img_sums_crc(c->im.sums, c->im.sums_off)};
 	memcpy(h.id, c->im.id, sizeof(h.id));
 	/* The pages' last fdatasync and the manifest's fsync run at once:
 	 * on one journal they often share a commit and a device flush. */
@@ -123,7 +125,7 @@ static json_t *result_json(struct ckpt *c)
 	    (json_int_t)t->threads, "regions", (json_int_t)t->regions, "extents",
 	    (json_int_t)t->extents, "bytes", (json_int_t)t->data_bytes, "shared_bytes",
 	    (json_int_t)t->shared_bytes, "committed", (json_int_t)t->committed, "pages_size",
-	    (json_int_t)c->off, "pause_ns", (json_int_t)(c->pause_end - c->pause_start),
+	    (json_int_t)c->im.pages_size, "pause_ns", (json_int_t)(c->pause_end - c->pause_start),
 	    "prepare_ns", (json_int_t)(c->pause_start - c->t_start), "stop_ns",
 	    (json_int_t)(c->t_stopped - c->pause_start), "layout_ns",
 	    (json_int_t)(c->t_planned - c->t_stopped), "copy_ns",
@@ -179,8 +181,13 @@ int checkpoint_run(struct job *j)
 	rc = ckpt_stop_all(&c);
 	if (rc == 0)
 		rc = ckpt_plan_all(&c);
-	if (rc == 0)
+	if (rc == 0) {
+		/* Page checksums follow the extents (docs/image-format.md). */
+		c.im.sums_off = c.off;
+		c.im.sums = xcalloc(MV_MAX(img_sums_count(c.off), 1), sizeof(*c.im.sums));
+		pagesw_set_sums(c.w, c.im.sums);
 		rc = ckpt_copy_all(&c);
+	}
 	/* --evict keeps the program stopped until the image is durable and
 	 * its pages are dropped and registered. */
 	if (!c.req->evict)

@@ -52,12 +52,14 @@ struct evict_stats {
 };
 
 /* Evict process pp (every thread stopped by the calling thread) whose
- * image record is ip, in the committed image at dir (id): create its uffd
+ * image record is ip, in the committed image im at dir (its page
+ * checksums computed): create its uffd
  * by remote syscalls, register and drop its private anonymous regions,
  * start the fault workers. On failure before anything was dropped, the
  * process is untouched; err says why. */
-int evict_proc_stopped(struct evict *reg, struct ptrace_proc *pp, const struct img_proc *ip,
-		       const char *dir, const char *id, struct evict_stats *st, struct mv_err *err);
+int evict_proc_stopped(struct evict *reg, struct ptrace_proc *pp, const struct img *im,
+		       const struct img_proc *ip, const char *dir, struct evict_stats *st,
+		       struct mv_err *err);
 
 /* The live spaces evicted to image id (references; evict_put each), in
  * *out (malloc'd). Returns how many. */

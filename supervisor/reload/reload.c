@@ -41,9 +41,9 @@ static void req_free(void *ctx)
 /* ---- the job ------------------------------------------------------------ */
 
 /* The header and the manifest, and that dir still holds the image the
- * processes were evicted to. Every extent's checksum is checked before
- * any of its pages is installed (evict.c read_extent): a whole pass over
- * the image first would read it twice and hold the loading back. */
+ * processes were evicted to. Every page's checksum is checked before it
+ * is installed (evict.c read_pages): a whole pass over the image first
+ * would read it twice and hold the loading back. */
 static int verify(struct reload *r)
 {
 	job_progress(r->j, "verifying", 0, 0);
@@ -122,8 +122,8 @@ static int load_space(struct reload *r, struct evspace *s, void *buf)
 		}
 		if (rc == -EBADMSG) {
 			job_fail(r->j, MV_E_CORRUPT_IMAGE,
-				 "loading process %d from %s: an extent fails its checksum "
-				 "(checksum mismatch): the image is corrupt; its pages were not "
+				 "loading process %d from %s: a page fails its checksum "
+				 "(checksum mismatch): the image is corrupt; the bad pages were not "
 				 "loaded and the rest stays evicted",
 				 evict_space_pid(s), r->req->dir);
 			return rc;
