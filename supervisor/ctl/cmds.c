@@ -13,7 +13,6 @@
 #include "supervisor/kernel/procfs.h"
 #include "supervisor/supervise/render.h"
 
-#include <linux/userfaultfd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -97,28 +96,15 @@ int ctl_arg_pid(struct mv *mv, json_t *args, const char *key, pid_t *out, struct
 
 /* ---- hello, status -------------------------------------------------- */
 
+static void append_name(const char *name, void *arg)
+{
+	json_array_append_new(arg, json_string(name));
+}
+
 static json_t *uffd_features_json(uint64_t f)
 {
-	static const struct {
-		uint64_t bit;
-		const char *name;
-	} names[] = {
-	    {UFFD_FEATURE_EVENT_FORK, "event_fork"},
-	    {UFFD_FEATURE_EVENT_REMAP, "event_remap"},
-	    {UFFD_FEATURE_EVENT_REMOVE, "event_remove"},
-	    {UFFD_FEATURE_EVENT_UNMAP, "event_unmap"},
-	    {UFFD_FEATURE_MISSING_SHMEM, "missing_shmem"},
-	    {UFFD_FEATURE_MISSING_HUGETLBFS, "missing_hugetlbfs"},
-	    {UFFD_FEATURE_SIGBUS, "sigbus"},
-	    {UFFD_FEATURE_THREAD_ID, "thread_id"},
-	    {UFFD_FEATURE_MINOR_SHMEM, "minor_shmem"},
-	    {UFFD_FEATURE_EXACT_ADDRESS, "exact_address"},
-	    {UFFD_FEATURE_PAGEFAULT_FLAG_WP, "wp"},
-	};
 	json_t *a = json_array();
-	for (size_t i = 0; i < ARRAY_SIZE(names); i++)
-		if (f & names[i].bit)
-			json_array_append_new(a, json_string(names[i].name));
+	features_uffd_names(f, append_name, a);
 	return a;
 }
 
