@@ -4,6 +4,7 @@
 #include "common/jsonw.h"
 #include "common/util.h"
 #include "supervisor/ctl/checkpoint.h"
+#include "supervisor/ctl/metrics.h"
 #include "supervisor/reload/evict.h"
 #include "supervisor/ctl/reload.h"
 #include "supervisor/ctl/policy.h"
@@ -476,6 +477,33 @@ static int ctl_cmd_jobs(struct mv *mv, struct ctl_call *call, json_t *args, json
 	return 0;
 }
 
+/* ---- help ----------------------------------------------------------- */
+
+/* The commands of the table (or the one named), so that a client can
+ * tell what this memvisor supports before asking. */
+static int ctl_cmd_help(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,
+			struct mv_err *err)
+{
+	const char *only = NULL;
+	if (ctl_arg_string_opt(args, "command", &only, err) < 0)
+		return -1;
+	size_t n;
+	const struct ctl_cmd *t = ctl_cmd_table(&n);
+	json_t *cmds = json_array();
+	for (size_t i = 0; i < n; i++)
+		if (!only || strcmp(only, t[i].name) == 0)
+			json_array_append_new(cmds, json_pack("{s:s, s:s}", "name", t[i].name,
+							      "summary", t[i].summary));
+	if (only && json_array_size(cmds) == 0) {
+		json_decref(cmds);
+		return ctl_fail(err, MV_E_UNKNOWN_COMMAND,
+				"args.command: no command '%s' (help without it lists them)", only);
+	}
+	*result = json_pack("{s:s, s:i, s:o}", "memvisor", MV_VERSION, "protocol", PROTOCOL_VERSION,
+			    "commands", cmds);
+	return 0;
+}
+
 /* ---- the table ------------------------------------------------------ */
 
 static const struct ctl_cmd table[] = {
@@ -495,6 +523,8 @@ static const struct ctl_cmd table[] = {
      "[\"evict\":true]}"},
     {"reload", ctl_cmd_reload,
      "load an evicted image back in the background: {\"dir\":PATH, [\"rate\":MB/s]}"},
+    {"metrics", ctl_cmd_metrics, "counters and gauges in the Prometheus text format"},
+    {"help", ctl_cmd_help, "the commands and the protocol version: [{\"command\":NAME}]"},
 };
 
 const struct ctl_cmd *ctl_cmd_find(const char *name)
