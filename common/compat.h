@@ -124,6 +124,11 @@ struct pidfd_info {
 #define PIDFD_INFO_EXIT	    (1UL << 3)
 #endif
 
+/* Linux 6.5: a pidfd of a UNIX socket's peer. */
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77
+#endif
+
 /* Linux 6.1: synchronous collapse into transparent huge pages. */
 #ifndef MADV_COLLAPSE
 #define MADV_COLLAPSE 25

@@ -90,6 +90,8 @@ const struct ctl_command ctl_commands[] = {
     {"reload", "reload", ARGS(reload_args), ctl_show_reload_started, "job", false,
      "load evicted memory back in the background"},
     {"jobs", "jobs", NULL, 0, ctl_show_jobs, NULL, false, "every job of this run"},
+    {"metrics", "metrics", NULL, 0, ctl_show_metrics, NULL, false,
+     "counters and gauges in the Prometheus text format"},
     {"call", NULL, ARGS(call_args), ctl_show_raw, NULL, false,
      "send any request; prints the raw result"},
 };

@@ -294,6 +294,12 @@ void ctl_show_checkpoint_started(json_t *r)
 	       jint(r, "job"), jstr(r, "dir"), jint(r, "job"));
 }
 
+void ctl_show_metrics(json_t *r)
+{
+	/* The exposition as it is: what a scraper or a textfile would get. */
+	fputs(jstr(r, "text"), stdout);
+}
+
 void ctl_show_event(json_t *e)
 {
 	double t = json_real_value(json_object_get(e, "time"));

@@ -8,6 +8,7 @@
 #include "common/util.h"
 #include "policy/filter.h"
 #include "supervisor/cli/options.h"
+#include "supervisor/ctl/metrics.h"
 #include "supervisor/ctl/server.h"
 #include "supervisor/supervise/enforce.h"
 #include "supervisor/supervise/events.h"
@@ -39,7 +40,7 @@ extern char **environ;
  * the terminal already delivers its own to the command's process group). */
 static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH};
 
-enum { OPT_KILL_GRACE = 256, OPT_NOTIFY_ALL };
+enum { OPT_KILL_GRACE = 256, OPT_NOTIFY_ALL, OPT_METRICS_FILE, OPT_METRICS_INTERVAL };
 
 static const struct cli_opt run_opts[] = {
     {"socket", required_argument, 's', "PATH",
@@ -55,6 +56,10 @@ static const struct cli_opt run_opts[] = {
      "run the command as USER (memvisor keeps its uid; needs root)"},
     {"notify-all", no_argument, OPT_NOTIFY_ALL, NULL,
      "notify every memory call (complete statistics; no kernel fast path)"},
+    {"metrics-file", required_argument, OPT_METRICS_FILE, "FILE",
+     "keep Prometheus metrics in FILE, rewritten every few seconds and at exit"},
+    {"metrics-interval", required_argument, OPT_METRICS_INTERVAL, "SECONDS",
+     "how often --metrics-file is rewritten (default 5)"},
     {"help", no_argument, 'h', NULL, "show this help"},
 };
 
@@ -114,6 +119,19 @@ static int parse_run_opts(int argc, char **argv, struct mv_opts *o)
 		case OPT_NOTIFY_ALL:
 			o->notify_all = true;
 			break;
+		case OPT_METRICS_FILE:
+			o->metrics_file = optarg;
+			break;
+		case OPT_METRICS_INTERVAL:
+			if (cli_parse_seconds_ms(optarg, &o->metrics_interval_ms) < 0 ||
+			    o->metrics_interval_ms < 100) {
+				fprintf(stderr,
+					"memvisor: --metrics-interval: '%s' is not a number of "
+					"seconds of at least 0.1\n",
+					optarg);
+				return -EINVAL;
+			}
+			break;
 		case 'u':
 			o->user = optarg;
 			break;
@@ -134,6 +152,12 @@ static int parse_run_opts(int argc, char **argv, struct mv_opts *o)
 		fprintf(stderr, "memvisor: run: no command given (see memvisor run --help)\n");
 		return -EINVAL;
 	}
+	if (o->metrics_interval_ms && !o->metrics_file) {
+		fprintf(stderr, "memvisor: --metrics-interval needs --metrics-file\n");
+		return -EINVAL;
+	}
+	if (!o->metrics_interval_ms)
+		o->metrics_interval_ms = 5000;
 	o->argc = argc - optind;
 	o->argv = argv + optind;
 	return 0;
@@ -633,6 +657,12 @@ int run_main(int argc, char **argv)
 			return run_abandon(mv);
 		fprintf(stderr, "memvisor: warning: running without a control socket\n");
 	}
+	/* Like strace -o: a file that cannot be written stops us before the
+	 * command runs, not after. */
+	if (mv->opts.metrics_file && metrics_file_start(mv) < 0) {
+		ctl_server_stop(mv);
+		return 125;
+	}
 	rc = start_command(mv);
 	if (rc < 0 && !mv->launch_stage) {
 		if (rc == -EPIPE)
@@ -640,6 +670,7 @@ int run_main(int argc, char **argv)
 		else if (mv->listener < 0)
 			fprintf(stderr, "memvisor: cannot receive the seccomp listener: %s\n",
 				strerror(-rc));
+		metrics_file_stop(mv);
 		ctl_server_stop(mv);
 		return 125;
 	}
@@ -653,6 +684,7 @@ int run_main(int argc, char **argv)
 	retire_all(mv);
 	lifecycle_late_exits(mv);
 	int code = final_status(mv);
+	metrics_file_stop(mv);
 	ctl_server_stop(mv);
 	if (mv->opts.stats_json && statsjson_write(mv, mv->opts.stats_json, code) < 0 && code == 0)
 		code = 125;

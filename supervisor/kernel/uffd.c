@@ -24,6 +24,15 @@ int uffd_api(int fd, uint64_t want, uint64_t *missing)
 	return -err;
 }
 
+int uffd_features(int fd, uint64_t *avail)
+{
+	struct uffdio_api api = {.api = UFFD_API};
+	if (ioctl(fd, UFFDIO_API, &api) < 0)
+		return -errno;
+	*avail = api.features;
+	return 0;
+}
+
 int uffd_api_best(int fd, uint64_t need, uint64_t optional, uint64_t *got)
 {
 	uint64_t missing;

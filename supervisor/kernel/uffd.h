@@ -29,6 +29,24 @@
 #define _UFFDIO_POISON (0x08)
 #endif
 
+/* Newer feature bits, named by `memvisor check`: write-protect faults on
+ * never-populated pages (6.4), asynchronous write-protect for dirty
+ * tracking with PAGEMAP_SCAN (6.7), UFFDIO_MOVE (6.8). */
+#ifndef UFFD_FEATURE_WP_UNPOPULATED
+#define UFFD_FEATURE_WP_UNPOPULATED (1 << 13)
+#endif
+#ifndef UFFD_FEATURE_WP_ASYNC
+#define UFFD_FEATURE_WP_ASYNC (1 << 15)
+#endif
+#ifndef UFFD_FEATURE_MOVE
+#define UFFD_FEATURE_MOVE (1 << 16)
+#endif
+
+/* The features the kernel offers on a new uffd: UFFDIO_API asking for
+ * none, which it answers with all it has. The uffd then takes no other
+ * UFFDIO_API: for a probe. No failure point. */
+int uffd_features(int fd, uint64_t *avail);
+
 /* UFFDIO_API asking for `want`; *missing gets the wanted features the
  * kernel does not have (then -EOPNOTSUPP). */
 int uffd_api(int fd, uint64_t want, uint64_t *missing);

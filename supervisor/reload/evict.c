@@ -106,6 +106,10 @@ struct evict {
 	pthread_mutex_t mu;
 	struct evspace *head;
 	uint64_t next_keep_id; /* atomic: ids of the uffds the reaper holds */
+	/* Under mu: bytes evicted over the run, and the counters of the
+	 * spaces that left the list (evict_totals). */
+	uint64_t evicted;
+	struct evict_totals gone;
 };
 
 struct evict *evict_new(struct mv *mv)
@@ -139,10 +143,23 @@ static void space_free(struct evspace *s)
 	free(s);
 }
 
+/* Under reg->mu: what a space leaving the list served stays counted (a
+ * fault its last worker serves after this is not). */
+static void count_gone_locked(struct evspace *s)
+{
+	struct evict_totals *g = &s->reg->gone;
+	pthread_mutex_lock(&s->mu);
+	g->loaded += s->loaded;
+	g->faults += s->faults;
+	hist_merge(&g->lat, &s->lat);
+	pthread_mutex_unlock(&s->mu);
+}
+
 static void unlink_locked(struct evspace *s)
 {
 	for (struct evspace **p = &s->reg->head; *p; p = &(*p)->next)
 		if (*p == s) {
+			count_gone_locked(s);
 			*p = s->next;
 			s->linked = false;
 			s->refs--;
@@ -1083,7 +1100,7 @@ int evict_proc_stopped(struct evict *reg, struct ptrace_proc *pp, const struct i
 		return mv_err_set(err, rc, NULL, "starting the fault workers: %s", strerror(-rc));
 	}
 	link_space(s);
-	uint64_t regions_before = st->regions;
+	uint64_t regions_before = st->regions, bytes_before = st->bytes;
 	for (size_t k = 0; k < ip->n_r; k++) {
 		if (evictable(&ip->r[k]))
 			evict_region(s, &r, &ip->r[k], st);
@@ -1098,6 +1115,9 @@ int evict_proc_stopped(struct evict *reg, struct ptrace_proc *pp, const struct i
 	pthread_rwlock_wrlock(&s->lay);
 	s->evicting = false;
 	pthread_rwlock_unlock(&s->lay);
+	pthread_mutex_lock(&reg->mu);
+	reg->evicted += st->bytes - bytes_before;
+	pthread_mutex_unlock(&reg->mu);
 	if (st->regions == regions_before)
 		stop_space(s); /* nothing dropped: nothing to serve */
 	evict_put(s);
@@ -1289,4 +1309,21 @@ json_t *evict_status_json(struct evict *reg)
 	}
 	pthread_mutex_unlock(&reg->mu);
 	return a;
+}
+
+void evict_totals(struct evict *reg, struct evict_totals *t)
+{
+	pthread_mutex_lock(&reg->mu);
+	*t = reg->gone;
+	t->evicted = reg->evicted;
+	for (struct evspace *s = reg->head; s; s = s->next) {
+		pthread_mutex_lock(&s->mu);
+		t->spaces++;
+		t->owed += s->owed;
+		t->loaded += s->loaded;
+		t->faults += s->faults;
+		hist_merge(&t->lat, &s->lat);
+		pthread_mutex_unlock(&s->mu);
+	}
+	pthread_mutex_unlock(&reg->mu);
 }

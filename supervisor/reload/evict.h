@@ -19,6 +19,7 @@
 #ifndef MV_EVICT_H
 #define MV_EVICT_H
 
+#include "common/hist.h"
 #include "state/image.h"
 #include "supervisor/kernel/ptrace.h"
 
@@ -96,5 +97,16 @@ pid_t evict_space_pid(const struct evspace *s);
 
 /* Every evicted space, for `status`. */
 json_t *evict_status_json(struct evict *reg);
+
+/* Totals over the run, for metrics: the spaces still evicted and the
+ * bytes they owe now; counters that only grow (spaces that are done
+ * count on): bytes evicted, bytes loaded back, faults served and their
+ * latency (ns). */
+struct evict_totals {
+	uint64_t spaces, owed;
+	uint64_t evicted, loaded, faults;
+	struct hist lat;
+};
+void evict_totals(struct evict *reg, struct evict_totals *t);
 
 #endif
