@@ -61,6 +61,13 @@ uint64_t mv_now_ns(void)
 	return clock_ns(CLOCK_MONOTONIC);
 }
 
+uint64_t mv_thread_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 uint64_t mv_wall_ns(void)
 {
 	return clock_ns(CLOCK_REALTIME);

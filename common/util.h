@@ -56,6 +56,8 @@ char *xstrdup(const char *s);
 
 /* Monotonic and wall clocks in nanoseconds. */
 uint64_t mv_now_ns(void);
+/* CPU time of the calling thread (CLOCK_THREAD_CPUTIME_ID), ns. */
+uint64_t mv_thread_cpu_ns(void);
 uint64_t mv_wall_ns(void);
 
 /* Read a whole file (relative to dirfd, or absolute) into a NUL-terminated

@@ -93,6 +93,7 @@ struct evspace {
 	size_t cursor;	       /* the loader's place in ch[] */
 	unsigned enoent;       /* the loader's copies in a row that found no range */
 	uint64_t faults, fault_bytes, zero_faults;
+	uint64_t cpu_ns; /* the workers' CPU time serving faults (atomic) */
 	struct hist lat;
 	struct evspace *next;
 };
@@ -584,6 +585,9 @@ static int serve_fault(struct evspace *s, uint64_t addr, pid_t who, void *buf, u
 		uint32_t hi = MV_MIN(c.first + c.n, idx / FAULT_WINDOW * FAULT_WINDOW + FAULT_WINDOW);
 		uint64_t ok[EXT_WORDS] = {0};
 		int bad = read_pages(s, &e, lo, hi, buf, ok);
+		/* A read error may pass; a checksum mismatch does not. */
+		for (int t = 0; t < 2 && !bit(ok, idx) && bad != -EBADMSG; t++)
+			bad = read_pages(s, &e, lo, hi, buf, ok);
 		pthread_rwlock_rdlock(&s->lay);
 		struct ev_chunk now;
 		if (!chunk_at(s, addr, &now, NULL) || now.ext != c.ext) {
@@ -888,8 +892,11 @@ static void *worker_main(void *arg)
 			mark_dead(s, "its address space is gone (exit or exec)");
 			break;
 		}
-		if (n > 0 && read_messages(w))
+		if (n > 0 && read_messages(w)) {
+			uint64_t t0 = mv_thread_cpu_ns();
 			serve_queue(w);
+			__atomic_fetch_add(&s->cpu_ns, mv_thread_cpu_ns() - t0, __ATOMIC_RELAXED);
+		}
 	}
 	free(w->buf);
 	evict_put(s);
@@ -979,36 +986,10 @@ static void build_map(struct evspace *s, const struct img *im, const struct img_
 	qsort(s->ch, s->n_ch, sizeof(*s->ch), cmp_chunk);
 }
 
-/* userfaultfd(2) inside the process, then its fd fetched into ours. */
-static int make_uffd(struct remote *r, int pidfd, int *out, struct mv_err *err)
-{
-	long a[6] = {O_CLOEXEC | O_NONBLOCK}, tfd = -1, ignored;
-	int rc = remote_syscall_stopped(r, SYS_userfaultfd, a, &tfd);
-	if (rc < 0)
-		return mv_err_set(err, rc, NULL, "injecting userfaultfd(2) into process %d: %s",
-				  r->pid, strerror(-rc));
-	if (tfd < 0)
-		return mv_err_set(
-		    err, (int)tfd, NULL,
-		    "userfaultfd(2) failed in process %d: %s (evict needs userfaultfd: "
-		    "CAP_SYS_PTRACE or vm.unprivileged_userfaultfd=1)",
-		    r->pid, strerror((int)-tfd));
-	int fd = (int)syscall(SYS_pidfd_getfd, pidfd, (int)tfd, 0);
-	int gerr = errno;
-	long c[6] = {tfd};
-	if (remote_syscall_stopped(r, SYS_close, c, &ignored) < 0)
-		log_warn("evict: process %d keeps a copy of its userfaultfd (fd %ld)", r->pid, tfd);
-	if (fd < 0)
-		return mv_err_set(err, -gerr, NULL, "pidfd_getfd of process %d's userfaultfd: %s",
-				  r->pid, strerror(gerr));
-	*out = fd;
-	return 0;
-}
-
 static int setup_space(struct evspace *s, struct ptrace_proc *pp, struct remote *r, const char *dir,
 		       const char *id, struct mv_err *err)
 {
-	int rc = make_uffd(r, pp->pidfd, &s->uffd, err);
+	int rc = remote_userfaultfd_stopped(r, pp->pidfd, &s->uffd, err);
 	if (rc < 0)
 		return rc;
 	rc = uffd_api_best(s->uffd, UFFD_EVICT_FEATURES,
@@ -1283,13 +1264,15 @@ void evict_space_finish(struct evspace *s, uint64_t *huge, uint64_t *huge_restor
 	stop_space(s);
 }
 
-void evict_space_faults(struct evspace *s, void *hist, uint64_t *faults, uint64_t *bytes)
+void evict_space_faults(struct evspace *s, void *hist, uint64_t *faults, uint64_t *bytes,
+			uint64_t *cpu_ns)
 {
 	pthread_mutex_lock(&s->mu);
 	hist_merge(hist, &s->lat);
 	*faults += s->faults;
 	*bytes += s->loaded;
 	pthread_mutex_unlock(&s->mu);
+	*cpu_ns += __atomic_load_n(&s->cpu_ns, __ATOMIC_RELAXED);
 }
 
 json_t *evict_status_json(struct evict *reg)

@@ -89,8 +89,10 @@ int evict_load_step(struct evspace *s, void *buf, uint64_t *bytes_read);
  * close the uffd (the kernel unregisters every range), forget the space. */
 void evict_space_finish(struct evspace *s, uint64_t *huge, uint64_t *huge_restored);
 
-/* Fault statistics of a space merged into h; faults and bytes served. */
-void evict_space_faults(struct evspace *s, void *hist, uint64_t *faults, uint64_t *bytes);
+/* Fault statistics of a space merged into h; faults and bytes served,
+ * and the CPU time its fault workers spent serving (added to each). */
+void evict_space_faults(struct evspace *s, void *hist, uint64_t *faults, uint64_t *bytes,
+			uint64_t *cpu_ns);
 
 /* The pid the space was evicted from (0 for a fork child). */
 pid_t evict_space_pid(const struct evspace *s);

@@ -26,6 +26,7 @@ struct reload {
 	size_t n;
 	uint64_t t0, t_loading, bytes_read, total, last_progress;
 	uint64_t huge, huge_restored, huge_ns; /* thp.h */
+	uint64_t cpu_ns;		       /* the loader thread's CPU time loading */
 	unsigned gone;
 };
 
@@ -74,13 +75,15 @@ static void pace(struct reload *r)
 	nanosleep(&ts, NULL);
 }
 
-static json_t *fault_json(struct reload *r, uint64_t *loaded)
+static json_t *fault_json(struct reload *r, uint64_t *loaded, uint64_t *workers_ns)
 {
 	struct hist *h = xcalloc(1, sizeof(*h));
-	uint64_t faults = 0;
+	uint64_t faults = 0, wns = 0;
 	*loaded = 0;
 	for (size_t i = 0; i < r->n; i++)
-		evict_space_faults(r->sp[i], h, &faults, loaded);
+		evict_space_faults(r->sp[i], h, &faults, loaded, &wns);
+	if (workers_ns)
+		*workers_ns = wns;
 	json_t *o =
 	    json_pack("{s:I, s:I, s:I, s:I, s:I}", "faults", (json_int_t)faults, "fault_p50_ns",
 		      (json_int_t)hist_quantile(h, 0.5), "fault_p99_ns",
@@ -97,7 +100,7 @@ static void progress(struct reload *r, bool force)
 		return;
 	r->last_progress = now;
 	uint64_t loaded;
-	json_t *p = fault_json(r, &loaded);
+	json_t *p = fault_json(r, &loaded, NULL);
 	json_object_set_new(p, "pages_loaded", json_integer((json_int_t)(loaded / IMG_PAGE)));
 	json_object_set_new(p, "pages_total", json_integer((json_int_t)(r->total / IMG_PAGE)));
 	json_object_set_new(p, "read_bytes", json_integer((json_int_t)r->bytes_read));
@@ -173,6 +176,7 @@ static int load_all(struct reload *r)
 	int rc = 0;
 	size_t done = 0;
 	r->t_loading = mv_now_ns();
+	uint64_t cpu0 = mv_thread_cpu_ns();
 	for (;;) {
 		add_spaces(r);
 		if (done == r->n)
@@ -185,14 +189,15 @@ static int load_all(struct reload *r)
 		if (rc < 0)
 			break;
 	}
+	r->cpu_ns = mv_thread_cpu_ns() - cpu0;
 	free(buf);
 	return rc;
 }
 
 static json_t *result_json(struct reload *r)
 {
-	uint64_t loaded, end = mv_now_ns();
-	json_t *o = fault_json(r, &loaded);
+	uint64_t loaded, workers_ns, end = mv_now_ns();
+	json_t *o = fault_json(r, &loaded, &workers_ns);
 	double secs = (double)(end - r->t_loading - r->huge_ns) / 1e9;
 	json_object_update_new(
 	    o,
@@ -202,6 +207,14 @@ static json_t *result_json(struct reload *r)
 		      (json_int_t)(r->total / IMG_PAGE), "bytes", (json_int_t)loaded, "read_bytes",
 		      (json_int_t)r->bytes_read, "verify_s", (double)(r->t_loading - r->t0) / 1e9,
 		      "load_s", secs, "read_rate", secs > 0 ? (double)r->bytes_read / secs : 0.0));
+	/* CPU per GiB installed: what the loading takes from the program
+	 * on a machine with few CPUs (collapsing huge pages included). */
+	double gib = (double)loaded / (double)(1ull << 30);
+	double cpu = (double)(r->cpu_ns + workers_ns) / 1e9;
+	json_object_update_new(o, json_pack("{s:f, s:f, s:f}", "loader_cpu_s",
+					    (double)r->cpu_ns / 1e9, "workers_cpu_s",
+					    (double)workers_ns / 1e9, "cpu_s_per_gib",
+					    gib > 0 ? cpu / gib : 0.0));
 	json_object_update_new(o, json_pack("{s:I, s:I, s:f}", "huge_bytes", (json_int_t)r->huge,
 					    "huge_restored_bytes", (json_int_t)r->huge_restored,
 					    "huge_s", (double)r->huge_ns / 1e9));
