@@ -19,14 +19,15 @@ static const char *const registry[] = {
     "ckpt_rename",	"ckpt_seize",
     "ctl_accept",	"ctl_alloc",
     "ctl_read",		"ctl_write",
-    "img_read",		"notify_recv",
-    "notify_send",	"notify_stall",
-    "pidfd_info",	"pidfd_open",
-    "proc_read",	"procmap_read",
-    "ptrace_getregs",	"ptrace_interrupt",
-    "reload_copy_gone", "remote_syscall",
-    "statsjson_write",	"uffd_api",
-    "uffd_copy",	"uffd_register",
+    "evict_read",	"img_read",
+    "notify_recv",	"notify_send",
+    "notify_stall",	"pidfd_info",
+    "pidfd_open",	"proc_read",
+    "procmap_read",	"ptrace_getregs",
+    "ptrace_interrupt", "reload_copy_gone",
+    "remote_syscall",	"statsjson_write",
+    "uffd_api",		"uffd_copy",
+    "uffd_register",	"uffd_writeprotect",
 };
 
 static struct point {

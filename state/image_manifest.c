@@ -696,8 +696,8 @@ static void region_owner(char *buf, size_t len, const struct img_proc *p,
 		 (unsigned long long)r->end);
 }
 
-static int check_region(const struct img *im, const struct img_proc *p, size_t k,
-			uint64_t data_end, struct mv_err *err)
+static int check_region(const struct img *im, const struct img_proc *p, size_t k, uint64_t data_end,
+			struct mv_err *err)
 {
 	const struct img_region *r = &p->r[k];
 	char owner[96];

@@ -41,6 +41,11 @@ static const struct cli_arg checkpoint_args[] = {
      .kind = CLI_FLAG,
      .key = "evict",
      .help = "then drop the private memory; it is served back on demand"},
+    {.name = "live",
+     .kind = CLI_FLAG,
+     .key = "live",
+     .help = "copy private memory while the program runs: it stops only to be "
+	     "write-protected"},
     {.name = "buffer",
      .arg = "SIZE",
      .kind = CLI_SIZE,

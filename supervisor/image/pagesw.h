@@ -79,9 +79,9 @@ int pagesw_error(struct pagesw *w);
  * waiting for a whole step. */
 void pagesw_flush_now(struct pagesw *w);
 
-/* Drain, write the page checksums at h->sums_off and the header, and start the final fdatasync (on the flusher
- * thread, so that the caller can write the manifest meanwhile). Returns
- * the first error. */
+/* Drain, write the page checksums at h->sums_off and the header, and start the final fdatasync (on
+ * the flusher thread, so that the caller can write the manifest meanwhile). Returns the first
+ * error. */
 int pagesw_seal(struct pagesw *w, const struct img_header *h);
 
 /* Wait for that fdatasync; its result. */

@@ -221,11 +221,11 @@ int imgread_verify(const struct imgread *r, void (*progress)(uint64_t, uint64_t,
 			crc = k ? crc32c_combine_page(crc, pc) : pc;
 			if (r->im.sums && pc != img_page_sum(&r->im, at)) {
 				imgread_describe(r, &refs[i], where, sizeof(where));
-				rc = mv_err_set(err, -EBADMSG, NULL,
-						"%s: page %u (pages offset %#llx): checksum mismatch "
-						"(stored %08x, computed %08x)",
-						where, k, (unsigned long long)at,
-						img_page_sum(&r->im, at), pc);
+				rc = mv_err_set(
+				    err, -EBADMSG, NULL,
+				    "%s: page %u (pages offset %#llx): checksum mismatch "
+				    "(stored %08x, computed %08x)",
+				    where, k, (unsigned long long)at, img_page_sum(&r->im, at), pc);
 			}
 		}
 		if (rc == 0 && crc != e->crc) {

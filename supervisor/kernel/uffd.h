@@ -10,6 +10,7 @@
 #define MV_UFFD_H
 
 #include <linux/userfaultfd.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -58,6 +59,16 @@ int uffd_api_best(int fd, uint64_t need, uint64_t optional, uint64_t *got);
 
 /* Register [start, start+len) for missing-page faults. */
 int uffd_register(int fd, uint64_t start, uint64_t len);
+
+/* Register [start, start+len) in mode (UFFDIO_REGISTER_MODE_*). */
+int uffd_register_mode(int fd, uint64_t start, uint64_t len, uint64_t mode);
+
+/* Write-protect [start, start+len) (registered in MODE_WP), or lift the
+ * protection and wake the threads waiting on it. -EAGAIN: the layout is
+ * changing (an event of this uffd is not read yet: mmap_changing, which
+ * the kernel checks first); -ESRCH: the mm is gone. Failure point
+ * uffd_writeprotect (EIO). */
+int uffd_writeprotect(int fd, uint64_t start, uint64_t len, bool protect);
 
 /* Unregister [start, start+len): its faults go back to the kernel. */
 int uffd_unregister(int fd, uint64_t start, uint64_t len);

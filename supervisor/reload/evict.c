@@ -582,7 +582,8 @@ static int serve_fault(struct evspace *s, uint64_t addr, pid_t who, void *buf, u
 		pthread_rwlock_unlock(&s->lay);
 		uint32_t idx = c.first + (uint32_t)((addr - c.addr) / PG);
 		uint32_t lo = MV_MAX(c.first, idx / FAULT_WINDOW * FAULT_WINDOW);
-		uint32_t hi = MV_MIN(c.first + c.n, idx / FAULT_WINDOW * FAULT_WINDOW + FAULT_WINDOW);
+		uint32_t hi =
+		    MV_MIN(c.first + c.n, idx / FAULT_WINDOW * FAULT_WINDOW + FAULT_WINDOW);
 		uint64_t ok[EXT_WORDS] = {0};
 		int bad = read_pages(s, &e, lo, hi, buf, ok);
 		/* A read error may pass; a checksum mismatch does not. */
@@ -1232,10 +1233,11 @@ int evict_load_step(struct evspace *s, void *buf, uint64_t *bytes_read)
 	if (rc == 0 && bad) {
 		/* The good pages are in; the bad ones stay owed, and a fault
 		 * on one makes it unservable (SIGBUS), never zeros. */
-		log_error("evict: the image %s cannot give back pages of the extent at pages offset "
-			  "%#llx: %s",
-			  s->dir, (unsigned long long)e.off,
-			  bad == -EBADMSG ? "a page fails its checksum" : strerror(-bad));
+		log_error(
+		    "evict: the image %s cannot give back pages of the extent at pages offset "
+		    "%#llx: %s",
+		    s->dir, (unsigned long long)e.off,
+		    bad == -EBADMSG ? "a page fails its checksum" : strerror(-bad));
 		return bad;
 	}
 	if (rc == 0 && enoent)

@@ -124,11 +124,12 @@ static int load_space(struct reload *r, struct evspace *s, void *buf)
 			return 0;
 		}
 		if (rc == -EBADMSG) {
-			job_fail(r->j, MV_E_CORRUPT_IMAGE,
-				 "loading process %d from %s: a page fails its checksum "
-				 "(checksum mismatch): the image is corrupt; the bad pages were not "
-				 "loaded and the rest stays evicted",
-				 evict_space_pid(s), r->req->dir);
+			job_fail(
+			    r->j, MV_E_CORRUPT_IMAGE,
+			    "loading process %d from %s: a page fails its checksum "
+			    "(checksum mismatch): the image is corrupt; the bad pages were not "
+			    "loaded and the rest stays evicted",
+			    evict_space_pid(s), r->req->dir);
 			return rc;
 		}
 		if (rc < 0) {
@@ -211,10 +212,10 @@ static json_t *result_json(struct reload *r)
 	 * on a machine with few CPUs (collapsing huge pages included). */
 	double gib = (double)loaded / (double)(1ull << 30);
 	double cpu = (double)(r->cpu_ns + workers_ns) / 1e9;
-	json_object_update_new(o, json_pack("{s:f, s:f, s:f}", "loader_cpu_s",
-					    (double)r->cpu_ns / 1e9, "workers_cpu_s",
-					    (double)workers_ns / 1e9, "cpu_s_per_gib",
-					    gib > 0 ? cpu / gib : 0.0));
+	json_object_update_new(o,
+			       json_pack("{s:f, s:f, s:f}", "loader_cpu_s", (double)r->cpu_ns / 1e9,
+					 "workers_cpu_s", (double)workers_ns / 1e9, "cpu_s_per_gib",
+					 gib > 0 ? cpu / gib : 0.0));
 	json_object_update_new(o, json_pack("{s:I, s:I, s:f}", "huge_bytes", (json_int_t)r->huge,
 					    "huge_restored_bytes", (json_int_t)r->huge_restored,
 					    "huge_s", (double)r->huge_ns / 1e9));
