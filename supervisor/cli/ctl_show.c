@@ -212,6 +212,31 @@ static double ms(json_t *o, const char *key)
 	return (double)jint(o, key) / 1e6;
 }
 
+/* checkpoint --live: what was copied while the program ran, or why the
+ * live copy was given up. */
+static void render_live(json_t *lv)
+{
+	char a[32], b[32];
+	if (!lv)
+		return;
+	if (!json_is_true(json_object_get(lv, "live"))) {
+		printf("  live copy given up (%s): stopped again for the whole copy (the first "
+		       "pause %.1f ms)\n",
+		       jstr(lv, "fallback"), ms(lv, "live_pause_ns"));
+		return;
+	}
+	printf("  live: %s copied while it ran, %s during the pause; %lld writes waited "
+	       "(%lld pages copied first for them)\n",
+	       hsize(json_object_get(lv, "live_bytes"), a, sizeof(a)),
+	       hsize(json_object_get(lv, "paused_bytes"), b, sizeof(b)), jint(lv, "write_faults"),
+	       jint(lv, "kept_pages"));
+	size_t i;
+	json_t *p;
+	json_array_foreach(json_object_get(lv, "paused"), i, p)
+	    printf("  copied during the pause: process %lld %s: %s\n", jint(p, "pid"),
+		   jstr(p, "memory"), jstr(p, "why"));
+}
+
 static void render_checkpoint_result(json_t *res)
 {
 	char a[32], b[32], c[32];
@@ -228,6 +253,7 @@ static void render_checkpoint_result(json_t *res)
 	       ms(res, "pause_ns"), ms(res, "stop_ns"), ms(res, "layout_ns"), ms(res, "copy_ns"),
 	       ms(res, "sync_ns"), ms(res, "elapsed_ns"),
 	       json_real_value(json_object_get(res, "rate")) / 1e6);
+	render_live(json_object_get(res, "live"));
 	json_t *ev = json_object_get(res, "evicted");
 	if (ev)
 		printf("  evicted: %s in %lld regions (%lld left resident; shared memory stays "
