@@ -65,6 +65,7 @@
 #define LIVE_NEED (UFFD_FEATURE_EVENT_REMAP | UFFD_FEATURE_EVENT_REMOVE | UFFD_FEATURE_EVENT_UNMAP)
 #define LIVE_WANT UFFD_FEATURE_THREAD_ID
 #define WHY_LEN	  256
+#define KEEP_WINDOW 16u /* pages kept at once for a write fault */
 
 /* An extent copied live. */
 struct lext {
@@ -296,45 +297,59 @@ static void set_lost_locked(struct live *lv, const char *fmt, ...)
 	log_info("checkpoint --live: %s: starting again, stopping the program", lv->lost);
 }
 
-/* A write fault at addr: keep the page as it is (it has not changed
- * since the pause), then let the write through. -EAGAIN: an event is to
- * be read first. Under lv->mu. */
+/* A write fault at addr: keep the pages of the aligned KEEP_WINDOW
+ * around it that are neither copied nor kept (they have not changed
+ * since the pause: still protected), then lift their protection, which
+ * lets the write through. A window, not one page: a program writing
+ * through its memory takes one fault per window, not per page. -EAGAIN:
+ * an event is to be read first. Under lv->mu. */
 static int keep_page_locked(struct ckpt *c, struct lproc *lp, uint64_t addr)
 {
 	struct live *lv = c->live;
 	struct lext *x = find_lext(lp, addr);
-	uint32_t k = x ? (uint32_t)((addr - x->e->addr) / PG) : 0;
-	if (x && !x->copied && !(x->saved && x->saved[k])) {
-		void *page = xmalloc(PG);
-		ssize_t n = vm_read(c->p[lp->proc].pt.pid, addr, page, PG);
-		if (n != (ssize_t)PG) {
-			free(page);
-			if (n == -ESRCH) {
-				lp->gone = true;
-				return 0;
-			}
-			set_lost_locked(lv, "process %d: reading %#llx before a write: %s",
-					c->p[lp->proc].pt.pid, (unsigned long long)addr,
-					strerror(n < 0 ? (int)-n : EIO));
+	if (!x || x->copied) {
+		/* Copied already, or never in the image (a page that was the
+		 * zero page at the pause): let the write through. */
+		int rc = uffd_writeprotect(lp->uffd, addr, PG, false);
+		return rc == -EAGAIN ? rc : 0;
+	}
+	const struct img_extent *e = x->e;
+	uint32_t k = (uint32_t)((addr - e->addr) / PG);
+	uint32_t a = k / KEEP_WINDOW * KEEP_WINDOW, b = MV_MIN(e->pages, a + KEEP_WINDOW);
+	uint64_t start = e->addr + a * PG, len = (uint64_t)(b - a) * PG;
+	char *buf = xmalloc(len);
+	ssize_t n = vm_read(c->p[lp->proc].pt.pid, start, buf, len);
+	if (n != (ssize_t)len) {
+		free(buf);
+		if (n == -ESRCH) {
+			lp->gone = true;
 			return 0;
 		}
-		int rc = uffd_writeprotect(lp->uffd, addr, PG, false);
-		if (rc < 0) {
-			free(page);
-			if (rc == -ESRCH)
-				lp->gone = true;
-			return rc == -EAGAIN ? rc : 0;
-		}
-		if (!x->saved)
-			x->saved = xcalloc(x->e->pages, sizeof(*x->saved));
-		x->saved[k] = page;
-		lv->kept++;
+		set_lost_locked(lv, "process %d: reading %#llx before a write: %s",
+				c->p[lp->proc].pt.pid, (unsigned long long)start,
+				strerror(n < 0 ? (int)-n : EIO));
 		return 0;
 	}
-	/* Copied already, kept already, or never in the image (a page that
-	 * was the zero page at the pause): let the write through. */
-	int rc = uffd_writeprotect(lp->uffd, addr, PG, false);
-	return rc == -EAGAIN ? rc : 0;
+	int rc = uffd_writeprotect(lp->uffd, start, len, false);
+	if (rc < 0) {
+		free(buf);
+		if (rc == -ESRCH)
+			lp->gone = true;
+		return rc == -EAGAIN ? rc : 0;
+	}
+	if (!x->saved)
+		x->saved = xcalloc(e->pages, sizeof(*x->saved));
+	/* A page kept before was unprotected then and may have changed
+	 * since: its kept copy stays. */
+	for (uint32_t p = a; p < b; p++) {
+		if (x->saved[p])
+			continue;
+		x->saved[p] = xmalloc(PG);
+		memcpy(x->saved[p], buf + (size_t)(p - a) * PG, PG);
+		lv->kept++;
+	}
+	free(buf);
+	return 0;
 }
 
 /* munmap, mremap, madvise of [start, end): pages not copied nor kept in
