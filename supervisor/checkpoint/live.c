@@ -59,12 +59,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PG	  4096ull
-#define MSG_BATCH 32
-#define PENDING	  256
-#define LIVE_NEED (UFFD_FEATURE_EVENT_REMAP | UFFD_FEATURE_EVENT_REMOVE | UFFD_FEATURE_EVENT_UNMAP)
-#define LIVE_WANT UFFD_FEATURE_THREAD_ID
-#define WHY_LEN	  256
+#define PG	    4096ull
+#define MSG_BATCH   32
+#define PENDING	    256
+#define LIVE_NEED   (UFFD_FEATURE_EVENT_REMAP | UFFD_FEATURE_EVENT_REMOVE | UFFD_FEATURE_EVENT_UNMAP)
+#define LIVE_WANT   UFFD_FEATURE_THREAD_ID
+#define WHY_LEN	    256
 #define KEEP_WINDOW 16u /* pages kept at once for a write fault */
 
 /* An extent copied live. */
