@@ -137,4 +137,18 @@ struct pidfd_info {
 #define SYS_process_madvise 440
 #endif
 
+/* Linux 6.5: how much of a file range is in the page cache, without
+ * reading it or starting readahead (mm/filemap.c cachestat). */
+#ifndef SYS_cachestat
+#if defined(__x86_64__) || defined(__aarch64__)
+#define SYS_cachestat 451
+#endif
+#endif
+struct mv_cachestat_range {
+	uint64_t off, len;
+};
+struct mv_cachestat {
+	uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+};
+
 #endif

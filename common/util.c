@@ -25,6 +25,14 @@ void *xmalloc(size_t n)
 	return p;
 }
 
+void *xmalloc_pages(size_t n)
+{
+	void *p = NULL;
+	if (posix_memalign(&p, 4096, n ? n : 1) != 0)
+		oom(n);
+	return p;
+}
+
 void *xcalloc(size_t n, size_t size)
 {
 	void *p = calloc(n ? n : 1, size ? size : 1);

@@ -50,6 +50,8 @@ static inline void mv_closep(int *fd)
 
 /* Allocation that cannot fail: out of memory in the supervisor aborts with a message. */
 void *xmalloc(size_t n);
+/* Page-aligned (O_DIRECT buffers); free() it. */
+void *xmalloc_pages(size_t n);
 void *xcalloc(size_t n, size_t size);
 void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);

@@ -173,7 +173,7 @@ static void finish_space(struct reload *r, struct evspace *s)
  * a pass finds nothing owed. */
 static int load_all(struct reload *r)
 {
-	void *buf = xmalloc(IMG_EXTENT_MAX);
+	void *buf = xmalloc_pages(IMG_EXTENT_MAX);
 	int rc = 0;
 	size_t done = 0;
 	r->t_loading = mv_now_ns();
