@@ -1234,22 +1234,14 @@ static int range_gone(struct evspace *s, uint32_t ext)
 	return 1;
 }
 
-int evict_load_step(struct evspace *s, void *buf, uint64_t *bytes_read)
+/* Install the good pages of extent e (read into buf, ok) wherever its
+ * chunks are now; the second half of a load step. Returns 1, or -errno
+ * as evict_load_all. */
+static int install(struct evspace *s, uint32_t ext, const struct ev_ext *e, const void *buf,
+		   const uint64_t *ok, int bad)
 {
-	if (s->dead)
-		return -ESRCH;
-	struct ev_chunk c;
-	struct ev_ext e;
-	if (!next_owed(s, &c, &e))
-		return 0;
-	uint32_t a = 0, b = e.pages;
-	uint64_t ok[EXT_WORDS] = {0};
-	int bad = 0, rc;
-	if (owed_span(s, c.ext, &a, &b)) {
-		bad = read_pages(s, &e, a, b, buf, ok, true);
-		*bytes_read += (uint64_t)(b - a) * PG;
-	}
 	unsigned enoent;
+	int rc;
 	for (int tries = 0;; tries++) {
 		enoent = 0;
 		pthread_rwlock_rdlock(&s->lay);
@@ -1257,7 +1249,7 @@ int evict_load_step(struct evspace *s, void *buf, uint64_t *bytes_read)
 		if (fault_hit("reload_copy_gone"))
 			enoent = 1, rc = 0;
 		else
-			rc = copy_ext(s, c.ext, buf, ok, &enoent);
+			rc = copy_ext(s, ext, buf, ok, &enoent);
 		pthread_rwlock_unlock(&s->lay);
 		if (rc != -EAGAIN || tries > 10000)
 			break;
@@ -1271,14 +1263,156 @@ int evict_load_step(struct evspace *s, void *buf, uint64_t *bytes_read)
 		log_error(
 		    "evict: the image %s cannot give back pages of the extent at pages offset "
 		    "%#llx: %s",
-		    s->dir, (unsigned long long)e.off,
+		    s->dir, (unsigned long long)e->off,
 		    bad == -EBADMSG ? "a page fails its checksum" : strerror(-bad));
 		return bad;
 	}
 	if (rc == 0 && enoent)
-		return range_gone(s, c.ext);
+		return range_gone(s, ext);
 	s->enoent = 0;
 	return rc < 0 ? rc : 1;
+}
+
+/* ---- the loader's pipeline: threads read, the caller installs ---- */
+
+#define LOAD_READERS 2 /* O_DIRECT reads in flight: one at a time left the disk idle */
+#define LOAD_SLOTS   (2 * LOAD_READERS)
+
+enum { SLOT_FREE, SLOT_READING, SLOT_FULL };
+
+struct lslot {
+	struct ev_chunk c;
+	struct ev_ext e;
+	uint64_t ok[EXT_WORDS];
+	int bad;
+	int state; /* under lpipe.mu */
+	void *buf;
+};
+
+struct lpipe {
+	struct evspace *s;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct lslot sl[LOAD_SLOTS];
+	bool end;  /* a reader found nothing owed */
+	bool stop; /* the installer gave up */
+	const struct evict_load_ops *ops;
+	void *arg;
+	uint64_t reader_cpu_ns; /* under mu */
+};
+
+/* The next chunk with owed pages after the last one picked: the readers
+ * move on while the installer works on what they read (a chunk picked
+ * again before it was installed is read twice, and installed once). */
+static bool pick(struct evspace *s, struct ev_chunk *c, struct ev_ext *e)
+{
+	if (!next_owed(s, c, e))
+		return false;
+	pthread_mutex_lock(&s->mu);
+	s->cursor = s->n_ch ? (s->cursor + 1) % s->n_ch : 0;
+	pthread_mutex_unlock(&s->mu);
+	return true;
+}
+
+/* A slot in state from, or NULL. Under p->mu. */
+static struct lslot *slot_in(struct lpipe *p, int from)
+{
+	for (int i = 0; i < LOAD_SLOTS; i++)
+		if (p->sl[i].state == from)
+			return &p->sl[i];
+	return NULL;
+}
+
+static void *reader_main(void *arg)
+{
+	struct lpipe *p = arg;
+	struct evspace *s = p->s;
+	evict_boost_thread(EVICT_LOADER_NICE);
+	for (;;) {
+		pthread_mutex_lock(&p->mu);
+		struct lslot *sl;
+		while (!(sl = slot_in(p, SLOT_FREE)) && !p->stop && !p->end)
+			pthread_cond_wait(&p->cv, &p->mu);
+		bool go = sl && !p->stop && !p->end;
+		if (go)
+			sl->state = SLOT_READING;
+		pthread_mutex_unlock(&p->mu);
+		if (!go)
+			break;
+		p->ops->pace(p->arg);
+		bool more = !s->dead && pick(s, &sl->c, &sl->e);
+		if (more) {
+			uint32_t a = 0, b = sl->e.pages;
+			memset(sl->ok, 0, sizeof(sl->ok));
+			sl->bad = 0;
+			if (owed_span(s, sl->c.ext, &a, &b)) {
+				sl->bad = read_pages(s, &sl->e, a, b, sl->buf, sl->ok, true);
+				p->ops->read(p->arg, (uint64_t)(b - a) * PG);
+			}
+		}
+		pthread_mutex_lock(&p->mu);
+		sl->state = more ? SLOT_FULL : SLOT_FREE;
+		if (!more)
+			p->end = true;
+		pthread_cond_broadcast(&p->cv);
+		pthread_mutex_unlock(&p->mu);
+	}
+	uint64_t cpu = mv_thread_cpu_ns();
+	pthread_mutex_lock(&p->mu);
+	p->reader_cpu_ns += cpu;
+	pthread_mutex_unlock(&p->mu);
+	return NULL;
+}
+
+int evict_load_all(struct evspace *s, const struct evict_load_ops *ops, void *arg,
+		   uint64_t *reader_cpu_ns)
+{
+	struct lpipe p = {.s = s, .ops = ops, .arg = arg};
+	pthread_mutex_init(&p.mu, NULL);
+	pthread_cond_init(&p.cv, NULL);
+	for (int i = 0; i < LOAD_SLOTS; i++)
+		p.sl[i].buf = xmalloc_pages(IMG_EXTENT_MAX);
+	pthread_t t[LOAD_READERS];
+	int started = 0, rc = 0;
+	for (; started < LOAD_READERS; started++)
+		if ((rc = -pthread_create(&t[started], NULL, reader_main, &p)) < 0)
+			break;
+	if (started)
+		rc = 0;
+	for (;;) {
+		pthread_mutex_lock(&p.mu);
+		struct lslot *sl;
+		while (!(sl = slot_in(&p, SLOT_FULL)) && !(p.end && !slot_in(&p, SLOT_READING)) &&
+		       started)
+			pthread_cond_wait(&p.cv, &p.mu);
+		pthread_mutex_unlock(&p.mu);
+		if (!sl)
+			break; /* the readers ended and every slot is installed */
+		int r = s->dead ? -ESRCH : install(s, sl->c.ext, &sl->e, sl->buf, sl->ok, sl->bad);
+		pthread_mutex_lock(&p.mu);
+		sl->state = SLOT_FREE;
+		if (r < 0)
+			p.stop = true;
+		pthread_cond_broadcast(&p.cv);
+		pthread_mutex_unlock(&p.mu);
+		ops->progress(arg);
+		if (r < 0) {
+			rc = r;
+			break;
+		}
+	}
+	pthread_mutex_lock(&p.mu);
+	p.stop = true;
+	pthread_cond_broadcast(&p.cv);
+	pthread_mutex_unlock(&p.mu);
+	for (int i = 0; i < started; i++)
+		pthread_join(t[i], NULL);
+	*reader_cpu_ns += p.reader_cpu_ns;
+	for (int i = 0; i < LOAD_SLOTS; i++)
+		free(p.sl[i].buf);
+	pthread_mutex_destroy(&p.mu);
+	pthread_cond_destroy(&p.cv);
+	return rc;
 }
 
 void evict_space_finish(struct evspace *s, uint64_t *huge, uint64_t *huge_restored)

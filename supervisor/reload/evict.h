@@ -74,14 +74,25 @@ void evict_put(struct evspace *s);
 /* The loader's side: bytes of image pages still owed, and loaded so far. */
 void evict_space_counts(struct evspace *s, uint64_t *owed, uint64_t *loaded);
 
-/* Load one chunk's worth of owed pages: reads one extent (rate-limited by
- * the caller through *bytes_read), checks its checksum, installs the pages
- * not present. Returns 1 when something was done, 0 when nothing is owed,
- * -errno on failure (-ESRCH: the mm is gone, nothing more to do; -EBADMSG:
- * the extent fails its checksum, -EIO or another read error: the image
- * cannot be read; nothing of it was installed, and a fault on its pages
- * makes them unservable: SIGBUS). */
-int evict_load_step(struct evspace *s, void *buf, uint64_t *bytes_read);
+/* What the loader's caller (the reload job) is told, from two threads:
+ * pace and read from the reading thread, progress from the caller's. */
+struct evict_load_ops {
+	void (*pace)(void *arg);		 /* before each read: sleep to keep a rate */
+	void (*read)(void *arg, uint64_t bytes); /* bytes of the image read */
+	void (*progress)(void *arg);		 /* after each install */
+};
+
+/* Load every owed page: a thread reads the owed span of one extent after
+ * another with O_DIRECT where the page cache lacks it and checks each
+ * page's checksum, while the caller's thread installs the good pages of
+ * the one before (two buffers), so the disk and the copies overlap.
+ * Returns 0 once nothing is owed; -errno on failure (-ESRCH: the mm is
+ * gone, nothing more to do; -EBADMSG: a page fails its checksum, -EIO or
+ * another read error: the image cannot give it back; the good pages are
+ * installed, and a fault on a bad one makes it unservable: SIGBUS).
+ * *reader_cpu_ns gets the reading thread's CPU time added. */
+int evict_load_all(struct evspace *s, const struct evict_load_ops *ops, void *arg,
+		   uint64_t *reader_cpu_ns);
 
 /* Everything is loaded (or the mm is gone): collapse again the ranges
  * that had transparent huge pages (supervisor/reload/thp.h; their bytes

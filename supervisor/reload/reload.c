@@ -27,6 +27,7 @@ struct reload {
 	uint64_t t0, t_loading, bytes_read, total, last_progress;
 	uint64_t huge, huge_restored, huge_ns; /* thp.h */
 	uint64_t cpu_ns;		       /* the loader thread's CPU time loading */
+	uint64_t reader_cpu_ns;		       /* its reading threads' */
 	unsigned gone;
 };
 
@@ -66,7 +67,8 @@ static void pace(struct reload *r)
 {
 	if (r->req->rate <= 0)
 		return;
-	uint64_t due = r->t_loading + (uint64_t)((double)r->bytes_read / r->req->rate * 1e9);
+	uint64_t read = __atomic_load_n(&r->bytes_read, __ATOMIC_RELAXED);
+	uint64_t due = r->t_loading + (uint64_t)((double)read / r->req->rate * 1e9);
 	uint64_t now = mv_now_ns();
 	if (due <= now)
 		return;
@@ -103,7 +105,9 @@ static void progress(struct reload *r, bool force)
 	json_t *p = fault_json(r, &loaded, NULL);
 	json_object_set_new(p, "pages_loaded", json_integer((json_int_t)(loaded / IMG_PAGE)));
 	json_object_set_new(p, "pages_total", json_integer((json_int_t)(r->total / IMG_PAGE)));
-	json_object_set_new(p, "read_bytes", json_integer((json_int_t)r->bytes_read));
+	json_object_set_new(
+	    p, "read_bytes",
+	    json_integer((json_int_t)__atomic_load_n(&r->bytes_read, __ATOMIC_RELAXED)));
 	pthread_mutex_lock(&r->j->mv->lock);
 	json_decref(r->j->progress);
 	r->j->progress = p;
@@ -111,33 +115,43 @@ static void progress(struct reload *r, bool force)
 	job_progress(r->j, "loading", MV_MIN(loaded, r->total), r->total);
 }
 
-static int load_space(struct reload *r, struct evspace *s, void *buf)
+static void on_pace(void *arg)
 {
-	for (;;) {
-		pace(r);
-		int rc = evict_load_step(s, buf, &r->bytes_read);
-		progress(r, false);
-		if (rc == 0)
-			return 0;
-		if (rc == -ESRCH) {
-			r->gone++;
-			return 0;
-		}
-		if (rc == -EBADMSG) {
-			job_fail(
-			    r->j, MV_E_CORRUPT_IMAGE,
-			    "loading process %d from %s: a page fails its checksum "
-			    "(checksum mismatch): the image is corrupt; the bad pages were not "
-			    "loaded and the rest stays evicted",
-			    evict_space_pid(s), r->req->dir);
-			return rc;
-		}
-		if (rc < 0) {
-			job_fail(r->j, MV_E_INTERNAL, "loading process %d from %s: %s",
-				 evict_space_pid(s), r->req->dir, strerror(-rc));
-			return rc;
-		}
+	pace(arg);
+}
+
+static void on_read(void *arg, uint64_t bytes)
+{
+	struct reload *r = arg;
+	__atomic_fetch_add(&r->bytes_read, bytes, __ATOMIC_RELAXED);
+}
+
+static void on_progress(void *arg)
+{
+	progress(arg, false);
+}
+
+static const struct evict_load_ops load_ops = {on_pace, on_read, on_progress};
+
+static int load_space(struct reload *r, struct evspace *s)
+{
+	int rc = evict_load_all(s, &load_ops, r, &r->reader_cpu_ns);
+	if (rc == 0)
+		return 0;
+	if (rc == -ESRCH) {
+		r->gone++;
+		return 0;
 	}
+	if (rc == -EBADMSG)
+		job_fail(r->j, MV_E_CORRUPT_IMAGE,
+			 "loading process %d from %s: a page fails its checksum "
+			 "(checksum mismatch): the image is corrupt; the bad pages were not "
+			 "loaded and the rest stays evicted",
+			 evict_space_pid(s), r->req->dir);
+	else
+		job_fail(r->j, MV_E_INTERNAL, "loading process %d from %s: %s", evict_space_pid(s),
+			 r->req->dir, strerror(-rc));
+	return rc;
 }
 
 static void add_spaces(struct reload *r)
@@ -173,7 +187,6 @@ static void finish_space(struct reload *r, struct evspace *s)
  * a pass finds nothing owed. */
 static int load_all(struct reload *r)
 {
-	void *buf = xmalloc_pages(IMG_EXTENT_MAX);
 	int rc = 0;
 	size_t done = 0;
 	r->t_loading = mv_now_ns();
@@ -183,15 +196,14 @@ static int load_all(struct reload *r)
 		if (done == r->n)
 			break;
 		for (; done < r->n && rc == 0; done++) {
-			rc = load_space(r, r->sp[done], buf);
+			rc = load_space(r, r->sp[done]);
 			if (rc == 0)
 				finish_space(r, r->sp[done]);
 		}
 		if (rc < 0)
 			break;
 	}
-	r->cpu_ns = mv_thread_cpu_ns() - cpu0;
-	free(buf);
+	r->cpu_ns = mv_thread_cpu_ns() - cpu0 + r->reader_cpu_ns;
 	return rc;
 }
 
