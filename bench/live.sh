@@ -14,6 +14,8 @@
 # Medians of LIVE_REPS rounds.
 #
 # Knobs: LIVE_MIB=1024 LIVE_REPS=5 LIVE_THREADS=1 LIVE_DIR (where images go)
+#        LIVE_THP=1: the idle program's memory in transparent huge pages
+#        (the pause is then mostly page-table walks over 512x fewer entries)
 set -euo pipefail
 export LC_ALL=C
 
@@ -38,12 +40,14 @@ now() { date +%s.%N; }
 
 echo "# memvisor live checkpoint benchmark"
 echo
-echo "command: LIVE_MIB=$MIB LIVE_REPS=$REPS LIVE_THREADS=$THREADS $0 $*"
+THP=()
+[ "${LIVE_THP:-0}" = 1 ] && THP=(-t)
+echo "command: LIVE_MIB=$MIB LIVE_REPS=$REPS LIVE_THREADS=$THREADS LIVE_THP=${LIVE_THP:-0} $0 $*"
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); host: $(uname -sr), $(nproc) CPUs; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 
 mkfifo "$T/in.idle" "$T/in.writer"
-"$MV" run --socket "$T/idle.sock" -- "$BUILD/bench/ckpt_fill" -m "$MIB" -s 1 <"$T/in.idle" >"$T/out.idle" &
+"$MV" run --socket "$T/idle.sock" -- "$BUILD/bench/ckpt_fill" -m "$MIB" -s 1 "${THP[@]}" <"$T/in.idle" >"$T/out.idle" &
 PIDS+=($!)
 exec 7>"$T/in.idle"
 "$MV" run --socket "$T/writer.sock" -- "$BUILD/workloads/live_counter" --mib "$MIB" --threads "$THREADS" \

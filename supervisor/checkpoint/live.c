@@ -93,7 +93,8 @@ struct live {
 	pthread_t handler;
 	bool started;
 	uint64_t paused_bytes, live_bytes;
-	json_t *paused_why; /* [{pid, what, why}]: memory copied during the pause */
+	uint64_t setup_ns, protect_ns; /* in the pause: all of the set-up; its ioctls */
+	json_t *paused_why;	       /* [{pid, what, why}]: memory copied during the pause */
 	/* Under mu: */
 	char lost[WHY_LEN]; /* non-empty: the image cannot be finished live */
 	uint64_t faults, kept, retries, events;
@@ -135,7 +136,7 @@ static void add_lext(struct lproc *lp, struct img_extent *e)
 /* Register and protect r; false (and r is copied paused) if either fails. */
 static bool protect_region(struct live *lv, struct lproc *lp, pid_t pid, struct img_region *r)
 {
-	uint64_t len = r->end - r->start;
+	uint64_t len = r->end - r->start, t0 = mv_now_ns();
 	int rc = uffd_register_mode(lp->uffd, r->start, len, UFFDIO_REGISTER_MODE_WP);
 	if (rc < 0) {
 		paused_why(lv, pid, r, "no write-protect registration: %s", strerror(-rc));
@@ -149,6 +150,7 @@ static bool protect_region(struct live *lv, struct lproc *lp, pid_t pid, struct 
 	}
 	for (size_t x = 0; x < r->ext.n; x++)
 		add_lext(lp, &r->ext.v[x]);
+	lv->protect_ns += mv_now_ns() - t0;
 	return true;
 }
 
@@ -253,10 +255,12 @@ int ckpt_live_setup(struct ckpt *c)
 	if (lv->stopfd < 0)
 		return ckpt_fail(c, -errno, MV_E_INTERNAL, "eventfd: %s", strerror(errno));
 	job_progress(c->j, "protecting", 0, 0);
+	uint64_t t0 = mv_now_ns();
 	for (size_t i = 0; i < c->n; i++)
 		if (c->p[i].img >= 0 && !c->p[i].died)
 			setup_proc(c, i);
 	lay_out(c);
+	lv->setup_ns = mv_now_ns() - t0;
 	return 0;
 }
 
@@ -556,11 +560,13 @@ json_t *ckpt_live_json(const struct ckpt *c)
 {
 	struct live *lv = c->live;
 	pthread_mutex_lock(&lv->mu);
-	json_t *o = json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:O}", "live", 1, "live_bytes",
-			      (json_int_t)lv->live_bytes, "paused_bytes",
-			      (json_int_t)lv->paused_bytes, "write_faults", (json_int_t)lv->faults,
-			      "kept_pages", (json_int_t)lv->kept, "events", (json_int_t)lv->events,
-			      "retries", (json_int_t)lv->retries, "paused", lv->paused_why);
+	json_t *o =
+	    json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:O}", "live", 1, "live_bytes",
+		      (json_int_t)lv->live_bytes, "paused_bytes", (json_int_t)lv->paused_bytes,
+		      "write_faults", (json_int_t)lv->faults, "kept_pages", (json_int_t)lv->kept,
+		      "events", (json_int_t)lv->events, "retries", (json_int_t)lv->retries,
+		      "setup_ns", (json_int_t)lv->setup_ns, "protect_ns",
+		      (json_int_t)lv->protect_ns, "paused", lv->paused_why);
 	pthread_mutex_unlock(&lv->mu);
 	return o;
 }
