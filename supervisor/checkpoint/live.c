@@ -65,7 +65,7 @@
 #define LIVE_NEED   (UFFD_FEATURE_EVENT_REMAP | UFFD_FEATURE_EVENT_REMOVE | UFFD_FEATURE_EVENT_UNMAP)
 #define LIVE_WANT   UFFD_FEATURE_THREAD_ID
 #define WHY_LEN	    256
-#define KEEP_WINDOW 16u /* pages kept at once for a write fault */
+#define KEEP_WINDOW 64u /* pages kept at once for a write fault */
 
 /* An extent copied live. */
 struct lext {
@@ -305,7 +305,8 @@ static void set_lost_locked(struct live *lv, const char *fmt, ...)
  * around it that are neither copied nor kept (they have not changed
  * since the pause: still protected), then lift their protection, which
  * lets the write through. A window, not one page: a program writing
- * through its memory takes one fault per window, not per page. -EAGAIN:
+ * through its memory takes one fault per window (256 KiB), not per page
+ * (bench/README.md: 64 pages did better than 16). -EAGAIN:
  * an event is to be read first. Under lv->mu. */
 static int keep_page_locked(struct ckpt *c, struct lproc *lp, uint64_t addr)
 {
