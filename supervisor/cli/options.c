@@ -15,24 +15,6 @@
 #include <string.h>
 #include <unistd.h>
 
-void cli_getopt_tables(const struct cli_opt *opts, size_t n, struct option *longopts,
-		       char *shortopts)
-{
-	char *s = shortopts;
-	*s++ = '+';
-	*s++ = ':';
-	for (size_t i = 0; i < n; i++) {
-		longopts[i] = (struct option){opts[i].name, opts[i].has_arg, NULL, opts[i].val};
-		if (opts[i].val > 0 && opts[i].val < 256) {
-			*s++ = (char)opts[i].val;
-			if (opts[i].has_arg == required_argument)
-				*s++ = ':';
-		}
-	}
-	*s = '\0';
-	longopts[n] = (struct option){0, 0, 0, 0};
-}
-
 static void print_row(FILE *f, int short_name, const char *name, const char *arg, const char *help)
 {
 	char left[64];
@@ -42,12 +24,6 @@ static void print_row(FILE *f, int short_name, const char *name, const char *arg
 	else
 		snprintf(left, sizeof(left), "    --%s%s%s", name, arg ? " " : "", arg ? arg : "");
 	fprintf(f, "  %-30s %s\n", left, help);
-}
-
-void cli_print_opts(FILE *f, const struct cli_opt *opts, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		print_row(f, opts[i].val, opts[i].name, opts[i].arg, opts[i].help);
 }
 
 void cli_print_args(FILE *f, const struct cli_arg *args, size_t n)

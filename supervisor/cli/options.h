@@ -1,12 +1,10 @@
 /* Command-line options from tables, the one way every subcommand reads
  * its words: getopt_long arguments and help text made from a table.
  *
- * Two table forms. struct cli_opt is the plain one: the caller runs
- * getopt_long itself and switches on the values (run). struct cli_arg
- * also says what each option's argument and each operand is and which
- * member of a JSON object it sets, so that cli_parse reads the whole
- * command line: `--opt=value` and `--opt value`, options before or after
- * operands, values checked, -h/--help. */
+ * A table (struct cli_arg) says what each option's argument and each
+ * operand is and which member of a JSON object it sets, so that
+ * cli_parse reads the whole command line: `--opt=value` and `--opt
+ * value`, options before or after operands, values checked, -h/--help. */
 #ifndef MV_CLI_H
 #define MV_CLI_H
 
@@ -14,23 +12,6 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdio.h>
-
-struct cli_opt {
-	const char *name;
-	int has_arg; /* no_argument / required_argument */
-	int val;     /* short option character, or a value > 255 for long-only */
-	const char *arg;
-	const char *help;
-};
-
-/* Fill longopts (n + 1 entries) and a getopt short-option string (size >= 3n + 2)
- * from the table. The short string starts with '+' (stop at the first
- * non-option) and ':' (report missing arguments as ':'). */
-void cli_getopt_tables(const struct cli_opt *opts, size_t n, struct option *longopts,
-		       char *shortopts);
-
-/* Print the options of a table, aligned. */
-void cli_print_opts(FILE *f, const struct cli_opt *opts, size_t n);
 
 /* Parse a non-negative decimal number of seconds ("2", "0.5") into ms. 0 or -EINVAL. */
 int cli_parse_seconds_ms(const char *s, int *ms);
@@ -96,7 +77,7 @@ int cli_parse(const char *prog, const struct cli_table *t, size_t nt, int argc, 
 const char *cli_synopsis(const struct cli_arg *args, size_t n, bool with_options, char *buf,
 			 size_t len);
 
-/* Print the options of a table, aligned like cli_print_opts. */
+/* Print the options of a table, aligned. */
 void cli_print_args(FILE *f, const struct cli_arg *args, size_t n);
 
 /* A member of a parsed object: true when the flag was given; the string

@@ -238,3 +238,21 @@ stop_mappings() {
 	[ "$(json_get /dev/stdin 'd["state"]' <<<"$output")" = done ]
 	stop_mappings
 }
+
+@test "run: --opt=value and --opt value are the same; options end at the command" {
+	run "$MEMVISOR" run --stats-json="$TMP/a.json" --kill-grace=0.5 --log-level=error -- true
+	assert_success
+	run "$MEMVISOR" run --stats-json "$TMP/b.json" --kill-grace 0.5 --log-level error true
+	assert_success
+	[ "$(json_get "$TMP/a.json" 'd["command"]')" = "$(json_get "$TMP/b.json" 'd["command"]')" ]
+	# The command's own options are its own, not run's.
+	run "$MEMVISOR" run sh -c 'echo "$1"' sh --help
+	assert_success
+	assert_output "--help"
+	run "$MEMVISOR" run --kill-grace=soon true
+	[ "$status" -eq 125 ]
+	assert_output --partial "--kill-grace: 'soon' is not a number of seconds"
+	run "$MEMVISOR" run --stats-json
+	[ "$status" -eq 125 ]
+	assert_output --partial "option '--stats-json' needs an argument"
+}
