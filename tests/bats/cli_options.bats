@@ -239,6 +239,24 @@ stop_mappings() {
 	stop_mappings
 }
 
+@test "a bare memvisor and an unknown command are usage errors (2); run's own stay 125, like env(1)" {
+	run "$MEMVISOR"
+	[ "$status" -eq 2 ]
+	assert_output --partial "Usage: memvisor COMMAND"
+	run "$MEMVISOR" frobnicate
+	[ "$status" -eq 2 ]
+	assert_output --partial "unknown command 'frobnicate'"
+	run "$MEMVISOR" run --bogus true
+	[ "$status" -eq 125 ]
+	assert_output --partial "Usage: memvisor run [OPTION]..."
+	run "$MEMVISOR" image
+	[ "$status" -eq 2 ]
+	run "$MEMVISOR" policy
+	[ "$status" -eq 2 ]
+	run "$MEMVISOR" ctl
+	[ "$status" -eq 2 ]
+}
+
 @test "run: --opt=value and --opt value are the same; options end at the command" {
 	run "$MEMVISOR" run --stats-json="$TMP/a.json" --kill-grace=0.5 --log-level=error -- true
 	assert_success
