@@ -62,7 +62,7 @@ def run(config, csv, out, job, evict):
         "w20": mean_rate(samples, r0, r0 + 20) / steady,
         "after": mean_rate(samples, marks["after"], 1e9) / steady,
         "lat_steady": ph.get("steady"), "lat_reload": ph.get("reload"),
-        "load_s": j["load_s"], "verify_s": j["verify_s"], "faults": j["faults"],
+        "load_s": j["load_ns"] / 1e9, "verify_s": j["verify_ns"] / 1e9, "faults": j["faults"],
         "fault_p50_us": j["fault_p50_ns"] / 1e3, "fault_p99_us": j["fault_p99_ns"] / 1e3,
         "read_rate": j["read_rate"], "pause_ms": e["pause_ns"] / 1e6,
         "evicted": e["evicted"]["bytes"],
@@ -75,8 +75,8 @@ def run(config, csv, out, job, evict):
 def fill(job, memcpy):
     j = last_json(job)
     m = float(open(memcpy).read().split()[1])
-    print(json.dumps({"kind": "fill", "fill_gbs": j["bytes"] / j["load_s"] / 1e9,
-                      "memcpy_gbs": m, "load_s": j["load_s"]}))
+    print(json.dumps({"kind": "fill", "fill_gbs": j["bytes"] / j["load_ns"],
+                      "memcpy_gbs": m, "load_s": j["load_ns"] / 1e9}))
 
 
 def svg(csv, path, title):

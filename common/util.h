@@ -58,6 +58,10 @@ char *xstrdup(const char *s);
 uint64_t mv_now_ns(void);
 uint64_t mv_wall_ns(void);
 
+/* bytes over ns as whole bytes a second (0 when ns is 0): the one form of
+ * a rate in JSON output (docs/protocol.md, "Times and rates"). */
+uint64_t mv_rate(uint64_t bytes, uint64_t ns);
+
 /* Read a whole file (relative to dirfd, or absolute) into a NUL-terminated
  * malloc'd buffer. Returns 0 or -errno; *len excludes the NUL. */
 int mv_read_file_at(int dirfd, const char *path, char **out, size_t *len);

@@ -118,7 +118,7 @@ static json_t *result_json(struct ckpt *c)
 	uint64_t synced = c->t_end > c->t_resumed ? c->t_end - c->t_resumed : 0;
 	return json_pack(
 	    "{s:s, s:s, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
-	    "s:I, s:I, s:f, s:b, s:s, s:s}",
+	    "s:I, s:I, s:I, s:b, s:s, s:s}",
 	    "dir", c->req->dir.dir, "id", c->im.id, "processes", procs, "threads",
 	    (json_int_t)t->threads, "regions", (json_int_t)t->regions, "extents",
 	    (json_int_t)t->extents, "bytes", (json_int_t)t->data_bytes, "shared_bytes",
@@ -128,8 +128,8 @@ static json_t *result_json(struct ckpt *c)
 	    (json_int_t)(c->t_stopped - c->pause_start), "layout_ns",
 	    (json_int_t)(c->t_planned - c->t_stopped), "copy_ns",
 	    (json_int_t)(c->t_copied - c->t_planned), "sync_ns", (json_int_t)synced, "elapsed_ns",
-	    (json_int_t)busy, "rate", busy ? (double)t->data_bytes / ((double)busy / 1e9) : 0.0,
-	    "direct", pagesw_direct(c->w), "checksum", crc32c_impl(), "layout_source",
+	    (json_int_t)busy, "rate", (json_int_t)mv_rate(t->data_bytes, busy), "direct",
+	    pagesw_direct(c->w), "checksum", crc32c_impl(), "layout_source",
 	    c->layout_how ? c->layout_how : "");
 }
 

@@ -4,7 +4,6 @@
 #include "common/util.h"
 
 #include <inttypes.h>
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -23,6 +22,12 @@ static const char *jstr(json_t *o, const char *key)
 static long long jint(json_t *o, const char *key)
 {
 	return json_integer_value(json_object_get(o, key));
+}
+
+/* A member in nanoseconds, as seconds. */
+static double jsecs(json_t *o, const char *key)
+{
+	return (double)jint(o, key) / 1e9;
 }
 
 void ctl_show_cmdline(json_t *argv, int width)
@@ -53,12 +58,12 @@ static void fmt_ns(uint64_t ns, char *buf, size_t len)
 static void render_job_line(json_t *j)
 {
 	char a[32], b[32];
-	double rate = json_real_value(json_object_get(j, "rate"));
+	double rate = (double)jint(j, "rate");
 	printf("  job %lld %-10s %-8s %-12s %s / %s (%.1f MB/s, %.1f s)\n", jint(j, "id"),
 	       jstr(j, "kind"), jstr(j, "state"), jstr(j, "phase"),
 	       hsize(json_object_get(j, "done"), a, sizeof(a)),
 	       hsize(json_object_get(j, "total"), b, sizeof(b)), rate / 1e6,
-	       json_real_value(json_object_get(j, "elapsed")));
+	       jsecs(j, "elapsed_ns"));
 	json_t *e = json_object_get(j, "error");
 	if (e)
 		printf("    error: %s: %s\n", jstr(e, "code"), jstr(e, "message"));
@@ -109,7 +114,7 @@ void ctl_show_status(json_t *r)
 	printf("\ncommand pid:   %lld (%s", jint(r, "command_pid"), jstr(r, "command_state"));
 	if (json_is_integer(json_object_get(r, "exit_status")))
 		printf(", exit status %lld", jint(r, "exit_status"));
-	printf(")\nuptime:        %.1f s\n", json_real_value(json_object_get(r, "uptime")));
+	printf(")\nuptime:        %.1f s\n", jsecs(r, "uptime_ns"));
 	printf("processes:     %lld running, %lld seen\n", jint(r, "processes"),
 	       jint(r, "processes_seen"));
 	printf("memory:        %s mapped, %s committed\n",
@@ -226,8 +231,7 @@ static void render_checkpoint_result(json_t *res)
 	printf("  paused %.1f ms (stop %.1f, layout %.1f, copy %.1f); synced %.1f ms after; "
 	       "%.1f ms in all, %.0f MB/s\n",
 	       ms(res, "pause_ns"), ms(res, "stop_ns"), ms(res, "layout_ns"), ms(res, "copy_ns"),
-	       ms(res, "sync_ns"), ms(res, "elapsed_ns"),
-	       json_real_value(json_object_get(res, "rate")) / 1e6);
+	       ms(res, "sync_ns"), ms(res, "elapsed_ns"), (double)jint(res, "rate") / 1e6);
 	json_t *ev = json_object_get(res, "evicted");
 	if (ev)
 		printf("  evicted: %s in %lld regions (%lld left resident; shared memory stays "
@@ -296,12 +300,12 @@ void ctl_show_checkpoint_started(json_t *r)
 
 void ctl_show_event(json_t *e)
 {
-	double t = json_real_value(json_object_get(e, "time"));
-	time_t secs = (time_t)t;
+	long long t = jint(e, "time_ns");
+	time_t secs = (time_t)(t / 1000000000);
 	struct tm tm;
 	localtime_r(&secs, &tm);
 	printf("%02d:%02d:%02d.%03d ", tm.tm_hour, tm.tm_min, tm.tm_sec,
-	       (int)(fmod(t, 1.0) * 1000));
+	       (int)(t % 1000000000 / 1000000));
 	const char *kind = jstr(e, "event");
 	if (strcmp(kind, "call") == 0) {
 		printf("%-6lld %-14s %-6s", jint(e, "pid"), jstr(e, "syscall"), jstr(e, "verdict"));
@@ -338,11 +342,11 @@ void ctl_show_progress(json_t *j, bool tty)
 	double frac = total > 0 ? done / total : 0.0;
 	hsize(json_object_get(j, "done"), a, sizeof(a));
 	hsize(json_object_get(j, "total"), b, sizeof(b));
-	double rate = json_real_value(json_object_get(j, "rate")) / 1e6;
+	double rate = (double)jint(j, "rate") / 1e6;
 	if (!tty) {
 		fprintf(stderr, "job %lld %s %s: %.0f%% %s / %s, %.0f MB/s, %.1f s\n",
 			jint(j, "id"), jstr(j, "kind"), jstr(j, "phase"), frac * 100, a, b, rate,
-			json_real_value(json_object_get(j, "elapsed")));
+			jsecs(j, "elapsed_ns"));
 		return;
 	}
 	char bar[31];

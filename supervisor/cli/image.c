@@ -205,17 +205,18 @@ static int cmd_verify(const char *dir, bool json)
 	int rc = imgread_open(dir, &r, &err);
 	if (rc == 0)
 		rc = imgread_verify(&r, on_progress, NULL, &err);
-	double secs = (double)(mv_now_ns() - t0) / 1e9;
+	uint64_t elapsed = mv_now_ns() - t0;
 	if (json) {
 		print_json(
-		    rc == 0 ? json_pack("{s:s, s:b, s:I, s:I, s:f}", "dir", dir, "ok", 1, "extents",
+		    rc == 0 ? json_pack("{s:s, s:b, s:I, s:I, s:I}", "dir", dir, "ok", 1, "extents",
 					(json_int_t)r.im.recorded.extents, "bytes",
-					(json_int_t)r.im.recorded.data_bytes, "seconds", secs)
+					(json_int_t)r.im.recorded.data_bytes, "elapsed_ns",
+					(json_int_t)elapsed)
 			    : json_pack("{s:s, s:b, s:s}", "dir", dir, "ok", 0, "error", err.msg));
 	} else if (rc == 0) {
 		char a[32];
 		printf("%s: ok: %zu extents, %s checked in %.2f s\n", dir, r.im.recorded.extents,
-		       human(r.im.recorded.data_bytes, a, sizeof(a)), secs);
+		       human(r.im.recorded.data_bytes, a, sizeof(a)), (double)elapsed / 1e9);
 	}
 	if (rc < 0)
 		fprintf(stderr, "memvisor image: %s: %s\n", dir, err.msg);

@@ -19,7 +19,9 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#define PROTOCOL_VERSION 1
+/* 2: every time is integer nanoseconds (*_ns), every rate integer bytes
+ * a second; 1 had seconds as reals. */
+#define PROTOCOL_VERSION 2
 
 /* ---- arguments ------------------------------------------------------ */
 
@@ -203,8 +205,8 @@ static int ctl_cmd_status(struct mv *mv, struct ctl_call *call, json_t *args, js
 		      (json_int_t)committed, "notifications", (json_int_t)mv->notifications,
 		      "denials", (json_int_t)denials, "kills", (json_int_t)kills);
 	*result = json_pack(
-	    "{s:f, s:o, s:i, s:s, s:o, s:i, s:I, s:o, s:o}", "uptime",
-	    (double)(mv_now_ns() - mv->start_ns) / 1e9, "command", command_json(mv), "command_pid",
+	    "{s:I, s:o, s:i, s:s, s:o, s:i, s:I, s:o, s:o}", "uptime_ns",
+	    (json_int_t)(mv_now_ns() - mv->start_ns), "command", command_json(mv), "command_pid",
 	    mv->cmd_pid, "command_state", mv->cmd_exited ? "exited" : "running", "exit_status",
 	    mv->cmd_exited ? json_integer(mv_exit_code(mv->cmd_status)) : json_null(), "processes",
 	    (int)n, "processes_seen", (json_int_t)mv->procs.n_seen, "totals", totals, "jobs",
@@ -257,13 +259,14 @@ static int ctl_cmd_ps(struct mv *mv, struct ctl_call *call, json_t *args, json_t
 		if (p)
 			json_array_append_new(
 			    list,
-			    json_pack("{s:i, s:i, s:i, s:s, s:o, s:o, s:I, s:I, s:I, s:i, s:f}",
+			    json_pack("{s:i, s:i, s:i, s:s, s:o, s:o, s:I, s:I, s:I, s:i, s:I}",
 				      "pid", p->pid, "ppid", st.ppid, "threads", st.num_threads,
 				      "state", state_word(st.state), "exe",
 				      p->exe ? json_string(p->exe) : json_null(), "cmdline",
 				      render_cmdline(p), "mapped", (json_int_t)mapped, "committed",
 				      (json_int_t)committed, "calls", (json_int_t)p->notified_calls,
-				      "execs", (int)p->execs, "started", (double)p->seen_ns / 1e9));
+				      "execs", (int)p->execs, "started_ns",
+				      (json_int_t)p->seen_ns));
 		pthread_mutex_unlock(&mv->lock);
 	}
 	*result = json_pack("{s:o}", "processes", list);
@@ -281,8 +284,7 @@ static void origin_json_w(struct jw *w, const char *key, const struct as_origin 
 	}
 	jw_obj(w);
 	jw_kstr(w, "syscall", syscalls_name(o->sc));
-	jw_key(w, "time");
-	jw_f64(w, (double)o->time_ns / 1e9);
+	jw_ku64(w, "time_ns", o->time_ns);
 	jw_obj_end(w);
 }
 
@@ -386,8 +388,7 @@ static int ctl_cmd_regions(struct mv *mv, struct ctl_call *call, json_t *args, j
 	jw_obj(&w);
 	jw_ki64(&w, "pid", pid);
 	jw_kstr(&w, "source", cost.how);
-	jw_key(&w, "time");
-	jw_f64(&w, (double)m->reconciled_ns / 1e9);
+	jw_ku64(&w, "time_ns", m->reconciled_ns);
 	jw_ku64(&w, "reconcile_ns", cost.total_ns);
 	jw_ku64(&w, "count", m->n);
 	jw_ku64(&w, "mapped", m->mapped);

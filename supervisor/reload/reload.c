@@ -193,18 +193,18 @@ static json_t *result_json(struct reload *r)
 {
 	uint64_t loaded, end = mv_now_ns();
 	json_t *o = fault_json(r, &loaded);
-	double secs = (double)(end - r->t_loading - r->huge_ns) / 1e9;
+	uint64_t load_ns = end - r->t_loading - r->huge_ns;
 	json_object_update_new(
-	    o,
-	    json_pack("{s:s, s:s, s:i, s:i, s:I, s:I, s:I, s:I, s:f, s:f, s:f}", "dir", r->req->dir,
-		      "id", r->req->id, "spaces", (int)r->n, "gone", (int)r->gone, "pages_loaded",
-		      (json_int_t)(loaded / IMG_PAGE), "pages_total",
-		      (json_int_t)(r->total / IMG_PAGE), "bytes", (json_int_t)loaded, "read_bytes",
-		      (json_int_t)r->bytes_read, "verify_s", (double)(r->t_loading - r->t0) / 1e9,
-		      "load_s", secs, "read_rate", secs > 0 ? (double)r->bytes_read / secs : 0.0));
-	json_object_update_new(o, json_pack("{s:I, s:I, s:f}", "huge_bytes", (json_int_t)r->huge,
+	    o, json_pack("{s:s, s:s, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "dir",
+			 r->req->dir, "id", r->req->id, "spaces", (int)r->n, "gone", (int)r->gone,
+			 "pages_loaded", (json_int_t)(loaded / IMG_PAGE), "pages_total",
+			 (json_int_t)(r->total / IMG_PAGE), "bytes", (json_int_t)loaded,
+			 "read_bytes", (json_int_t)r->bytes_read, "verify_ns",
+			 (json_int_t)(r->t_loading - r->t0), "load_ns", (json_int_t)load_ns,
+			 "read_rate", (json_int_t)mv_rate(r->bytes_read, load_ns)));
+	json_object_update_new(o, json_pack("{s:I, s:I, s:I}", "huge_bytes", (json_int_t)r->huge,
 					    "huge_restored_bytes", (json_int_t)r->huge_restored,
-					    "huge_s", (double)r->huge_ns / 1e9));
+					    "huge_ns", (json_int_t)r->huge_ns));
 	return o;
 }
 

@@ -21,11 +21,6 @@ const char *job_kind_name(enum job_kind k)
  * without bound. */
 #define JOBS_KEEP_FINISHED 64
 
-static double secs(uint64_t ns)
-{
-	return (double)ns / 1e9;
-}
-
 json_t *job_json_locked(const struct job *j)
 {
 	uint64_t end = j->state == JOB_RUNNING ? mv_now_ns() : j->finished_ns;
@@ -37,9 +32,9 @@ json_t *job_json_locked(const struct job *j)
 	json_object_set_new(o, "phase", json_string(j->phase));
 	json_object_set_new(o, "done", json_integer((json_int_t)j->done));
 	json_object_set_new(o, "total", json_integer((json_int_t)j->total));
-	json_object_set_new(o, "elapsed", json_real(secs(elapsed)));
-	json_object_set_new(o, "rate", json_real(elapsed ? (double)j->done / secs(elapsed) : 0.0));
-	json_object_set_new(o, "started", json_real(secs(j->started_wall_ns)));
+	json_object_set_new(o, "elapsed_ns", json_integer((json_int_t)elapsed));
+	json_object_set_new(o, "rate", json_integer((json_int_t)mv_rate(j->done, elapsed)));
+	json_object_set_new(o, "started_ns", json_integer((json_int_t)j->started_wall_ns));
 	if (j->progress)
 		json_object_update(o, j->progress);
 	if (j->state == JOB_DONE && j->result)

@@ -225,7 +225,7 @@ MV_ARGS=(--notify-all)
 	run ctl --json hello
 	assert_success
 	echo "$output" >"$TMP/h.json"
-	[ "$(json_get "$TMP/h.json" 'd["protocol"]')" -eq 1 ]
+	[ "$(json_get "$TMP/h.json" 'd["protocol"]')" -eq 2 ]
 	[ "$(json_get "$TMP/h.json" 'd["pid"]')" -eq $MVPID ]
 	json_get "$TMP/h.json" 'd["features"]["user_notif"]' | grep -q sync_wake_up
 	run ctl --json status

@@ -1,0 +1,37 @@
+#!/usr/bin/env bats
+# What memvisor prints, for scripts and for people (issue 16): one form
+# of times in JSON, human messages without protocol codes, tables that
+# stay aligned, --json modes and --no-legend, and output files checked
+# before the command runs.
+
+load helpers
+bats_require_minimum_version 1.5.0
+
+# The JSON on stdin keeps to docs/protocol.md's "Times and rates".
+times_ok() { python3 "$HELPERS/json_times.py"; }
+
+@test "every time in JSON output is integer nanoseconds (*_ns), every rate integer bytes/s" {
+	MV_ARGS=(--notify-all --stats-json "$TMP/s.json")
+	start_fed "$WL/mappings"
+	ctl --json events >"$TMP/events" 7>&- &
+	remember_pid $!
+	echo "mmap 1114112" >&7
+	wait_for 5 grep -q '^asked' "$TMP/out"
+	for words in hello status ps "regions $PID" "stats $PID" stats policy jobs; do
+		# shellcheck disable=SC2086
+		ctl --json $words | times_ok || { echo "ctl $words"; return 1; }
+	done
+	# A region a logged call made has when it was made.
+	ctl --json regions "$PID" >"$TMP/r.json"
+	start=$(awk '/^asked/{print $2}' "$TMP/out")
+	t=$(json_get "$TMP/r.json" "[r for r in d['regions'] if int(r['start'],16)==0x$start][0]['created_by']['time_ns']")
+	now=$(date +%s%N)
+	[ "$t" -gt $((now - 60000000000)) ] && [ "$t" -le "$now" ]
+	ctl checkpoint "$TMP/img" --wait --json | times_ok
+	ctl --json job 1 | times_ok
+	"$MEMVISOR" image verify --json "$TMP/img" | times_ok
+	wait_for 5 grep -q '"event":"job"' "$TMP/events"
+	times_ok <"$TMP/events"
+	stop_fed
+	times_ok <"$TMP/s.json"
+}
