@@ -35,3 +35,18 @@ times_ok() { python3 "$HELPERS/json_times.py"; }
 	stop_fed
 	times_ok <"$TMP/s.json"
 }
+
+@test "without --notify-all, a mapping no logged call explains was made by null, not by the exec" {
+	MV_ARGS=()
+	start_fed "$WL/mappings"
+	ctl --json regions "$PID" >"$TMP/r.json"
+	sparse=$(awk '/^sparse/{print $2}' "$TMP/out")
+	# The 1 GiB mmap stayed in the kernel (nothing asks for it): unknown.
+	[ "$(json_get "$TMP/r.json" "[r for r in d['regions'] if int(r['start'],16)==0x$sparse][0]['created_by']")" = None ]
+	# What the exec itself mapped is still the exec's.
+	[ "$(json_get "$TMP/r.json" "[r for r in d['regions'] if r['kind']=='stack'][0]['created_by']['syscall']")" = execve ]
+	[ "$(json_get "$TMP/r.json" "[r['created_by']['syscall'] for r in d['regions'] if r['path']=='$WL/mappings'][0]")" = execve ]
+	run ctl regions "$PID"
+	assert_success
+	stop_fed
+}
