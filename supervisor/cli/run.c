@@ -629,6 +629,10 @@ int run_main(int argc, char **argv)
 			strerror(-rc));
 		return run_abandon(mv);
 	}
+	/* Every file the run writes is checked before the command starts
+	 * (as strace -o opens its file): --log above, --stats-json here. */
+	if (mv->opts.stats_json && statsjson_check(mv->opts.stats_json) < 0)
+		return run_abandon(mv);
 	if ((rc = syscalls_init()) < 0) {
 		fprintf(stderr, "memvisor: cannot resolve system call numbers: %s\n",
 			strerror(-rc));

@@ -6,6 +6,8 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static json_t *proc_json(const struct proc *p)
 {
@@ -51,6 +53,28 @@ static json_t *build(struct mv *mv, int exit_code)
 	json_object_set_new(root, "totals", totals);
 	json_object_set_new(root, "processes", procs);
 	return root;
+}
+
+int statsjson_check(const char *path)
+{
+	struct stat st;
+	int rc = 0;
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+		rc = -EISDIR;
+	} else {
+		_cleanup_free_ char *tmp = NULL;
+		int fd = mv_create_beside(path, &tmp);
+		if (fd < 0) {
+			rc = fd;
+		} else {
+			close(fd);
+			unlink(tmp);
+		}
+	}
+	if (rc < 0)
+		fprintf(stderr, "memvisor: cannot write --stats-json %s: %s\n", path,
+			strerror(-rc));
+	return rc;
 }
 
 int statsjson_write(struct mv *mv, const char *path, int exit_code)

@@ -50,3 +50,19 @@ times_ok() { python3 "$HELPERS/json_times.py"; }
 	assert_success
 	stop_fed
 }
+
+@test "--stats-json to a place that cannot be written stops memvisor (125) before the command runs" {
+	for bad in /nonexistent/dir/s.json "$TMP"; do
+		rm -f "$TMP/ran"
+		run "$MEMVISOR" run --stats-json "$bad" -- touch "$TMP/ran"
+		[ "$status" -eq 125 ] || { echo "$bad: status $status: $output"; return 1; }
+		assert_output --partial "cannot write --stats-json $bad"
+		[ ! -e "$TMP/ran" ] || { echo "$bad: the command ran"; return 1; }
+	done
+	[ "$(ls -A "$TMP" | grep -c tmp)" -eq 0 ]
+	# A good path is written, and nothing is left beside it.
+	run "$MEMVISOR" run --stats-json "$TMP/s.json" -- true
+	assert_success
+	[ "$(json_get "$TMP/s.json" 'd["exit_status"]')" -eq 0 ]
+	[ "$(ls -A "$TMP" | grep -v '^run$')" = s.json ]
+}
