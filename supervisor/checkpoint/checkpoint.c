@@ -4,11 +4,13 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "common/crc32c.h"
+#include "common/fault.h"
 #include "supervisor/reload/evict.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <sys/utsname.h>
+#include <time.h>
 
 /* ---- committing ------------------------------------------------------- */
 
@@ -72,6 +74,33 @@ static int commit(struct ckpt *c)
 }
 
 /* ---- the job ---------------------------------------------------------- */
+
+/* Between two steps: has a client cancelled the job (job_cancel)? Then
+ * it fails with -ECANCELED, which takes the failure path: every thread
+ * resumed, the temporary directory removed, no image published. Once
+ * the commit has begun, a cancel comes too late and is ignored. */
+static int check_cancel(struct ckpt *c)
+{
+	if (!job_cancel_asked(c->j))
+		return 0;
+	return ckpt_fail(c, -ECANCELED, NULL, "cancelled by a client");
+}
+
+/* Fault point ckpt_stall: the job waits up to 3 s while it holds the
+ * program stopped, as a slow copy would, then fails (timeout). A cancel
+ * meanwhile ends the wait: the cancel tests stop a job here. */
+static int stall_point(struct ckpt *c)
+{
+	if (!fault_hit("ckpt_stall"))
+		return 0;
+	for (int i = 0; i < 300; i++) {
+		if (job_cancel_asked(c->j))
+			return check_cancel(c);
+		struct timespec ts = {0, 10 * 1000000};
+		nanosleep(&ts, NULL);
+	}
+	return ckpt_fail(c, -ETIMEDOUT, MV_E_TIMEOUT, "the job stalled (fault injected)");
+}
 
 /* An image without a single process is no checkpoint: the program ended
  * before it could be stopped, or while it was held. */
@@ -176,9 +205,17 @@ int checkpoint_run(struct job *j)
 			  strerror(-rc));
 		goto out_remove;
 	}
-	rc = ckpt_stop_all(&c);
+	rc = check_cancel(&c);
+	if (rc == 0)
+		rc = ckpt_stop_all(&c);
+	if (rc == 0)
+		rc = stall_point(&c);
+	if (rc == 0)
+		rc = check_cancel(&c);
 	if (rc == 0)
 		rc = ckpt_plan_all(&c);
+	if (rc == 0)
+		rc = check_cancel(&c);
 	if (rc == 0)
 		rc = ckpt_copy_all(&c);
 	/* --evict keeps the program stopped until the image is durable and
@@ -190,6 +227,8 @@ int checkpoint_run(struct job *j)
 		rc = ckpt_settle(&c);
 	if (rc == 0)
 		rc = require_a_process(&c);
+	if (rc == 0)
+		rc = check_cancel(&c);
 	if (rc == 0)
 		rc = commit(&c);
 	struct evict_stats est = {0};

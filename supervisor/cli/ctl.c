@@ -183,10 +183,15 @@ static int request(const struct ctl_command *c, struct ctl_conn *conn, json_t *a
 	int rc = ctl_conn_call(conn, cmd, json_incref(req), &result);
 	if (rc)
 		return rc;
-	if (o->wait)
-		rc = ctl_follow_job(conn, json_integer_value(json_object_get(result, c->job)),
-				    o->json, c->image ? cli_string(result, "dir") : NULL);
-	else if (o->json)
+	if (o->wait || c->cancel) {
+		struct ctl_follow f = {
+		    .id = json_integer_value(json_object_get(result, c->job)),
+		    .raw = o->json,
+		    .image_dir = c->image ? cli_string(result, "dir") : NULL,
+		    .cancel = c->cancel,
+		};
+		rc = ctl_follow_job(conn, &f);
+	} else if (o->json)
 		ctl_show_line(result);
 	else
 		c->show(result);

@@ -20,6 +20,7 @@ struct ctl_command {
 				       * --wait follows, or NULL: no --wait */
 	bool image;		      /* that job writes an image at the result's "dir" */
 	const char *summary;
+	bool cancel; /* asks the job to stop, then follows it to its end */
 };
 
 extern const struct ctl_command ctl_commands[];

@@ -292,6 +292,12 @@ void ctl_show_reload_started(json_t *r)
 	       jint(r, "job"), jstr(r, "dir"), jint(r, "job"));
 }
 
+void ctl_show_unthrottled(json_t *r)
+{
+	printf("job %lld (%s): its rate limit is lifted; it loads as fast as it can\n",
+	       jint(r, "id"), jstr(r, "kind"));
+}
+
 void ctl_show_checkpoint_started(json_t *r)
 {
 	printf("checkpoint job %lld started: %s (follow it with: memvisor ctl job %lld --wait)\n",

@@ -21,6 +21,7 @@ void ctl_show_job(json_t *r);
 void ctl_show_jobs(json_t *r);
 void ctl_show_checkpoint_started(json_t *r);
 void ctl_show_reload_started(json_t *r);
+void ctl_show_unthrottled(json_t *r);
 
 /* Any result, indented and with sorted keys (policy, call). */
 void ctl_show_raw(json_t *r);

@@ -460,26 +460,58 @@ static int ctl_cmd_events(struct mv *mv, struct ctl_call *call, json_t *args, js
 	return 0;
 }
 
-static int ctl_cmd_job(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,
-		       struct mv_err *err)
+/* The job args.id names, with mv->lock held (the caller unlocks); NULL
+ * with err filled (bad_request) when there is none. */
+static struct job *arg_job_locked(struct mv *mv, json_t *args, struct mv_err *err)
 {
 	long long id = 0;
 	if (ctl_arg_int(args, "id", &id, err) < 0)
-		return -1;
-	pthread_mutex_lock(&mv->lock);
+		return NULL;
 	bool valid = id > 0 && id < INT32_MAX;
 	struct job *j = valid ? jobs_find_locked(mv, (int)id) : NULL;
-	bool forgotten = valid && jobs_forgotten_locked(mv, (int)id);
+	if (!j && valid && jobs_forgotten_locked(mv, (int)id))
+		ctl_fail(err, MV_E_BAD_REQUEST,
+			 "args.id: job %lld is no longer kept (memvisor keeps the last 64 "
+			 "finished jobs)",
+			 id);
+	else if (!j)
+		ctl_fail(err, MV_E_BAD_REQUEST, "args.id: no job %lld", id);
+	return j;
+}
+
+static int ctl_cmd_job(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,
+		       struct mv_err *err)
+{
+	pthread_mutex_lock(&mv->lock);
+	struct job *j = arg_job_locked(mv, args, err);
 	*result = j ? job_json_locked(j) : NULL;
 	pthread_mutex_unlock(&mv->lock);
-	if (forgotten)
-		return ctl_fail(err, MV_E_BAD_REQUEST,
-				"args.id: job %lld is no longer kept (memvisor keeps the last 64 "
-				"finished jobs)",
-				id);
-	if (!*result)
-		return ctl_fail(err, MV_E_BAD_REQUEST, "args.id: no job %lld", id);
-	return 0;
+	return *result ? 0 : -1;
+}
+
+/* job_cancel and job_unthrottle: the flag is set here; the worker acts
+ * on it (jobs.h). The result is the job as it is now. */
+static int job_ask(struct mv *mv, json_t *args, bool unthrottle, json_t **result,
+		   struct mv_err *err)
+{
+	pthread_mutex_lock(&mv->lock);
+	struct job *j = arg_job_locked(mv, args, err);
+	int rc = j ? job_cancel_locked(j, unthrottle, err) : -1;
+	*result = rc == 0 ? job_json_locked(j) : NULL;
+	pthread_mutex_unlock(&mv->lock);
+	return rc;
+}
+
+static int ctl_cmd_job_cancel(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,
+			      struct mv_err *err)
+{
+	return job_ask(mv, args, false, result, err);
+}
+
+static int ctl_cmd_job_unthrottle(struct mv *mv, struct ctl_call *call, json_t *args,
+				  json_t **result, struct mv_err *err)
+{
+	return job_ask(mv, args, true, result, err);
 }
 
 static int ctl_cmd_jobs(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,
@@ -504,6 +536,10 @@ static const struct ctl_cmd table[] = {
     {"policy_set", ctl_cmd_policy_set,
      "validate a policy file and make it active: {\"path\":FILE}"},
     {"job", ctl_cmd_job, "a job's progress or result: {\"id\":N}"},
+    {"job_cancel", ctl_cmd_job_cancel,
+     "stop a running checkpoint: program resumed, nothing written: {\"id\":N}"},
+    {"job_unthrottle", ctl_cmd_job_unthrottle,
+     "let a running reload load as fast as it can: {\"id\":N}"},
     {"jobs", ctl_cmd_jobs, "every job of this run"},
     {"checkpoint", ctl_cmd_checkpoint,
      "write the processes' memory to an image: {\"dir\":PATH, [\"pids\":[N...]], [\"force\":true], "

@@ -60,10 +60,11 @@ static int verify(struct reload *r)
 	return rc;
 }
 
-/* Sleep as long as the loader is ahead of the rate. */
+/* Sleep as long as the loader is ahead of the rate (until a client lifts
+ * it: job_unthrottle). */
 static void pace(struct reload *r)
 {
-	if (r->req->rate <= 0)
+	if (r->req->rate <= 0 || atomic_load(&r->j->unthrottle))
 		return;
 	uint64_t due = r->t_loading + (uint64_t)((double)r->bytes_read / r->req->rate * 1e9);
 	uint64_t now = mv_now_ns();
