@@ -10,6 +10,7 @@
 #include "supervisor/cli/options.h"
 #include "supervisor/image/read.h"
 
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
@@ -169,6 +170,24 @@ static void print_json(json_t *o)
 	json_decref(o);
 }
 
+/* A directory without a manifest is no image: say that, rather than what
+ * the first file read of it found missing (its pages file). 0, or
+ * EXIT_BAD after saying why. */
+static int require_image(const char *dir)
+{
+	_cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		fprintf(stderr, "memvisor image: %s: %s\n", dir, strerror(errno));
+		return EXIT_BAD;
+	}
+	if (faccessat(fd, IMG_MANIFEST, F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT) {
+		fprintf(stderr, "memvisor image: %s: not a memvisor image (no %s)\n", dir,
+			IMG_MANIFEST);
+		return EXIT_BAD;
+	}
+	return EXIT_GOOD;
+}
+
 static int cmd_info(const char *dir, bool json)
 {
 	struct imgread r;
@@ -242,6 +261,9 @@ int image_main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	const char *sub = cli_string(o, "command"), *dir = cli_string(o, "dir");
+	bool known = strcmp(sub, "info") == 0 || strcmp(sub, "verify") == 0;
+	if (known && (rc = require_image(dir)) != EXIT_GOOD)
+		return rc;
 	if (strcmp(sub, "info") == 0)
 		return cmd_info(dir, cli_flag(o, "json"));
 	if (strcmp(sub, "verify") == 0)

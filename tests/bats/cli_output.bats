@@ -66,3 +66,19 @@ times_ok() { python3 "$HELPERS/json_times.py"; }
 	[ "$(json_get "$TMP/s.json" 'd["exit_status"]')" -eq 0 ]
 	[ "$(ls -A "$TMP" | grep -v '^run$')" = s.json ]
 }
+
+@test "reload and image on a directory that is not an image: 'not a memvisor image (no manifest.json)'" {
+	mkdir "$TMP/notimg"
+	echo data >"$TMP/notimg/something"
+	for cmd in info verify; do
+		run "$MEMVISOR" image $cmd "$TMP/notimg"
+		[ "$status" -eq 1 ]
+		assert_output "memvisor image: $TMP/notimg: not a memvisor image (no manifest.json)"
+	done
+	start_idle
+	run ctl reload "$TMP/notimg"
+	[ "$status" -eq 1 ]
+	assert_output --partial "$TMP/notimg: not a memvisor image (no manifest.json)"
+	refute_output --partial "pages"
+	stop_idle
+}
