@@ -73,6 +73,10 @@ int mv_write_all(int fd, const void *buf, size_t len);
  * 0, or -EINVAL for syntax, -ERANGE for overflow. */
 int mv_parse_size(const char *s, uint64_t *out);
 
+/* The word for n things: one when n is 1, else many ("1 process",
+ * "2 processes"). */
+const char *mv_plural(long long n, const char *one, const char *many);
+
 /* Format bytes as "1.5 GiB" style into buf. Returns buf. */
 char *mv_human_size(uint64_t bytes, char *buf, size_t len);
 

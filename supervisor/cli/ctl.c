@@ -208,6 +208,7 @@ static int run_cmd(const struct ctl_command *c, json_t *args, const struct clien
 	struct ctl_conn conn;
 	if ((rc = ctl_conn_open(path, o->timeout_ms, &conn)))
 		return rc;
+	conn.json_errors = o->json;
 	signal(SIGPIPE, SIG_IGN);
 	rc = c->show ? request(c, &conn, args, o) : ctl_follow_events(&conn, o->json);
 	ctl_conn_close(&conn);

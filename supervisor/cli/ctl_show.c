@@ -55,18 +55,24 @@ static void fmt_ns(uint64_t ns, char *buf, size_t len)
 		snprintf(buf, len, "%.1f ms", (double)ns / 1e6);
 }
 
+/* A job on one line: its state, and while it runs, its phase (once it
+ * has ended the phase is the state again). */
 static void render_job_line(json_t *j)
 {
-	char a[32], b[32];
+	char a[32], b[32], state[48];
 	double rate = (double)jint(j, "rate");
-	printf("  job %lld %-10s %-8s %-12s %s / %s (%.1f MB/s, %.1f s)\n", jint(j, "id"),
-	       jstr(j, "kind"), jstr(j, "state"), jstr(j, "phase"),
-	       hsize(json_object_get(j, "done"), a, sizeof(a)),
+	if (strcmp(jstr(j, "state"), "running") == 0)
+		snprintf(state, sizeof(state), "running, %s%s", jstr(j, "phase"),
+			 json_is_true(json_object_get(j, "cancelling")) ? ", cancelling" : "");
+	else
+		snprintf(state, sizeof(state), "%s", jstr(j, "state"));
+	printf("  job %lld %-10s %-20s %s / %s (%.1f MB/s, %.1f s)\n", jint(j, "id"),
+	       jstr(j, "kind"), state, hsize(json_object_get(j, "done"), a, sizeof(a)),
 	       hsize(json_object_get(j, "total"), b, sizeof(b)), rate / 1e6,
 	       jsecs(j, "elapsed_ns"));
 	json_t *e = json_object_get(j, "error");
 	if (e)
-		printf("    error: %s: %s\n", jstr(e, "code"), jstr(e, "message"));
+		printf("    error: %s\n", jstr(e, "message"));
 }
 
 static void render_jobs_list(json_t *jobs)
@@ -147,18 +153,33 @@ void ctl_show_ps(json_t *r)
 	}
 }
 
+/* An address as the table shows it: the hex digits of "0x...". */
+static const char *hex_digits(json_t *o, const char *key)
+{
+	const char *s = jstr(o, key);
+	return strncmp(s, "0x", 2) == 0 ? s + 2 : s;
+}
+
 void ctl_show_regions(json_t *r)
 {
 	char a[32], b[32], c[32];
-	printf("%-14s %-14s %10s %-4s %-6s %-8s %10s %-10s %s\n", "START", "END", "SIZE", "PROT",
-	       "SHARE", "KIND", "COMMITTED", "CREATED", "PATH");
 	size_t i;
 	json_t *g;
+	/* As wide as the widest address: [vsyscall] is at ffffffffff600000,
+	 * 16 digits where user mappings have 12. */
+	int w = 12;
+	json_array_foreach(json_object_get(r, "regions"), i, g)
+	{
+		w = MV_MAX(w, (int)strlen(hex_digits(g, "start")));
+		w = MV_MAX(w, (int)strlen(hex_digits(g, "end")));
+	}
+	printf("%-*s %-*s %10s %-4s %-6s %-8s %10s %-10s %s\n", w, "START", w, "END", "SIZE",
+	       "PROT", "SHARE", "KIND", "COMMITTED", "CREATED", "PATH");
 	json_array_foreach(json_object_get(r, "regions"), i, g)
 	{
 		json_t *cb = json_object_get(g, "created_by");
-		printf("%-14s %-14s %10s %-4s %-6s %-8s %10s %-10s %s\n", jstr(g, "start") + 2,
-		       jstr(g, "end") + 2, hsize(json_object_get(g, "size"), a, sizeof(a)),
+		printf("%-*s %-*s %10s %-4s %-6s %-8s %10s %-10s %s\n", w, hex_digits(g, "start"),
+		       w, hex_digits(g, "end"), hsize(json_object_get(g, "size"), a, sizeof(a)),
 		       jstr(g, "prot"),
 		       json_is_true(json_object_get(g, "shared")) ? "shared" : "priv",
 		       jstr(g, "kind"), hsize(json_object_get(g, "committed"), b, sizeof(b)),
@@ -166,8 +187,9 @@ void ctl_show_regions(json_t *r)
 		       json_is_string(json_object_get(g, "path")) ? jstr(g, "path") : "");
 	}
 	fmt_ns((uint64_t)jint(r, "reconcile_ns"), c, sizeof(c));
-	printf("%lld regions, %s mapped, %s committed (pid %lld, read with %s in %s)\n",
-	       jint(r, "count"), hsize(json_object_get(r, "mapped"), a, sizeof(a)),
+	printf("%lld %s, %s mapped, %s committed (pid %lld, read with %s in %s)\n",
+	       jint(r, "count"), mv_plural(jint(r, "count"), "region", "regions"),
+	       hsize(json_object_get(r, "mapped"), a, sizeof(a)),
 	       hsize(json_object_get(r, "committed"), b, sizeof(b)), jint(r, "pid"),
 	       jstr(r, "source"), c);
 }
@@ -196,14 +218,15 @@ static void render_stat_block(json_t *s)
 	fmt_ns((uint64_t)jint(h, "p99"), p99, sizeof(p99));
 	fmt_ns((uint64_t)jint(h, "p999"), p999, sizeof(p999));
 	fmt_ns((uint64_t)jint(h, "max"), mx, sizeof(mx));
-	printf("  %lld calls; service time p50 %s, p99 %s, p99.9 %s, max %s\n", jint(s, "total"),
-	       p50, p99, p999, mx);
+	printf("  %lld %s; service time p50 %s, p99 %s, p99.9 %s, max %s\n", jint(s, "total"),
+	       mv_plural(jint(s, "total"), "call", "calls"), p50, p99, p999, mx);
 }
 
 void ctl_show_stats(json_t *r)
 {
 	if (json_object_get(r, "totals")) {
-		printf("all processes (%lld notifications):\n", jint(r, "notifications"));
+		printf("all processes (%lld %s):\n", jint(r, "notifications"),
+		       mv_plural(jint(r, "notifications"), "notification", "notifications"));
 		render_stat_block(json_object_get(r, "totals"));
 		return;
 	}
@@ -221,9 +244,11 @@ static void render_checkpoint_result(json_t *res)
 {
 	char a[32], b[32], c[32];
 	printf("image %s (id %s)\n", jstr(res, "dir"), jstr(res, "id"));
-	printf("  %zu processes, %lld threads, %lld regions, %lld extents\n",
-	       json_array_size(json_object_get(res, "processes")), jint(res, "threads"),
-	       jint(res, "regions"), jint(res, "extents"));
+	long long np = (long long)json_array_size(json_object_get(res, "processes"));
+	printf("  %lld %s, %lld %s, %lld %s, %lld %s\n", np, mv_plural(np, "process", "processes"),
+	       jint(res, "threads"), mv_plural(jint(res, "threads"), "thread", "threads"),
+	       jint(res, "regions"), mv_plural(jint(res, "regions"), "region", "regions"),
+	       jint(res, "extents"), mv_plural(jint(res, "extents"), "extent", "extents"));
 	printf("  %s written (%s committed in the processes), %s of it shared memory\n",
 	       hsize(json_object_get(res, "bytes"), a, sizeof(a)),
 	       hsize(json_object_get(res, "committed"), b, sizeof(b)),
@@ -234,9 +259,10 @@ static void render_checkpoint_result(json_t *res)
 	       ms(res, "sync_ns"), ms(res, "elapsed_ns"), (double)jint(res, "rate") / 1e6);
 	json_t *ev = json_object_get(res, "evicted");
 	if (ev)
-		printf("  evicted: %s in %lld regions (%lld left resident; shared memory stays "
+		printf("  evicted: %s in %lld %s (%lld left resident; shared memory stays "
 		       "resident)\n",
 		       hsize(json_object_get(ev, "bytes"), a, sizeof(a)), jint(ev, "regions"),
+		       mv_plural(jint(ev, "regions"), "region", "regions"),
 		       jint(ev, "kept_regions"));
 	size_t i;
 	json_t *p;
@@ -248,9 +274,10 @@ static void render_checkpoint_result(json_t *res)
 			printf("  process %lld: gone (exited during the checkpoint)\n",
 			       jint(p, "pid"));
 		else
-			printf("  process %lld: %lld threads, %s, paused %.1f ms\n", jint(p, "pid"),
-			       jint(p, "threads"), hsize(json_object_get(p, "bytes"), a, sizeof(a)),
-			       ms(p, "pause_ns"));
+			printf("  process %lld: %lld %s, %s, paused %.1f ms\n", jint(p, "pid"),
+			       jint(p, "threads"),
+			       mv_plural(jint(p, "threads"), "thread", "threads"),
+			       hsize(json_object_get(p, "bytes"), a, sizeof(a)), ms(p, "pause_ns"));
 	}
 }
 
@@ -331,7 +358,8 @@ void ctl_show_event(json_t *e)
 		render_job_line(e);
 		return;
 	} else if (strcmp(kind, "dropped") == 0) {
-		printf("(%lld events dropped: this reader fell behind)", jint(e, "count"));
+		printf("(%lld %s dropped: this reader fell behind)", jint(e, "count"),
+		       mv_plural(jint(e, "count"), "event", "events"));
 	} else {
 		printf("%-6lld %-14s", jint(e, "pid"), kind);
 		ctl_show_cmdline(json_object_get(e, "cmdline"), 80);

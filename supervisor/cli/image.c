@@ -95,9 +95,12 @@ static void info_text(const char *dir, const struct imgread *r)
 	printf("size:      %s of pages (%s of data), %s of manifest\n",
 	       human(im->pages_size, a, sizeof(a)), human(t->data_bytes, b, sizeof(b)),
 	       human(r->manifest_size, c, sizeof(c)));
-	printf("contents:  %zu processes (%zu gone), %zu threads, %zu regions, %zu extents, %zu "
-	       "shared objects\n",
-	       t->processes, t->gone, t->threads, t->regions, t->extents, t->objects);
+	printf("contents:  %zu %s (%zu gone), %zu %s, %zu %s, %zu %s, %zu shared %s\n",
+	       t->processes, mv_plural((long long)t->processes, "process", "processes"), t->gone,
+	       t->threads, mv_plural((long long)t->threads, "thread", "threads"), t->regions,
+	       mv_plural((long long)t->regions, "region", "regions"), t->extents,
+	       mv_plural((long long)t->extents, "extent", "extents"), t->objects,
+	       mv_plural((long long)t->objects, "object", "objects"));
 	printf("by kind:  ");
 	for (int k = 0; k < AS_KIND_COUNT; k++)
 		if (t->by_kind[k])
@@ -112,7 +115,7 @@ static void info_text(const char *dir, const struct imgread *r)
 			       "-", "-", "-");
 			continue;
 		}
-		printf("%7d %7d %4zu %7zu %10s %10s %7.1fms  ", p->pid, p->ppid, p->n_t, p->n_r,
+		printf("%7d %7d %4zu %7zu %10s %10s %6.1f ms  ", p->pid, p->ppid, p->n_t, p->n_r,
 		       human(proc_bytes(p), a, sizeof(a)), human(proc_committed(p), b, sizeof(b)),
 		       (double)p->pause_ns / 1e6);
 		print_cmdline(p, 50);
@@ -234,7 +237,8 @@ static int cmd_verify(const char *dir, bool json)
 			    : json_pack("{s:s, s:b, s:s}", "dir", dir, "ok", 0, "error", err.msg));
 	} else if (rc == 0) {
 		char a[32];
-		printf("%s: ok: %zu extents, %s checked in %.2f s\n", dir, r.im.recorded.extents,
+		printf("%s: ok: %zu %s, %s checked in %.2f s\n", dir, r.im.recorded.extents,
+		       mv_plural((long long)r.im.recorded.extents, "extent", "extents"),
 		       human(r.im.recorded.data_bytes, a, sizeof(a)), (double)elapsed / 1e9);
 	}
 	if (rc < 0)

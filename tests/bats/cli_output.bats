@@ -82,3 +82,47 @@ times_ok() { python3 "$HELPERS/json_times.py"; }
 	refute_output --partial "pages"
 	stop_idle
 }
+
+# Every row of the table on stdin has its PROT column where the header
+# has it: the table stays aligned.
+aligned() {
+	python3 -c '
+import re, sys
+lines = [l for l in sys.stdin.read().splitlines() if l.strip()]
+head, rows = lines[0], lines[1:-1]
+at = head.index("PROT")
+bad = [r for r in rows if not re.match(r"[r-][w-][x-] ", r[at:at + 4])]
+print("\n".join(bad))
+sys.exit(1 if bad else 0)'
+}
+
+@test "human output: messages without protocol codes, '1 process', no 'done done', 'N ms', an aligned regions table" {
+	start_fed "$WL/mappings"
+	mkdir "$TMP/notimg"
+	run ctl reload "$TMP/notimg"
+	[ "$status" -eq 1 ]
+	assert_output "memvisor ctl: $TMP/notimg: not a memvisor image (no manifest.json)"
+	# Scripts still get the code: with --json the error object on stderr.
+	run --separate-stderr ctl --json reload "$TMP/notimg"
+	[ "$status" -eq 1 ]
+	[ "$(json_get /dev/stdin 'd["code"]' <<<"$stderr")" = invalid ]
+	run ctl checkpoint "$TMP/img" --wait
+	assert_success
+	assert_output --partial "  1 process, 1 thread, "
+	refute_output --partial "1 processes"
+	refute_output --regexp "[0-9]ms"
+	run ctl job 1
+	assert_success
+	refute_output --partial "done done"
+	assert_output --regexp "job 1 checkpoint +done +"
+	run "$MEMVISOR" image info "$TMP/img"
+	assert_success
+	assert_output --partial "contents:  1 process (0 gone), 1 thread, "
+	refute_output --regexp "[0-9]ms"
+	assert_output --regexp "[0-9] ms  "
+	ctl regions "$PID" >"$TMP/table"
+	aligned <"$TMP/table"
+	grep -q '\[vsyscall\]' /proc/"$PID"/maps || skip "no [vsyscall] mapping here (vsyscall=none)"
+	grep -q '\[vsyscall\]' "$TMP/table"
+	stop_fed
+}
