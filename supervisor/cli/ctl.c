@@ -23,10 +23,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct client_opts {
 	const char *socket;
-	bool json;
+	enum cli_json json;
+	struct ctl_show_opts show;
 	bool wait;
 	int timeout_ms;
 };
@@ -41,9 +43,14 @@ static const struct cli_arg common_args[] = {
      .help = "the supervisor's socket (default: the only one running)"},
     {.name = "json",
      .short_name = 'j',
-     .kind = CLI_FLAG,
+     .arg = "[=MODE]",
+     .kind = CLI_JSON_MODE,
      .key = "json",
-     .help = "print the raw JSON result (one line per event for events)"},
+     .help = "print the result as JSON: short (one line; one per event), pretty"},
+    {.name = "no-legend",
+     .kind = CLI_FLAG,
+     .key = "no_legend",
+     .help = "tables without column headers and summary lines"},
     {.name = "timeout",
      .short_name = 't',
      .arg = "SECONDS",
@@ -143,33 +150,63 @@ static struct client_opts client_opts(json_t *copts)
 	json_t *timeout = json_object_get(copts, "timeout_ms");
 	return (struct client_opts){
 	    .socket = cli_string(copts, "socket"),
-	    .json = cli_flag(copts, "json"),
+	    .json = cli_json_mode(copts, "json", CLI_JSON_SHORT),
+	    .show = {.legend = !cli_flag(copts, "no_legend"), .tty = isatty(STDOUT_FILENO)},
 	    .wait = cli_flag(copts, "wait"),
 	    .timeout_ms = timeout ? (int)json_integer_value(timeout) : 30000,
 	};
 }
 
-/* --list: every live socket, with the pid and command line it serves. */
-static int list_sockets(void)
+/* One live socket as --list shows it: what its hello says. */
+static json_t *describe_socket(const char *path)
+{
+	json_t *o = json_pack("{s:s, s:n, s:n, s:[]}", "socket", path, "pid", "name", "command");
+	struct ctl_conn c;
+	json_t *r = NULL;
+	if (ctl_conn_open(path, 2000, &c) != CTL_EXIT_OK)
+		return o;
+	if (ctl_conn_call(&c, "hello", NULL, &r) == CTL_EXIT_OK) {
+		json_object_set(o, "pid", json_object_get(r, "pid"));
+		if (json_is_string(json_object_get(r, "name")))
+			json_object_set(o, "name", json_object_get(r, "name"));
+		json_object_set(o, "command", json_object_get(r, "command"));
+		json_decref(r);
+	}
+	ctl_conn_close(&c);
+	return o;
+}
+
+/* --list: every live socket, with the name, pid and command line it
+ * serves. */
+static int list_sockets(const struct client_opts *o)
 {
 	size_t n;
 	char **v = ctl_find_live(&n);
-	for (size_t i = 0; i < n; i++) {
-		struct ctl_conn c;
-		json_t *r = NULL;
-		printf("%s", v[i]);
-		if (ctl_conn_open(v[i], 2000, &c) == CTL_EXIT_OK) {
-			if (ctl_conn_call(&c, "hello", NULL, &r) == CTL_EXIT_OK) {
-				printf("  pid %lld: ",
-				       (long long)json_integer_value(json_object_get(r, "pid")));
-				ctl_show_cmdline(json_object_get(r, "command"), 60);
-				json_decref(r);
-			}
-			ctl_conn_close(&c);
-		}
+	json_t *all = json_array();
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(all, describe_socket(v[i]));
+	ctl_find_free(v);
+	if (o->json) {
+		cli_json_print(stdout, all, o->json);
+		json_decref(all);
+		return CTL_EXIT_OK;
+	}
+	if (o->show.legend)
+		printf("%-16s %7s  %-40s %s\n", "NAME", "PID", "SOCKET", "COMMAND");
+	size_t i;
+	json_t *s;
+	json_array_foreach(all, i, s)
+	{
+		json_t *name = json_object_get(s, "name"), *pid = json_object_get(s, "pid");
+		char p[24] = "-";
+		if (json_is_integer(pid))
+			snprintf(p, sizeof(p), "%lld", (long long)json_integer_value(pid));
+		printf("%-16s %7s  %-40s ", json_is_string(name) ? json_string_value(name) : "-", p,
+		       json_string_value(json_object_get(s, "socket")));
+		ctl_show_cmdline(json_object_get(s, "command"), 60);
 		printf("\n");
 	}
-	ctl_find_free(v);
+	json_decref(all);
 	return CTL_EXIT_OK;
 }
 
@@ -186,15 +223,17 @@ static int request(const struct ctl_command *c, struct ctl_conn *conn, json_t *a
 	if (o->wait || c->cancel) {
 		struct ctl_follow f = {
 		    .id = json_integer_value(json_object_get(result, c->job)),
-		    .raw = o->json,
+		    .json = o->json,
+		    .show = o->show,
 		    .image_dir = c->image ? cli_string(result, "dir") : NULL,
 		    .cancel = c->cancel,
 		};
 		rc = ctl_follow_job(conn, &f);
-	} else if (o->json)
-		ctl_show_line(result);
-	else
-		c->show(result);
+	} else if (o->json) {
+		cli_json_print(stdout, result, o->json);
+	} else {
+		c->show(result, &o->show);
+	}
 	json_decref(result);
 	return rc;
 }
@@ -208,9 +247,9 @@ static int run_cmd(const struct ctl_command *c, json_t *args, const struct clien
 	struct ctl_conn conn;
 	if ((rc = ctl_conn_open(path, o->timeout_ms, &conn)))
 		return rc;
-	conn.json_errors = o->json;
+	conn.json_errors = o->json != CLI_JSON_OFF;
 	signal(SIGPIPE, SIG_IGN);
-	rc = c->show ? request(c, &conn, args, o) : ctl_follow_events(&conn, o->json);
+	rc = c->show ? request(c, &conn, args, o) : ctl_follow_events(&conn, o->json, &o->show);
 	ctl_conn_close(&conn);
 	return rc;
 }
@@ -255,8 +294,10 @@ int ctl_client_main(int argc, char **argv)
 				"(see memvisor ctl --help)\n");
 	if (rc)
 		return rc < 0 ? CTL_EXIT_USAGE : CTL_EXIT_OK;
-	if (cli_flag(copts, "list"))
-		return list_sockets();
+	if (cli_flag(copts, "list")) {
+		struct client_opts o = client_opts(copts);
+		return list_sockets(&o);
+	}
 	if (first >= argc) {
 		usage(stderr);
 		return CTL_EXIT_USAGE;

@@ -16,7 +16,7 @@ static const char *member(json_t *o, const char *key)
 	return s ? s : "-";
 }
 
-int ctl_follow_events(struct ctl_conn *c, bool raw)
+int ctl_follow_events(struct ctl_conn *c, enum cli_json json, const struct ctl_show_opts *o)
 {
 	json_t *res;
 	int rc = ctl_conn_call(c, "events", NULL, &res);
@@ -28,10 +28,10 @@ int ctl_follow_events(struct ctl_conn *c, bool raw)
 		json_t *e = ctl_conn_read(c, true);
 		if (!e)
 			return CTL_EXIT_OK; /* the supervisor exited */
-		if (raw)
-			ctl_show_line(e);
+		if (json)
+			cli_json_print(stdout, e, json);
 		else
-			ctl_show_event(e);
+			ctl_show_event(e, o);
 		json_decref(e);
 	}
 }
@@ -122,15 +122,15 @@ static void interrupt_catch(void)
 static int job_ended(json_t *j, const struct ctl_follow *f)
 {
 	const char *state = member(j, "state");
-	if (f->raw)
-		ctl_show_line(j);
+	if (f->json)
+		cli_json_print(stdout, j, f->json);
 	else
-		ctl_show_job(j);
+		ctl_show_job(j, &f->show);
 	json_t *e = json_object_get(j, "error");
 	if (e)
 		fprintf(stderr, "memvisor ctl: job %lld failed: %s\n", f->id, member(e, "message"));
 	if (f->cancel && strcmp(state, "cancelled") == 0) {
-		if (!f->raw)
+		if (!f->json)
 			printf("job %lld cancelled: every thread was resumed and no image was "
 			       "written\n",
 			       f->id);

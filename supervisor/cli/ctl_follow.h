@@ -4,17 +4,21 @@
 #define MV_CLI_CTL_FOLLOW_H
 
 #include "supervisor/cli/ctl_conn.h"
+#include "supervisor/cli/ctl_show.h"
+#include "supervisor/cli/options.h"
 
 #include <stdbool.h>
 
-/* Subscribe and print every event until memvisor exits (raw: one JSON
- * line each). CTL_EXIT_OK then, or what the subscription failed with. */
-int ctl_follow_events(struct ctl_conn *c, bool raw);
+/* Subscribe and print every event until memvisor exits (as JSON in mode
+ * json, unless OFF). CTL_EXIT_OK then, or what the subscription failed
+ * with. */
+int ctl_follow_events(struct ctl_conn *c, enum cli_json json, const struct ctl_show_opts *o);
 
 /* How to follow a job. */
 struct ctl_follow {
 	long long id;
-	bool raw;	       /* the final job object as one JSON line */
+	enum cli_json json; /* the final job object as JSON, unless OFF */
+	struct ctl_show_opts show;
 	const char *image_dir; /* where a checkpoint job writes its image (said
 				* when memvisor went away), or NULL */
 	bool cancel;	       /* a cancel was asked: "cancelled" is the good end */

@@ -2,6 +2,7 @@
  * times; and as scripts read them (--json), one line each. */
 #include "supervisor/cli/ctl_show.h"
 #include "common/util.h"
+#include "supervisor/cli/options.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -57,7 +58,7 @@ static void fmt_ns(uint64_t ns, char *buf, size_t len)
 
 /* A job on one line: its state, and while it runs, its phase (once it
  * has ended the phase is the state again). */
-static void render_job_line(json_t *j)
+static void render_job_line(json_t *j, const struct ctl_show_opts *o)
 {
 	char a[32], b[32], state[48];
 	double rate = (double)jint(j, "rate");
@@ -75,14 +76,14 @@ static void render_job_line(json_t *j)
 		printf("    error: %s\n", jstr(e, "message"));
 }
 
-static void render_jobs_list(json_t *jobs)
+static void render_jobs_list(json_t *jobs, const struct ctl_show_opts *o)
 {
 	size_t i;
 	json_t *j;
-	json_array_foreach(jobs, i, j) render_job_line(j);
+	json_array_foreach(jobs, i, j) render_job_line(j, o);
 }
 
-void ctl_show_hello(json_t *r)
+void ctl_show_hello(json_t *r, const struct ctl_show_opts *o)
 {
 	printf("memvisor %s (protocol %lld), supervisor pid %lld\n", jstr(r, "memvisor"),
 	       jint(r, "protocol"), jint(r, "pid"));
@@ -111,7 +112,7 @@ void ctl_show_hello(json_t *r)
 	printf("\n");
 }
 
-void ctl_show_status(json_t *r)
+void ctl_show_status(json_t *r, const struct ctl_show_opts *o)
 {
 	char a[32], b[32];
 	json_t *t = json_object_get(r, "totals");
@@ -131,14 +132,15 @@ void ctl_show_status(json_t *r)
 	json_t *jobs = json_object_get(r, "jobs");
 	if (json_array_size(jobs)) {
 		printf("jobs:\n");
-		render_jobs_list(jobs);
+		render_jobs_list(jobs, o);
 	}
 }
 
-void ctl_show_ps(json_t *r)
+void ctl_show_ps(json_t *r, const struct ctl_show_opts *o)
 {
-	printf("%7s %7s %4s %-12s %10s %10s %8s  %s\n", "PID", "PPID", "THR", "STATE", "MAPPED",
-	       "COMMITTED", "CALLS", "COMMAND");
+	if (o->legend)
+		printf("%7s %7s %4s %-12s %10s %10s %8s  %s\n", "PID", "PPID", "THR", "STATE",
+		       "MAPPED", "COMMITTED", "CALLS", "COMMAND");
 	size_t i;
 	json_t *p;
 	json_array_foreach(json_object_get(r, "processes"), i, p)
@@ -160,7 +162,7 @@ static const char *hex_digits(json_t *o, const char *key)
 	return strncmp(s, "0x", 2) == 0 ? s + 2 : s;
 }
 
-void ctl_show_regions(json_t *r)
+void ctl_show_regions(json_t *r, const struct ctl_show_opts *o)
 {
 	char a[32], b[32], c[32];
 	size_t i;
@@ -173,8 +175,9 @@ void ctl_show_regions(json_t *r)
 		w = MV_MAX(w, (int)strlen(hex_digits(g, "start")));
 		w = MV_MAX(w, (int)strlen(hex_digits(g, "end")));
 	}
-	printf("%-*s %-*s %10s %-4s %-6s %-8s %10s %-10s %s\n", w, "START", w, "END", "SIZE",
-	       "PROT", "SHARE", "KIND", "COMMITTED", "CREATED", "PATH");
+	if (o->legend)
+		printf("%-*s %-*s %10s %-4s %-6s %-8s %10s %-10s %s\n", w, "START", w, "END",
+		       "SIZE", "PROT", "SHARE", "KIND", "COMMITTED", "CREATED", "PATH");
 	json_array_foreach(json_object_get(r, "regions"), i, g)
 	{
 		json_t *cb = json_object_get(g, "created_by");
@@ -186,6 +189,8 @@ void ctl_show_regions(json_t *r)
 		       json_is_object(cb) ? jstr(cb, "syscall") : "-",
 		       json_is_string(json_object_get(g, "path")) ? jstr(g, "path") : "");
 	}
+	if (!o->legend)
+		return;
 	fmt_ns((uint64_t)jint(r, "reconcile_ns"), c, sizeof(c));
 	printf("%lld %s, %s mapped, %s committed (pid %lld, read with %s in %s)\n",
 	       jint(r, "count"), mv_plural(jint(r, "count"), "region", "regions"),
@@ -194,11 +199,12 @@ void ctl_show_regions(json_t *r)
 	       jstr(r, "source"), c);
 }
 
-static void render_stat_block(json_t *s)
+static void render_stat_block(json_t *s, const struct ctl_show_opts *o)
 {
 	static const char *const verdicts[] = {"allow", "log", "deny", "kill"};
-	printf("  %-18s %9s %9s %9s %9s %12s\n", "SYSCALL", "ALLOW", "LOG", "DENY", "KILL",
-	       "BYTES");
+	if (o->legend)
+		printf("  %-18s %9s %9s %9s %9s %12s\n", "SYSCALL", "ALLOW", "LOG", "DENY", "KILL",
+		       "BYTES");
 	const char *name;
 	json_t *by;
 	json_t *bytes = json_object_get(s, "bytes");
@@ -212,6 +218,8 @@ static void render_stat_block(json_t *s)
 			printf(" %9lld", jint(by, verdicts[i]));
 		printf(" %12s\n", b);
 	}
+	if (!o->legend)
+		return;
 	json_t *h = json_object_get(s, "service_ns");
 	char p50[32], p99[32], p999[32], mx[32];
 	fmt_ns((uint64_t)jint(h, "p50"), p50, sizeof(p50));
@@ -222,17 +230,20 @@ static void render_stat_block(json_t *s)
 	       mv_plural(jint(s, "total"), "call", "calls"), p50, p99, p999, mx);
 }
 
-void ctl_show_stats(json_t *r)
+void ctl_show_stats(json_t *r, const struct ctl_show_opts *o)
 {
 	if (json_object_get(r, "totals")) {
-		printf("all processes (%lld %s):\n", jint(r, "notifications"),
-		       mv_plural(jint(r, "notifications"), "notification", "notifications"));
-		render_stat_block(json_object_get(r, "totals"));
+		if (o->legend)
+			printf(
+			    "all processes (%lld %s):\n", jint(r, "notifications"),
+			    mv_plural(jint(r, "notifications"), "notification", "notifications"));
+		render_stat_block(json_object_get(r, "totals"), o);
 		return;
 	}
-	printf("pid %lld (%s)%s:\n", jint(r, "pid"), jstr(r, "exe"),
-	       json_is_true(json_object_get(r, "exited")) ? ", exited" : "");
-	render_stat_block(json_object_get(r, "stats"));
+	if (o->legend)
+		printf("pid %lld (%s)%s:\n", jint(r, "pid"), jstr(r, "exe"),
+		       json_is_true(json_object_get(r, "exited")) ? ", exited" : "");
+	render_stat_block(json_object_get(r, "stats"), o);
 }
 
 static double ms(json_t *o, const char *key)
@@ -281,57 +292,191 @@ static void render_checkpoint_result(json_t *res)
 	}
 }
 
-void ctl_show_job(json_t *r)
+/* A reload's result (docs/protocol-reload.md). */
+static void render_reload_result(json_t *res)
 {
-	render_job_line(r);
-	json_t *res = json_object_get(r, "result");
-	if (res && strcmp(jstr(r, "kind"), "checkpoint") == 0) {
-		render_checkpoint_result(res);
-	} else if (res) {
-		char *s = json_dumps(res, JSON_INDENT(2) | JSON_SORT_KEYS);
-		printf("%s\n", s);
+	char a[32], b[32], c[32];
+	long long spaces = jint(res, "spaces");
+	printf("reload of %s (id %s)\n", jstr(res, "dir"), jstr(res, "id"));
+	printf("  %s loaded back into %lld address %s (%lld of them gone before their turn)\n",
+	       hsize(json_object_get(res, "bytes"), a, sizeof(a)), spaces,
+	       mv_plural(spaces, "space", "spaces"), jint(res, "gone"));
+	printf("  verified in %.1f ms; %s read in %.1f s (%.0f MB/s)\n", ms(res, "verify_ns"),
+	       hsize(json_object_get(res, "read_bytes"), b, sizeof(b)), jsecs(res, "load_ns"),
+	       (double)jint(res, "read_rate") / 1e6);
+	fmt_ns((uint64_t)jint(res, "fault_p99_ns"), c, sizeof(c));
+	printf("  %lld demand %s meanwhile (p99 %s)\n", jint(res, "faults"),
+	       mv_plural(jint(res, "faults"), "fault", "faults"), c);
+	if (jint(res, "huge_bytes"))
+		printf("  huge pages: %s of %s collapsed again in %.1f s\n",
+		       hsize(json_object_get(res, "huge_restored_bytes"), a, sizeof(a)),
+		       hsize(json_object_get(res, "huge_bytes"), b, sizeof(b)),
+		       jsecs(res, "huge_ns"));
+}
+
+/* ---- policy ----------------------------------------------------------- */
+
+static const char *yes_no(json_t *o, const char *key)
+{
+	return json_is_true(json_object_get(o, key)) ? "yes" : "no";
+}
+
+/* A JSON value as a rule's condition shows it: arrays joined with ",". */
+static void print_value(json_t *v)
+{
+	size_t i;
+	json_t *x;
+	if (json_is_array(v)) {
+		json_array_foreach(v, i, x)
+		{
+			printf("%s", i ? "," : "");
+			print_value(x);
+		}
+	} else if (json_is_string(v)) {
+		printf("%s", json_string_value(v));
+	} else {
+		char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+		printf("%s", s ? s : "?");
 		free(s);
 	}
 }
 
-void ctl_show_jobs(json_t *r)
+/* An action and its errno: "allow", "deny EPERM". */
+static const char *action(json_t *o, char *buf, size_t len)
 {
-	render_jobs_list(json_object_get(r, "jobs"));
+	bool err = json_is_string(json_object_get(o, "errno"));
+	snprintf(buf, len, "%s%s%s", jstr(o, "action"), err ? " " : "",
+		 err ? jstr(o, "errno") : "");
+	return buf;
 }
 
-void ctl_show_raw(json_t *r)
+static void render_rules(json_t *rules)
 {
-	char *s = json_dumps(r, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_ENCODE_ANY);
-	printf("%s\n", s);
-	free(s);
+	size_t i;
+	json_t *r;
+	json_array_foreach(rules, i, r)
+	{
+		char act[48];
+		bool named = json_is_string(json_object_get(r, "name"));
+		printf("  %-18s %-14s ", named ? jstr(r, "name") : "(unnamed)",
+		       action(r, act, sizeof(act)));
+		print_value(json_object_get(r, "syscalls"));
+		const char *k;
+		json_t *v;
+		json_object_foreach(r, k, v)
+		{
+			bool shown = !strcmp(k, "name") || !strcmp(k, "syscalls") ||
+				     !strcmp(k, "action") || !strcmp(k, "errno");
+			if (shown || json_is_null(v) || (json_is_array(v) && !json_array_size(v)))
+				continue;
+			printf(" %s=", k);
+			print_value(v);
+		}
+		printf("\n");
+	}
 }
 
-void ctl_show_line(json_t *r)
+static void render_limits(json_t *limits)
 {
-	char *s = json_dumps(r, JSON_COMPACT | JSON_ENCODE_ANY);
-	printf("%s\n", s);
-	free(s);
+	const char *k;
+	json_t *v;
+	bool any = false;
+	printf("limits:      ");
+	json_object_foreach(limits, k, v)
+	{
+		char b[32];
+		if (!json_is_integer(v))
+			continue;
+		if (strcmp(k, "max_regions") == 0) /* a count; the others are bytes */
+			snprintf(b, sizeof(b), "%lld", (long long)json_integer_value(v));
+		else
+			hsize(v, b, sizeof(b));
+		printf("%s%s %s", any ? ", " : "", k, b);
+		any = true;
+	}
+	printf("%s\n", any ? "" : "none");
 }
 
-void ctl_show_reload_started(json_t *r)
+void ctl_show_policy(json_t *r, const struct ctl_show_opts *o)
+{
+	json_t *p = json_object_get(r, "policy"), *l = json_object_get(r, "launch");
+	json_t *e = json_object_get(r, "enforcement");
+	char when[32] = "?";
+	time_t secs = (time_t)(jint(r, "loaded_ns") / 1000000000);
+	struct tm tm;
+	if (localtime_r(&secs, &tm))
+		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+	printf("policy:      %s (generation %lld, active since %s)\n", jstr(r, "source"),
+	       jint(r, "generation"), when);
+	if (json_is_string(json_object_get(p, "description")))
+		printf("description: %s\n", jstr(p, "description"));
+	char act[48];
+	printf("default:     %s\n", action(json_object_get(p, "default"), act, sizeof(act)));
+	json_t *rules = json_object_get(p, "rules");
+	printf("rules:%s\n", json_array_size(rules) ? "" : "       none");
+	render_rules(rules);
+	printf("wx:          %s", jstr(p, "wx"));
+	if (json_array_size(json_object_get(p, "wx_allow"))) {
+		printf(", except ");
+		print_value(json_object_get(p, "wx_allow"));
+	}
+	printf("\n");
+	render_limits(json_object_get(p, "limits"));
+	printf("launch:      notify-all %s, PR_SET_MDWE %s, Landlock on /proc/PID %s, RLIMIT_AS "
+	       "guard %s\n",
+	       yes_no(l, "notify_all"), yes_no(l, "mdwe"), yes_no(l, "landlock_proc_pid"),
+	       yes_no(l, "rlimit_as_guard"));
+	printf("enforcement: %lld %s, %lld %s\n", jint(e, "denials"),
+	       mv_plural(jint(e, "denials"), "denial", "denials"), jint(e, "kills"),
+	       mv_plural(jint(e, "kills"), "kill", "kills"));
+}
+
+void ctl_show_policy_set(json_t *r, const struct ctl_show_opts *o)
+{
+	printf("policy %s is active (generation %lld)\n", jstr(r, "source"), jint(r, "generation"));
+}
+
+void ctl_show_job(json_t *r, const struct ctl_show_opts *o)
+{
+	render_job_line(r, o);
+	json_t *res = json_object_get(r, "result");
+	if (res && strcmp(jstr(r, "kind"), "checkpoint") == 0)
+		render_checkpoint_result(res);
+	else if (res && strcmp(jstr(r, "kind"), "reload") == 0)
+		render_reload_result(res);
+	else if (res)
+		cli_json_print(stdout, res, CLI_JSON_PRETTY);
+}
+
+void ctl_show_jobs(json_t *r, const struct ctl_show_opts *o)
+{
+	render_jobs_list(json_object_get(r, "jobs"), o);
+}
+
+void ctl_show_raw(json_t *r, const struct ctl_show_opts *o)
+{
+	cli_json_print(stdout, r, CLI_JSON_PRETTY);
+}
+
+void ctl_show_reload_started(json_t *r, const struct ctl_show_opts *o)
 {
 	printf("reload job %lld started: %s (follow it with: memvisor ctl job %lld --wait)\n",
 	       jint(r, "job"), jstr(r, "dir"), jint(r, "job"));
 }
 
-void ctl_show_unthrottled(json_t *r)
+void ctl_show_unthrottled(json_t *r, const struct ctl_show_opts *o)
 {
 	printf("job %lld (%s): its rate limit is lifted; it loads as fast as it can\n",
 	       jint(r, "id"), jstr(r, "kind"));
 }
 
-void ctl_show_checkpoint_started(json_t *r)
+void ctl_show_checkpoint_started(json_t *r, const struct ctl_show_opts *o)
 {
 	printf("checkpoint job %lld started: %s (follow it with: memvisor ctl job %lld --wait)\n",
 	       jint(r, "job"), jstr(r, "dir"), jint(r, "job"));
 }
 
-void ctl_show_event(json_t *e)
+void ctl_show_event(json_t *e, const struct ctl_show_opts *o)
 {
 	long long t = jint(e, "time_ns");
 	time_t secs = (time_t)(t / 1000000000);
@@ -355,7 +500,7 @@ void ctl_show_event(json_t *e)
 			printf(" rule=%s", jstr(e, "rule"));
 	} else if (strcmp(kind, "job") == 0) {
 		printf("job    ");
-		render_job_line(e);
+		render_job_line(e, o);
 		return;
 	} else if (strcmp(kind, "dropped") == 0) {
 		printf("(%lld %s dropped: this reader fell behind)", jint(e, "count"),

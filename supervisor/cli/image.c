@@ -23,9 +23,10 @@ static const struct cli_arg image_args[] = {
     {.arg = "COMMAND", .kind = CLI_STRING, .key = "command"},
     {.arg = "DIR", .kind = CLI_STRING, .key = "dir"},
     {.name = "json",
-     .kind = CLI_FLAG,
+     .arg = "[=MODE]",
+     .kind = CLI_JSON_MODE,
      .key = "json",
-     .help = "print the result as one line of JSON"},
+     .help = "print the result as JSON: short (one line, the default) or pretty"},
     {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "show this help"},
 };
 
@@ -165,11 +166,9 @@ static json_t *info_json(const char *dir, const struct imgread *r)
 	    (json_int_t)t->committed, "by_kind", kinds, "process_list", procs);
 }
 
-static void print_json(json_t *o)
+static void print_json(json_t *o, enum cli_json mode)
 {
-	char *s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
-	printf("%s\n", s);
-	free(s);
+	cli_json_print(stdout, o, mode);
 	json_decref(o);
 }
 
@@ -191,7 +190,7 @@ static int require_image(const char *dir)
 	return EXIT_GOOD;
 }
 
-static int cmd_info(const char *dir, bool json)
+static int cmd_info(const char *dir, enum cli_json json)
 {
 	struct imgread r;
 	struct mv_err err = {0};
@@ -202,7 +201,7 @@ static int cmd_info(const char *dir, bool json)
 		return EXIT_BAD;
 	}
 	if (json)
-		print_json(info_json(dir, &r));
+		print_json(info_json(dir, &r), json);
 	else
 		info_text(dir, &r);
 	imgread_close(&r);
@@ -219,7 +218,7 @@ static void on_progress(uint64_t done, uint64_t total, void *arg)
 		fprintf(stderr, "\r              \r");
 }
 
-static int cmd_verify(const char *dir, bool json)
+static int cmd_verify(const char *dir, enum cli_json json)
 {
 	struct imgread r;
 	struct mv_err err = {0};
@@ -234,7 +233,8 @@ static int cmd_verify(const char *dir, bool json)
 					(json_int_t)r.im.recorded.extents, "bytes",
 					(json_int_t)r.im.recorded.data_bytes, "elapsed_ns",
 					(json_int_t)elapsed)
-			    : json_pack("{s:s, s:b, s:s}", "dir", dir, "ok", 0, "error", err.msg));
+			    : json_pack("{s:s, s:b, s:s}", "dir", dir, "ok", 0, "error", err.msg),
+		    json);
 	} else if (rc == 0) {
 		char a[32];
 		printf("%s: ok: %zu %s, %s checked in %.2f s\n", dir, r.im.recorded.extents,
@@ -268,10 +268,11 @@ int image_main(int argc, char **argv)
 	bool known = strcmp(sub, "info") == 0 || strcmp(sub, "verify") == 0;
 	if (known && (rc = require_image(dir)) != EXIT_GOOD)
 		return rc;
+	enum cli_json json = cli_json_mode(o, "json", CLI_JSON_SHORT);
 	if (strcmp(sub, "info") == 0)
-		return cmd_info(dir, cli_flag(o, "json"));
+		return cmd_info(dir, json);
 	if (strcmp(sub, "verify") == 0)
-		return cmd_verify(dir, cli_flag(o, "json"));
+		return cmd_verify(dir, json);
 	fprintf(stderr, "memvisor image: unknown command '%s' (info or verify)\n", sub);
 	return EXIT_USAGE;
 }

@@ -31,6 +31,8 @@ enum cli_kind {
 	CLI_SIZE,	     /* bytes, with an optional K, M, G or T: an integer */
 	CLI_RATE,	     /* a non-negative number of MB/s: a real */
 	CLI_JSON_OBJECT,     /* a JSON object */
+	CLI_JSON_MODE,	     /* --json[=short|pretty], as systemd's tools: the mode
+			      * given, or "" without one (the command's default) */
 };
 
 enum {
@@ -84,6 +86,18 @@ void cli_print_args(FILE *f, const struct cli_arg *args, size_t n);
  * given, or NULL. */
 bool cli_flag(json_t *o, const char *key);
 const char *cli_string(json_t *o, const char *key);
+
+/* How to print JSON (a CLI_JSON_MODE option): not at all, on one line,
+ * or indented. */
+enum cli_json { CLI_JSON_OFF, CLI_JSON_SHORT, CLI_JSON_PRETTY };
+
+/* The mode of a CLI_JSON_MODE member: OFF when it was not given, dflt
+ * when it was given without a mode. */
+enum cli_json cli_json_mode(json_t *o, const char *key, enum cli_json dflt);
+
+/* Print v as JSON on f in mode (SHORT when OFF) and a newline: one line,
+ * or indented; keys in v's own order. */
+void cli_json_print(FILE *f, json_t *v, enum cli_json mode);
 
 /* _cleanup_json_ json_t *o: dropped at the end of the scope. */
 void cli_json_freep(json_t **o);

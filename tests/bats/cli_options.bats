@@ -119,7 +119,8 @@ sent() {
 	check "--pid: 'all' is not a process id" "checkpoint" checkpoint d --pid all
 	check "'x' is not a job id" "job [OPTION]... ID" job x
 	check "unknown option '--wait'" "ps [OPTION]..." ps --wait
-	check "option '--json' takes no argument" "ps" ps --json=pretty
+	check "--json: 'fancy' is not short or pretty" "ps" ps --json=fancy
+	check "unexpected argument 'pretty'" "ps" ps --json pretty
 	check "unexpected argument 'frob'" "policy [OPTION]..." policy frob
 	assert_output --partial "memvisor ctl policy set [OPTION]... FILE"
 	check "no FILE given" "policy [OPTION]..." policy set
@@ -131,7 +132,8 @@ sent() {
 }
 
 @test "-h and --help on every command print its usage and exit 0, without connecting" {
-	for cmd in hello status ps regions stats events policy "policy set" job checkpoint reload jobs call; do
+	for cmd in hello status ps regions stats events policy "policy set" job "job cancel" "job unthrottle" \
+		checkpoint reload jobs call; do
 		for h in -h --help; do
 			# shellcheck disable=SC2086
 			run "$MEMVISOR" ctl --socket "$TMP/none.sock" $cmd $h
@@ -273,4 +275,26 @@ stop_mappings() {
 	run "$MEMVISOR" run --stats-json
 	[ "$status" -eq 125 ]
 	assert_output --partial "option '--stats-json' needs an argument"
+}
+
+@test "ctl --json, -j and --json=short print one line; --json=pretty the same result indented" {
+	start_fake
+	one=$("$MEMVISOR" ctl --socket "$FAKE" ps --json)
+	[ "$one" = '{"job":7,"dir":null}' ]
+	[ "$("$MEMVISOR" ctl --socket "$FAKE" -j ps)" = "$one" ]
+	[ "$("$MEMVISOR" ctl --socket "$FAKE" ps --json=short)" = "$one" ]
+	run "$MEMVISOR" ctl --socket "$FAKE" --json=pretty ps
+	assert_success
+	[ "${#lines[@]}" -gt 1 ]
+	[ "$(json_get /dev/stdin 'd' <<<"$output")" = "$(json_get /dev/stdin 'd' <<<"$one")" ]
+	# image and policy take the same modes.
+	echo '{"version": 1}' >"$TMP/p.json"
+	run "$MEMVISOR" policy check --json=short "$TMP/p.json"
+	assert_success
+	[ "${#lines[@]}" -eq 1 ]
+	run "$MEMVISOR" policy check --json "$TMP/p.json"
+	[ "${#lines[@]}" -gt 1 ]
+	run "$MEMVISOR" image info --json=loud "$TMP"
+	[ "$status" -eq 2 ]
+	assert_output --partial "--json: 'loud' is not short or pretty"
 }

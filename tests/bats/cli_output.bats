@@ -126,3 +126,40 @@ sys.exit(1 if bad else 0)'
 	grep -q '\[vsyscall\]' "$TMP/table"
 	stop_fed
 }
+
+@test "--no-legend: tables without headers and summary lines; ctl policy as text, --json as JSON" {
+	policy p '{"version": 1, "rules": [{"name": "big", "syscalls": ["mmap"], "length_min": "4G", "action": "deny", "errno": "ENOMEM"}], "limits": {"max_regions": 5000}}'
+	MV_ARGS=(--policy "$TMP/p.json")
+	start_fed "$WL/mappings"
+	run ctl ps
+	assert_line --index 0 --regexp "^ +PID +PPID"
+	run ctl ps --no-legend
+	assert_success
+	[ "${#lines[@]}" -eq 1 ]
+	assert_line --index 0 --regexp "^ *$PID "
+	count=$(ctl --json regions "$PID" | json_get - 'd["count"]')
+	run ctl regions "$PID" --no-legend
+	assert_success
+	[ "${#lines[@]}" -eq "$count" ]
+	refute_output --partial "START"
+	refute_output --partial "regions,"
+	run ctl --no-legend stats "$PID"
+	assert_success
+	refute_output --partial "SYSCALL"
+	refute_output --partial "service time"
+	run ctl --no-legend --list
+	assert_success
+	refute_output --partial "SOCKET"
+	run ctl policy
+	assert_success
+	assert_line --index 0 --regexp "^policy: +$TMP/p.json \(generation 1, active since [0-9-]+ [0-9:]+\)$"
+	assert_output --regexp "big +deny ENOMEM +mmap,mmap2 length_min=4294967296"
+	assert_output --partial "limits:      max_regions 5000"
+	refute_output --partial "{"
+	run ctl policy --json
+	[ "$(json_get /dev/stdin 'd["policy"]["rules"][0]["name"]' <<<"$output")" = big ]
+	run ctl policy set "$TMP/p.json"
+	assert_success
+	assert_output "policy $TMP/p.json is active (generation 2)"
+	stop_fed
+}

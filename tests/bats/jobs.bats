@@ -100,5 +100,9 @@ ctl_bg() {
 	run ctl_within 60 job 2 --wait
 	assert_success
 	[ "$(job_state 2)" = done ]
+	# The result as text, not JSON.
+	assert_output --partial "reload of $TMP/img"
+	assert_output --regexp "loaded back into 1 address space "
+	refute_output --partial "{"
 	stop_fed
 }
