@@ -27,6 +27,7 @@
 
 struct client_opts {
 	const char *socket;
+	const char *name;
 	enum cli_json json;
 	struct ctl_show_opts show;
 	bool wait;
@@ -41,6 +42,12 @@ static const struct cli_arg common_args[] = {
      .kind = CLI_STRING,
      .key = "socket",
      .help = "the supervisor's socket (default: the only one running)"},
+    {.name = "name",
+     .short_name = 'n',
+     .arg = "NAME",
+     .kind = CLI_STRING,
+     .key = "name",
+     .help = "the supervisor started with run --name NAME"},
     {.name = "json",
      .short_name = 'j',
      .arg = "[=MODE]",
@@ -94,8 +101,8 @@ static void usage(FILE *f)
 	}
 	fprintf(f, "\nRun 'memvisor ctl COMMAND --help' for a command's options; ctl's own\n"
 		   "options may also follow the command.\n"
-		   "The socket is found from --socket, then $MEMVISOR_SOCKET, then the only\n"
-		   "running memvisor of this user.\n"
+		   "The socket is found from --socket or --name, then $MEMVISOR_SOCKET, then\n"
+		   "the only running memvisor of this user.\n"
 		   "Exit status: 0 ok, 1 error reply, 2 usage, 3 cannot connect.\n");
 }
 
@@ -150,6 +157,7 @@ static struct client_opts client_opts(json_t *copts)
 	json_t *timeout = json_object_get(copts, "timeout_ms");
 	return (struct client_opts){
 	    .socket = cli_string(copts, "socket"),
+	    .name = cli_string(copts, "name"),
 	    .json = cli_json_mode(copts, "json", CLI_JSON_SHORT),
 	    .show = {.legend = !cli_flag(copts, "no_legend"), .tty = isatty(STDOUT_FILENO)},
 	    .wait = cli_flag(copts, "wait"),
@@ -241,7 +249,7 @@ static int request(const struct ctl_command *c, struct ctl_conn *conn, json_t *a
 static int run_cmd(const struct ctl_command *c, json_t *args, const struct client_opts *o)
 {
 	_cleanup_free_ char *path = NULL;
-	int rc = ctl_find_socket(o->socket, &path);
+	int rc = ctl_find_socket(o->socket, o->name, &path);
 	if (rc)
 		return rc;
 	struct ctl_conn conn;
@@ -294,6 +302,10 @@ int ctl_client_main(int argc, char **argv)
 				"(see memvisor ctl --help)\n");
 	if (rc)
 		return rc < 0 ? CTL_EXIT_USAGE : CTL_EXIT_OK;
+	if (cli_string(copts, "socket") && cli_string(copts, "name")) {
+		fprintf(stderr, "memvisor ctl: --socket and --name: choose one\n");
+		return CTL_EXIT_USAGE;
+	}
 	if (cli_flag(copts, "list")) {
 		struct client_opts o = client_opts(copts);
 		return list_sockets(&o);

@@ -87,6 +87,8 @@ void ctl_show_hello(json_t *r, const struct ctl_show_opts *o)
 {
 	printf("memvisor %s (protocol %lld), supervisor pid %lld\n", jstr(r, "memvisor"),
 	       jint(r, "protocol"), jint(r, "pid"));
+	if (json_is_string(json_object_get(r, "name")))
+		printf("name:    %s\n", jstr(r, "name"));
 	printf("command: ");
 	ctl_show_cmdline(json_object_get(r, "command"), 0);
 	printf("\nsocket:  %s\n", jstr(r, "socket"));

@@ -7,6 +7,7 @@
 #include "common/syscalls.h"
 #include "common/util.h"
 #include "policy/filter.h"
+#include "supervisor/cli/ctl_find.h"
 #include "supervisor/cli/options.h"
 #include "supervisor/ctl/server.h"
 #include "supervisor/supervise/enforce.h"
@@ -48,6 +49,12 @@ static const struct cli_arg run_args[] = {
      .kind = CLI_STRING,
      .key = "socket",
      .help = "control socket (default $XDG_RUNTIME_DIR/memvisor/PID.sock)"},
+    {.name = "name",
+     .short_name = 'n',
+     .arg = "NAME",
+     .kind = CLI_STRING,
+     .key = "name",
+     .help = "name this supervisor for ctl --name: its socket is NAME.sock"},
     {.name = "policy",
      .short_name = 'p',
      .arg = "FILE",
@@ -113,6 +120,26 @@ static const char *opt_string(json_t *o, const char *key)
 	return s ? xstrdup(s) : NULL;
 }
 
+/* --name: a valid name (ctl_find.h), and no --socket beside it, which
+ * would put the socket where ctl --name does not look. */
+static int check_name(json_t *v)
+{
+	const char *name = cli_string(v, "name");
+	char why[128];
+	if (!name)
+		return 0;
+	if (cli_string(v, "socket")) {
+		fprintf(stderr, "memvisor run: --name and --socket: choose one (--name puts the "
+				"socket in the runtime directory as NAME.sock)\n");
+		return -EINVAL;
+	}
+	if (ctl_name_check(name, why, sizeof(why)) < 0) {
+		fprintf(stderr, "memvisor run: --name: '%s' is not a name: %s\n", name, why);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 /* Read run's words into o. 0; CLI_HELP_ASKED after printing the help;
  * -EINVAL after saying what is wrong. */
 static int parse_run_opts(int argc, char **argv, struct mv_opts *o)
@@ -137,6 +164,8 @@ static int parse_run_opts(int argc, char **argv, struct mv_opts *o)
 			level);
 		rc = -EINVAL;
 	}
+	if (rc == 0)
+		rc = check_name(v);
 	if (rc < 0) {
 		fprintf(stderr, RUN_SYNOPSIS " (see memvisor run --help)\n");
 		return rc;
@@ -144,6 +173,7 @@ static int parse_run_opts(int argc, char **argv, struct mv_opts *o)
 	json_t *grace = json_object_get(v, "kill_grace_ms");
 	o->kill_grace_ms = grace ? (int)json_integer_value(grace) : 2000;
 	o->socket_path = opt_string(v, "socket");
+	o->name = opt_string(v, "name");
 	o->policy_path = opt_string(v, "policy");
 	o->log_path = opt_string(v, "log");
 	o->stats_json = opt_string(v, "stats_json");
@@ -655,7 +685,7 @@ int run_main(int argc, char **argv)
 	if (ctl_server_start(mv) < 0) {
 		/* An explicit --socket must work; the default place is a
 		 * convenience, and the command can run without it. */
-		if (mv->opts.socket_path)
+		if (mv->opts.socket_path || mv->opts.name)
 			return run_abandon(mv);
 		fprintf(stderr, "memvisor: warning: running without a control socket\n");
 	}

@@ -152,8 +152,9 @@ static int ctl_cmd_hello(struct mv *mv, struct ctl_call *call, json_t *args, jso
 	for (size_t i = 0; i < n; i++)
 		json_array_append_new(
 		    cmds, json_pack("{s:s, s:s}", "name", t[i].name, "summary", t[i].summary));
-	*result = json_pack("{s:s, s:i, s:i, s:o, s:s, s:o, s:o}", "memvisor", MV_VERSION,
-			    "protocol", PROTOCOL_VERSION, "pid", mv->self, "command",
+	*result = json_pack("{s:s, s:i, s:i, s:o, s:o, s:s, s:o, s:o}", "memvisor", MV_VERSION,
+			    "protocol", PROTOCOL_VERSION, "pid", mv->self, "name",
+			    mv->opts.name ? json_string(mv->opts.name) : json_null(), "command",
 			    command_json(mv), "socket", mv->socket_path ? mv->socket_path : "",
 			    "features", features_json(&mv->feat), "commands", cmds);
 	return 0;

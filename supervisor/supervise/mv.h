@@ -27,6 +27,7 @@
 
 struct mv_opts {
 	const char *socket_path;
+	const char *name; /* --name: the socket is NAME.sock in the default place */
 	const char *policy_path;
 	const char *log_path;
 	enum mv_log_level log_level;

@@ -298,3 +298,48 @@ stop_mappings() {
 	[ "$status" -eq 2 ]
 	assert_output --partial "--json: 'loud' is not short or pretty"
 }
+
+@test "run --name NAME and ctl -n NAME: a supervisor by name; names are checked and not shared" {
+	mkfifo "$TMP/go"
+	"$MEMVISOR" run --name web-1 -- sh -c "read x <'$TMP/go'" </dev/null &
+	mv=$!
+	remember_pid $mv
+	wait_for 10 test -S "$XDG_RUNTIME_DIR/memvisor/web-1.sock"
+	# A second memvisor, unnamed: ctl needs to be told which.
+	"$MEMVISOR" run -- sh -c "read x <'$TMP/go'" </dev/null &
+	remember_pid $!
+	wait_for 10 test -S "$XDG_RUNTIME_DIR/memvisor/$!.sock"
+	run "$MEMVISOR" ctl -n web-1 --json hello
+	assert_success
+	[ "$(json_get /dev/stdin 'd["name"]' <<<"$output")" = web-1 ]
+	[ "$(json_get /dev/stdin 'd["pid"]' <<<"$output")" = "$mv" ]
+	[ "$("$MEMVISOR" ctl status --name=web-1 --json | json_get - 'd["command"][0]')" = sh ]
+	run "$MEMVISOR" ctl --list
+	assert_success
+	assert_output --regexp "web-1 +$mv +$XDG_RUNTIME_DIR/memvisor/web-1.sock +sh -c"
+	assert_line --regexp "^- +[0-9]+ +$XDG_RUNTIME_DIR/memvisor/[0-9]+.sock"
+	# The name is taken while web-1 runs: refused before the command runs.
+	run "$MEMVISOR" run --name web-1 -- touch "$TMP/ran"
+	[ "$status" -eq 125 ]
+	assert_output --partial "the name web-1 is taken"
+	[ ! -e "$TMP/ran" ]
+	for bad in a/b .hidden -x 1234 "$(printf 'n%.0s' $(seq 65))" ""; do
+		run "$MEMVISOR" run --name "$bad" -- touch "$TMP/ran"
+		[ "$status" -eq 125 ] || { echo "--name '$bad': $status"; return 1; }
+		assert_output --partial "is not a name"
+		run "$MEMVISOR" ctl --name "$bad" ps
+		[ "$status" -eq 2 ] || { echo "ctl --name '$bad': $status"; return 1; }
+	done
+	[ ! -e "$TMP/ran" ]
+	run "$MEMVISOR" run --name x --socket "$TMP/s.sock" -- true
+	[ "$status" -eq 125 ]
+	assert_output --partial "--name and --socket: choose one"
+	run "$MEMVISOR" ctl -n nosuch ps
+	[ "$status" -eq 3 ]
+	assert_output --partial "no running memvisor is named nosuch"
+	echo go >"$TMP/go"
+	echo go >"$TMP/go"
+	wait $mv
+	# Gone with its memvisor: the name is free again.
+	[ ! -e "$XDG_RUNTIME_DIR/memvisor/web-1.sock" ]
+}
