@@ -12,6 +12,7 @@
 #include "common/util.h"
 #include "supervisor/cli/ctl_commands.h"
 #include "supervisor/cli/ctl_conn.h"
+#include "supervisor/cli/ctl_events.h"
 #include "supervisor/cli/ctl_find.h"
 #include "supervisor/cli/ctl_follow.h"
 #include "supervisor/cli/ctl_show.h"
@@ -257,7 +258,8 @@ static int run_cmd(const struct ctl_command *c, json_t *args, const struct clien
 		return rc;
 	conn.json_errors = o->json != CLI_JSON_OFF;
 	signal(SIGPIPE, SIG_IGN);
-	rc = c->show ? request(c, &conn, args, o) : ctl_follow_events(&conn, o->json, &o->show);
+	rc = c->show ? request(c, &conn, args, o)
+		     : ctl_events_follow(&conn, args, o->json, &o->show);
 	ctl_conn_close(&conn);
 	return rc;
 }
@@ -277,6 +279,8 @@ static const struct ctl_command *find_cmd(int n, char **words, json_t *args, jso
 		return NULL;
 	}
 	int rc = parse_cmd(c, n - used + 1, words + used - 1, args, copts);
+	if (rc == 0 && c->check)
+		rc = c->check(args);
 	if (rc == CLI_HELP_ASKED)
 		cmd_help(c);
 	else if (rc < 0)

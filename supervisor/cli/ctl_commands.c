@@ -2,6 +2,7 @@
  * request and its arguments. */
 #include "supervisor/cli/ctl_commands.h"
 #include "common/util.h"
+#include "supervisor/cli/ctl_events.h"
 #include "supervisor/cli/ctl_show.h"
 
 #include <string.h>
@@ -19,6 +20,34 @@ static const struct cli_arg regions_args[] = {
 
 static const struct cli_arg stats_args[] = {
     {.arg = "PID", .kind = CLI_PID, .key = "pid", .flags = CLI_OPTIONAL},
+};
+
+/* The filter is the client's (ctl_events.h): nothing is sent. */
+static const struct cli_arg events_args[] = {
+    {.name = "pid",
+     .arg = "PID",
+     .kind = CLI_PID,
+     .key = "pids",
+     .flags = CLI_MANY,
+     .help = "only the events of this process (repeat for several)"},
+    {.name = "tree",
+     .arg = "PID",
+     .kind = CLI_PID,
+     .key = "trees",
+     .flags = CLI_MANY,
+     .help = "only the events of this process and its descendants, new ones too"},
+    {.name = "syscall",
+     .arg = "NAME[,NAME]",
+     .kind = CLI_STRING,
+     .key = "syscalls",
+     .flags = CLI_MANY,
+     .help = "only calls of these system calls (and no other event, unless --type)"},
+    {.name = "type",
+     .arg = "TYPE[,TYPE]",
+     .kind = CLI_STRING,
+     .key = "types",
+     .flags = CLI_MANY,
+     .help = "only these events: call, start, exec, exit, job, evict_unservable"},
 };
 
 static const struct cli_arg job_args[] = {
@@ -91,7 +120,11 @@ const struct ctl_command ctl_commands[] = {
      ARGS(stats_args),
      .show = ctl_show_stats,
      .summary = "calls by syscall and verdict, bytes, service time"},
-    {.name = "events", .request = "events", .summary = "follow the event stream (Ctrl-C to stop)"},
+    {.name = "events",
+     .request = "events",
+     ARGS(events_args),
+     .check = ctl_events_check,
+     .summary = "follow the event stream, maybe filtered (Ctrl-C to stop)"},
     {.name = "policy",
      .request = "policy",
      .show = ctl_show_policy,

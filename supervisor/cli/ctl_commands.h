@@ -24,6 +24,9 @@ struct ctl_command {
 	bool image;	 /* that job writes an image at the result's "dir" */
 	const char *summary;
 	bool cancel; /* asks the job to stop, then follows it to its end */
+	/* Checks the words beyond what the table can (names): 0, or
+	 * -EINVAL after saying what is wrong. NULL: nothing more. */
+	int (*check)(json_t *args);
 };
 
 extern const struct ctl_command ctl_commands[];

@@ -1,4 +1,4 @@
-/* memvisor ctl: following the event stream, or a job until it ends. */
+/* memvisor ctl: following a job until it ends. */
 #include "supervisor/cli/ctl_follow.h"
 #include "common/util.h"
 #include "supervisor/cli/ctl_show.h"
@@ -14,26 +14,6 @@ static const char *member(json_t *o, const char *key)
 {
 	const char *s = json_string_value(json_object_get(o, key));
 	return s ? s : "-";
-}
-
-int ctl_follow_events(struct ctl_conn *c, enum cli_json json, const struct ctl_show_opts *o)
-{
-	json_t *res;
-	int rc = ctl_conn_call(c, "events", NULL, &res);
-	if (rc)
-		return rc;
-	json_decref(res);
-	setvbuf(stdout, NULL, _IOLBF, 0);
-	for (;;) {
-		json_t *e = ctl_conn_read(c, true);
-		if (!e)
-			return CTL_EXIT_OK; /* the supervisor exited */
-		if (json)
-			cli_json_print(stdout, e, json);
-		else
-			ctl_show_event(e, o);
-		json_decref(e);
-	}
 }
 
 /* memvisor went away while we followed job id: it exits once the

@@ -1,5 +1,5 @@
-/* memvisor ctl: following what goes on after the reply, on an open
- * connection: the event stream, or a job until it ends. */
+/* memvisor ctl: following a job until it ends, on an open connection
+ * (the event stream: ctl_events.h). */
 #ifndef MV_CLI_CTL_FOLLOW_H
 #define MV_CLI_CTL_FOLLOW_H
 
@@ -8,11 +8,6 @@
 #include "supervisor/cli/options.h"
 
 #include <stdbool.h>
-
-/* Subscribe and print every event until memvisor exits (as JSON in mode
- * json, unless OFF). CTL_EXIT_OK then, or what the subscription failed
- * with. */
-int ctl_follow_events(struct ctl_conn *c, enum cli_json json, const struct ctl_show_opts *o);
 
 /* How to follow a job. */
 struct ctl_follow {

@@ -2,10 +2,14 @@
  * times; and as scripts read them (--json), one line each. */
 #include "supervisor/cli/ctl_show.h"
 #include "common/util.h"
+#include "common/syscalls.h"
+#include "policy/callargs.h"
+#include "policy/names.h"
 #include "supervisor/cli/options.h"
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -478,6 +482,16 @@ void ctl_show_checkpoint_started(json_t *r, const struct ctl_show_opts *o)
 	       jint(r, "job"), jstr(r, "dir"), jint(r, "job"));
 }
 
+/* The family of flag names a call event's flags argument uses
+ * (policy/names.h); the JSON has the flags in hex. */
+static enum names_family call_flags_family(json_t *e)
+{
+	enum mv_sc sc = syscalls_by_name(jstr(e, "syscall"));
+	bool i386 = strcmp(jstr(e, "abi"), "i386") == 0;
+	return sc == MV_SC_UNKNOWN ? NAMES_NONE
+				   : callargs_layout(sc, i386 ? MV_ABI_I386 : MV_ABI_X86_64).family;
+}
+
 void ctl_show_event(json_t *e, const struct ctl_show_opts *o)
 {
 	long long t = jint(e, "time_ns");
@@ -489,11 +503,19 @@ void ctl_show_event(json_t *e, const struct ctl_show_opts *o)
 	const char *kind = jstr(e, "event");
 	if (strcmp(kind, "call") == 0) {
 		printf("%-6lld %-14s %-6s", jint(e, "pid"), jstr(e, "syscall"), jstr(e, "verdict"));
+		enum names_family fam = call_flags_family(e);
 		const char *k;
 		json_t *v;
 		json_object_foreach(json_object_get(e, "args"), k, v)
 		{
-			if (json_is_string(v))
+			char names[256];
+			bool flags = !strcmp(k, "flags") || !strcmp(k, "shmflg");
+			if (flags && json_is_string(v) && fam != NAMES_NONE)
+				printf(" %s=%s", k,
+				       names_flags_format(fam,
+							  strtoull(json_string_value(v), NULL, 16),
+							  names, sizeof(names)));
+			else if (json_is_string(v))
 				printf(" %s=%s", k, json_string_value(v));
 			else
 				printf(" %s=%lld", k, (long long)json_integer_value(v));

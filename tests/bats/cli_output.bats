@@ -163,3 +163,46 @@ sys.exit(1 if bad else 0)'
 	assert_output "policy $TMP/p.json is active (generation 2)"
 	stop_fed
 }
+
+@test "ctl events: filtered by --syscall, --tree, --type and --pid; flags shown by name" {
+	MV_ARGS=(--notify-all)
+	start_fed "$WL/mappings"
+	ctl events --syscall mmap >"$TMP/mmap" 7>&- &
+	remember_pid $!
+	ctl events --tree "$PID" --type=exec,exit >"$TMP/tree" 7>&- &
+	remember_pid $!
+	ctl events --pid 1 --pid "$MVPID" >"$TMP/none" 7>&- &
+	remember_pid $!
+	ctl --json events --pid "$PID" --type call --syscall mmap,munmap >"$TMP/json" 7>&- &
+	remember_pid $!
+	sleep 0.5
+	echo "mmap 1183744" >&7
+	wait_for 5 grep -q '^asked' "$TMP/out"
+	echo fork >&7
+	wait_for 5 grep -q '^child' "$TMP/out"
+	child=$(awk '/^child/{print $2}' "$TMP/out")
+	wait_for 5 grep -q 'length=1183744' "$TMP/mmap"
+	grep 'length=1183744' "$TMP/mmap" | grep -q "flags=MAP_PRIVATE|MAP_ANONYMOUS "
+	# Only mmap calls, of every process.
+	[ "$(awk '$3 != "mmap"' "$TMP/mmap" | wc -l)" -eq 0 ] || { cat "$TMP/mmap"; return 1; }
+	wait_for 5 grep -q "^[0-9:.]* $child *exec *sleep 300" "$TMP/tree" || { cat "$TMP/tree"; return 1; }
+	[ "$(grep -vc ' exec \| exit ' "$TMP/tree")" -eq 0 ] || { cat "$TMP/tree"; return 1; }
+	wait_for 5 grep -q '"length":1183744' "$TMP/json"
+	python3 -c '
+import json, sys
+for line in open(sys.argv[1]):
+    e = json.loads(line)
+    assert e["event"] == "call" and e["syscall"] in ("mmap", "munmap") and e["pid"] == int(sys.argv[2]), e
+' "$TMP/json" "$PID"
+	[ ! -s "$TMP/none" ]
+	run ctl events --syscall mmap,mmapp
+	[ "$status" -eq 2 ]
+	assert_output --partial "events: --syscall: 'mmapp' is not a system call memvisor sees: mmap,"
+	run ctl events --type calls
+	[ "$status" -eq 2 ]
+	assert_output --partial "events: --type: 'calls' is not an event type: call, start, exec"
+	run ctl events --tree zero
+	[ "$status" -eq 2 ]
+	assert_output --partial "--tree: 'zero' is not a process id"
+	stop_fed
+}
