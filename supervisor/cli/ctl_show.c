@@ -60,21 +60,42 @@ static void fmt_ns(uint64_t ns, char *buf, size_t len)
 		snprintf(buf, len, "%.1f ms", (double)ns / 1e6);
 }
 
+/* How long a running job should still take, at its rate so far, as
+ * ", ETA 1m05s" into buf; "" when that cannot be told (nothing done yet,
+ * no total). */
+static const char *eta(json_t *j, char *buf, size_t len)
+{
+	long long done = jint(j, "done"), total = jint(j, "total"), rate = jint(j, "rate");
+	buf[0] = '\0';
+	if (strcmp(jstr(j, "state"), "running") != 0 || done <= 0 || rate <= 0 || total <= done)
+		return buf;
+	long long s = (long long)((double)(total - done) / (double)rate + 0.5);
+	if (s < 60)
+		snprintf(buf, len, ", ETA %lld s", s);
+	else if (s < 3600)
+		snprintf(buf, len, ", ETA %lldm%02llds", s / 60, s % 60);
+	else
+		snprintf(buf, len, ", ETA %lldh%02lldm", s / 3600, s / 60 % 60);
+	return buf;
+}
+
 /* A job on one line: its state, and while it runs, its phase (once it
- * has ended the phase is the state again). */
+ * has ended the phase is the state again); on a terminal, an ETA. */
 static void render_job_line(json_t *j, const struct ctl_show_opts *o)
 {
-	char a[32], b[32], state[48];
+	char a[32], b[32], state[48], left[32] = "";
 	double rate = (double)jint(j, "rate");
+	if (o->tty)
+		eta(j, left, sizeof(left));
 	if (strcmp(jstr(j, "state"), "running") == 0)
 		snprintf(state, sizeof(state), "running, %s%s", jstr(j, "phase"),
 			 json_is_true(json_object_get(j, "cancelling")) ? ", cancelling" : "");
 	else
 		snprintf(state, sizeof(state), "%s", jstr(j, "state"));
-	printf("  job %lld %-10s %-20s %s / %s (%.1f MB/s, %.1f s)\n", jint(j, "id"),
+	printf("  job %lld %-10s %-20s %s / %s (%.1f MB/s, %.1f s%s)\n", jint(j, "id"),
 	       jstr(j, "kind"), state, hsize(json_object_get(j, "done"), a, sizeof(a)),
-	       hsize(json_object_get(j, "total"), b, sizeof(b)), rate / 1e6,
-	       jsecs(j, "elapsed_ns"));
+	       hsize(json_object_get(j, "total"), b, sizeof(b)), rate / 1e6, jsecs(j, "elapsed_ns"),
+	       left);
 	json_t *e = json_object_get(j, "error");
 	if (e)
 		printf("    error: %s\n", jstr(e, "message"));
@@ -557,6 +578,7 @@ void ctl_show_progress(json_t *j, bool tty)
 	for (int i = 0; i < 30; i++)
 		bar[i] = i < full ? '#' : '.';
 	bar[30] = '\0';
-	fprintf(stderr, "\r\033[K%s %-9s [%s] %3.0f%% %s / %s %.0f MB/s", jstr(j, "kind"),
-		jstr(j, "phase"), bar, frac * 100, a, b, rate);
+	char left[32];
+	fprintf(stderr, "\r\033[K%s %-9s [%s] %3.0f%% %s / %s %.0f MB/s%s", jstr(j, "kind"),
+		jstr(j, "phase"), bar, frac * 100, a, b, rate, eta(j, left, sizeof(left)));
 }

@@ -14,6 +14,8 @@ traced() { ! untraced; }
 # The state of job ID, from `ctl --json job ID`.
 job_state() { ctl --json job "$1" | json_get - 'd["state"]'; }
 job_running() { [ "$(job_state "$1")" = running ]; }
+# Job ID runs and has done some of its work.
+job_started() { ctl --json job "$1" | json_get - 'd["state"] == "running" and d["done"] > 0' | grep -q True; }
 
 # `memvisor ctl ARGS...` in the background with SIGINT at its default
 # (a background job of a script would ignore it), stderr in $TMP/cerr;
@@ -86,6 +88,15 @@ ctl_bg() {
 	[ "$st" -eq 130 ] || { echo "ctl exited $st"; cat "$TMP/cerr"; return 1; }
 	grep -qF 'job 2 continues; `memvisor ctl job 2 --wait` follows it (a reload cannot be cancelled; `memvisor ctl job unthrottle 2` lifts its rate limit)' "$TMP/cerr" ||
 		{ cat "$TMP/cerr"; return 1; }
+	# On a terminal `ctl job` says when the job should end; in a pipe not.
+	skip_unless_cmd script
+	wait_for 10 job_started 2
+	run script -qec "'$MEMVISOR' ctl --socket '$SOCK' job 2" /dev/null
+	assert_success
+	assert_output --regexp "job 2 reload +running, loading .*, ETA [0-9]+(m[0-9]+s| s)\)"
+	run ctl job 2
+	assert_success
+	refute_output --partial "ETA"
 	run ctl job cancel 2
 	[ "$status" -eq 1 ]
 	assert_output --partial "job 2 is a reload, which cannot be cancelled"
