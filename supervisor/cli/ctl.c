@@ -104,7 +104,8 @@ static void usage(FILE *f)
 		   "options may also follow the command.\n"
 		   "The socket is found from --socket or --name, then $MEMVISOR_SOCKET, then\n"
 		   "the only running memvisor of this user.\n"
-		   "Exit status: 0 ok, 1 error reply, 2 usage, 3 cannot connect.\n");
+		   "Exit status: 0 ok, 1 error reply, 2 usage, 3 cannot connect; 130 when\n"
+		   "Ctrl-C ends a client following a job (the job goes on).\n");
 }
 
 /* The usage line of c; with all, also of the other commands named with
@@ -131,7 +132,7 @@ static void cmd_help(const struct ctl_command *c)
 	cmd_synopsis(stdout, c, false);
 	printf("%c%s.\n\nOptions:\n", toupper((unsigned char)c->summary[0]), c->summary + 1);
 	cli_print_args(stdout, c->args, c->n_args);
-	if (c->job)
+	if (c->job && !c->cancel)
 		cli_print_args(stdout, wait_args, ARRAY_SIZE(wait_args));
 	cli_print_args(stdout, common_args, ARRAY_SIZE(common_args));
 	cli_print_args(stdout, help_args, ARRAY_SIZE(help_args));
@@ -145,7 +146,7 @@ static int parse_cmd(const struct ctl_command *c, int argc, char **argv, json_t 
 	struct cli_table t[] = {
 	    {c->args, c->n_args, args},
 	    {common_args, ARRAY_SIZE(common_args), copts},
-	    {wait_args, c->job ? ARRAY_SIZE(wait_args) : 0, copts},
+	    {wait_args, c->job && !c->cancel ? ARRAY_SIZE(wait_args) : 0, copts},
 	    {help_args, ARRAY_SIZE(help_args), NULL},
 	};
 	char prog[64];

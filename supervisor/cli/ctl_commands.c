@@ -146,7 +146,7 @@ const struct ctl_command ctl_commands[] = {
      .show = ctl_show_job,
      .job = "id",
      .cancel = true,
-     .summary = "stop a running checkpoint (program resumed, nothing written), wait for it"},
+     .summary = "stop a running checkpoint: program resumed, nothing written"},
     {.name = "job unthrottle",
      .request = "job_unthrottle",
      ARGS(job_args),
