@@ -1,5 +1,6 @@
-/* memvisor ctl: the command-line client of the control socket. Tables for
- * people, the raw result with --json for scripts.
+/* memvisor ctl: the command-line client of the control socket. Text for
+ * people (--no-legend: tables without headers), the result itself with
+ * --json[=short|pretty] for scripts.
  *
  * The words are read in two passes against tables (options.h): ctl's own
  * options up to the command's name, then the command's words (ctl_commands.c)
@@ -7,7 +8,8 @@
  * request's args, ctl's fills struct client_opts.
  *
  * Exit status (enum ctl_exit): 0 ok, 1 the supervisor answered with an
- * error, 2 usage, 3 cannot connect. */
+ * error, 2 usage, 3 cannot connect; 130 (128 + SIGINT) when Ctrl-C ends a
+ * client following a job (ctl_follow.c). */
 #include "supervisor/cli/ctl.h"
 #include "common/util.h"
 #include "supervisor/cli/ctl_commands.h"
