@@ -82,7 +82,7 @@ start_checkpointed() { # CKPT_PATTERN-ARGS...
 	start_checkpointed --dense 8 --sparse 64 --threads 2
 	run "$MEMVISOR" image info "$TMP/img"
 	assert_success
-	assert_output --partial "1 processes (0 gone), 3 threads"
+	assert_output --partial "1 process (0 gone), 3 threads"
 	assert_output --regexp "by kind: +anon"
 	assert_line --regexp "^ +$PID +[0-9]+ +3 "
 	assert_output --partial "map_files whole  /memfd:ckpt_pattern"
