@@ -127,7 +127,45 @@ static void add_tree(struct filter *f, json_t *ps)
 	}
 }
 
-/* Fill f from args; with --tree, ask c for the processes running now. */
+/* Is pid one of the processes of a ps reply? */
+static bool listed(json_t *ps, pid_t pid)
+{
+	size_t i;
+	json_t *p;
+	json_array_foreach(json_object_get(ps, "processes"), i, p)
+	{
+		if (json_integer_value(json_object_get(p, "pid")) == pid)
+			return true;
+	}
+	return false;
+}
+
+/* Every process --pid and --tree name must be running under this
+ * memvisor: a filter on any other would show nothing, forever.
+ * CTL_EXIT_REPLY after saying which is not. */
+static int check_listed(json_t *ps, json_t *args)
+{
+	static const char *const keys[] = {"pids", "trees"};
+	for (size_t k = 0; k < ARRAY_SIZE(keys); k++) {
+		size_t i;
+		json_t *v;
+		json_array_foreach(json_object_get(args, keys[k]), i, v)
+		{
+			pid_t pid = (pid_t)json_integer_value(v);
+			if (listed(ps, pid))
+				continue;
+			fprintf(stderr,
+				"memvisor ctl: events: process %d is not running under this "
+				"memvisor (see memvisor ctl ps)\n",
+				pid);
+			return CTL_EXIT_REPLY;
+		}
+	}
+	return CTL_EXIT_OK;
+}
+
+/* Fill f from args; with --pid or --tree, ask c for the processes running
+ * now. */
 static int filter_init(struct filter *f, json_t *args, struct ctl_conn *c)
 {
 	size_t i;
@@ -145,17 +183,17 @@ static int filter_init(struct filter *f, json_t *args, struct ctl_conn *c)
 		f->types = json_array();
 		each_word(json_object_get(args, "types"), add_type, f->types);
 	}
-	if (!json_array_size(json_object_get(args, "trees")))
+	if (!f->by_pid)
 		return CTL_EXIT_OK;
-	/* Before subscribing: a process that starts in between is found by
-	 * its exec or exit event, which names its parent. */
-	json_t *ps;
+	/* Before subscribing: a process of a tree that starts in between is
+	 * found by its exec or exit event, which names its parent. */
+	json_t *ps = NULL;
 	int rc = ctl_conn_call(c, "ps", NULL, &ps);
-	if (rc == CTL_EXIT_OK) {
+	if (rc == CTL_EXIT_OK)
+		rc = check_listed(ps, args);
+	if (rc == CTL_EXIT_OK && json_array_size(json_object_get(args, "trees")))
 		add_tree(f, ps);
-		json_decref(ps);
-	}
-	f->by_pid = true;
+	json_decref(ps);
 	return rc;
 }
 

@@ -171,7 +171,7 @@ sys.exit(1 if bad else 0)'
 	remember_pid $!
 	ctl events --tree "$PID" --type=exec,exit >"$TMP/tree" 7>&- &
 	remember_pid $!
-	ctl events --pid 1 --pid "$MVPID" >"$TMP/none" 7>&- &
+	ctl events --pid "$PID" --type exit >"$TMP/none" 7>&- &
 	remember_pid $!
 	ctl --json events --pid "$PID" --type call --syscall mmap,munmap >"$TMP/json" 7>&- &
 	remember_pid $!
@@ -194,7 +194,11 @@ for line in open(sys.argv[1]):
     e = json.loads(line)
     assert e["event"] == "call" and e["syscall"] in ("mmap", "munmap") and e["pid"] == int(sys.argv[2]), e
 ' "$TMP/json" "$PID"
+	# The program did not exit, and its child's exit is not its own.
 	[ ! -s "$TMP/none" ]
+	run ctl events --pid "$MVPID"
+	[ "$status" -eq 1 ]
+	assert_output "memvisor ctl: events: process $MVPID is not running under this memvisor (see memvisor ctl ps)"
 	run ctl events --syscall mmap,mmapp
 	[ "$status" -eq 2 ]
 	assert_output --partial "events: --syscall: 'mmapp' is not a system call memvisor sees: mmap,"
