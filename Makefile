@@ -10,6 +10,8 @@
 #   make asan     ASan/UBSan build, then the bats suite against it
 #   make fuzz     libFuzzer harnesses (tests/fuzz), each run FUZZ_SECONDS
 #   make lint     cppcheck and clang-format
+#   make install  the binary, the man pages and the bash completion under
+#                 $(DESTDIR)$(PREFIX) (PREFIX=/usr/local); make uninstall
 #   make clean
 
 CC      ?= cc
@@ -26,7 +28,7 @@ SANITIZE ?=
 
 DEPS_PKGS := build-essential pkg-config libseccomp-dev libev-dev libjansson-dev \
 	     bats bats-support bats-assert python3 perl sqlite3 git \
-	     clang libclang-rt-14-dev
+	     clang libclang-rt-14-dev python3-prometheus-client groff-base
 
 # Pure code (no event loop): linked into the binary and into unit tests.
 CORE_SRC := $(wildcard common/*.c policy/*.c state/*.c tracee/*.c)
@@ -163,5 +165,29 @@ format:
 
 clean:
 	rm -rf build
+
+# Where make install puts things: $(DESTDIR)$(PREFIX)/bin/memvisor, the
+# man pages (man/) under share/man, the bash completion (completion/)
+# where bash-completion loads it on demand.
+PREFIX      ?= /usr/local
+BINDIR      ?= $(PREFIX)/bin
+MANDIR      ?= $(PREFIX)/share/man
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+MAN1        := $(wildcard man/*.1)
+MAN5        := $(wildcard man/*.5)
+
+.PHONY: install uninstall
+install: $(BUILD)/memvisor
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 \
+		$(DESTDIR)$(BASHCOMPDIR)
+	install -m 0755 $(BUILD)/memvisor $(DESTDIR)$(BINDIR)/memvisor
+	install -m 0644 $(MAN1) $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 $(MAN5) $(DESTDIR)$(MANDIR)/man5/
+	install -m 0644 completion/memvisor $(DESTDIR)$(BASHCOMPDIR)/memvisor
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/memvisor $(DESTDIR)$(BASHCOMPDIR)/memvisor \
+		$(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(MAN1))) \
+		$(addprefix $(DESTDIR)$(MANDIR)/man5/,$(notdir $(MAN5)))
 
 -include $(CORE_OBJ:.o=.d) $(SUP_OBJ:.o=.d) $(FUZZ_OBJ:.o=.d)

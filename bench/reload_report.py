@@ -65,6 +65,7 @@ def run(config, csv, out, job, evict):
         "load_s": j["load_ns"] / 1e9, "verify_s": j["verify_ns"] / 1e9, "faults": j["faults"],
         "fault_p50_us": j["fault_p50_ns"] / 1e3, "fault_p99_us": j["fault_p99_ns"] / 1e3,
         "read_rate": j["read_rate"], "pause_ms": e["pause_ns"] / 1e6,
+        "cpu_per_gib": j.get("cpu_ns_per_gib", 0) / 1e9,
         "evicted": e["evicted"]["bytes"],
         "huge_mib": j.get("huge_bytes", 0) / 2**20,
         "huge_restored_mib": j.get("huge_restored_bytes", 0) / 2**20,
@@ -76,7 +77,8 @@ def fill(job, memcpy):
     j = last_json(job)
     m = float(open(memcpy).read().split()[1])
     print(json.dumps({"kind": "fill", "fill_gbs": j["bytes"] / j["load_ns"],
-                      "memcpy_gbs": m, "load_s": j["load_ns"] / 1e9}))
+                      "memcpy_gbs": m, "load_s": j["load_ns"] / 1e9,
+                      "cpu_per_gib": j.get("cpu_ns_per_gib", 0) / 1e9}))
 
 
 def svg(csv, path, title):
@@ -108,12 +110,18 @@ def med(v):
     return statistics.median(v) if v else float("nan")
 
 
+def cpu(v):
+    """Median loader+workers CPU seconds per GiB loaded, or - (older builds)."""
+    c = [r["cpu_per_gib"] for r in v if r.get("cpu_per_gib") is not None]
+    return f"{med(c):.2f}" if c else "-"
+
+
 def report(jsonl, outdir, mib, rate):
     rows = [json.loads(l) for l in open(jsonl) if l.strip()]
     runs = [r for r in rows if r["kind"] == "run"]
     print(f"{mib} MiB, reload --rate {rate} MB/s; medians of {len(runs) // max(1, len({r['config'] for r in runs}))} runs\n")
-    print("| config | steady calls/s | 0-5 s | 0-20 s | after reload | p50/p99/p99.9 steady (ns) | p50/p99/p99.9 reload (ns) | full reload (s) | faults | fault p50/p99 (us) | evict pause (ms) | huge MiB before / after | steady: worst 1 s | load avg |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| config | steady calls/s | 0-5 s | 0-20 s | after reload | p50/p99/p99.9 steady (ns) | p50/p99/p99.9 reload (ns) | full reload (s) | faults | fault p50/p99 (us) | evict pause (ms) | huge MiB before / after | steady: worst 1 s | load avg | loader+workers CPU s/GiB |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for c in dict.fromkeys(r["config"] for r in runs):
         v = [r for r in runs if r["config"] == c]
         ls = lambda k, q: med([r[k][q] for r in v if r[k]])
@@ -125,13 +133,14 @@ def report(jsonl, outdir, mib, rate):
               f"{med([r['fault_p50_us'] for r in v]):.0f}/{med([r['fault_p99_us'] for r in v]):.0f} | "
               f"{med([r['pause_ms'] for r in v]):.0f} | "
               f"{med([r.get('huge_mib', 0) for r in v]):.0f} / {med([r.get('huge_restored_mib', 0) for r in v]):.0f} | "
-              f"{med([r.get('steady_min', 0) for r in v]):.1%} | {med([r.get('load1', 0) for r in v]):.1f} |")
+              f"{med([r.get('steady_min', 0) for r in v]):.1%} | {med([r.get('load1', 0) for r in v]):.1f} | "
+              f"{cpu(v)} |")
         svg(f"{outdir}/reload-{c}.csv", f"{outdir}/reload-{c}.svg", f"getcpu calls/s, {name}, {mib} MiB, --rate {rate}")
     for r in rows:
         if r["kind"] == "fill":
             print(f"\nfill from a page-cache-resident image: {r['fill_gbs']:.2f} GB/s "
                   f"({r['load_s']:.2f} s); memcpy into fresh memory: {r['memcpy_gbs']:.2f} GB/s "
-                  f"({r['fill_gbs'] / r['memcpy_gbs']:.2f}x)")
+                  f"({r['fill_gbs'] / r['memcpy_gbs']:.2f}x); loader+workers CPU {cpu([r])} s/GiB")
 
 
 if __name__ == "__main__":

@@ -124,6 +124,11 @@ struct pidfd_info {
 #define PIDFD_INFO_EXIT	    (1UL << 3)
 #endif
 
+/* Linux 6.5: a pidfd of a UNIX socket's peer. */
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77
+#endif
+
 /* Linux 6.1: synchronous collapse into transparent huge pages. */
 #ifndef MADV_COLLAPSE
 #define MADV_COLLAPSE 25
@@ -131,5 +136,19 @@ struct pidfd_info {
 #ifndef SYS_process_madvise
 #define SYS_process_madvise 440
 #endif
+
+/* Linux 6.5: how much of a file range is in the page cache, without
+ * reading it or starting readahead (mm/filemap.c cachestat). */
+#ifndef SYS_cachestat
+#if defined(__x86_64__) || defined(__aarch64__)
+#define SYS_cachestat 451
+#endif
+#endif
+struct mv_cachestat_range {
+	uint64_t off, len;
+};
+struct mv_cachestat {
+	uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+};
 
 #endif

@@ -19,6 +19,7 @@
 
 static uint32_t table[8][256];	    /* slicing-by-8 */
 static uint32_t shift_lane[4][256]; /* Z(LANE) by byte of the register */
+static uint32_t shift_page[4][256]; /* Z(4096) by byte of the register */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static bool have_hw, force_table;
 
@@ -28,6 +29,22 @@ static uint32_t zeros_slow(uint32_t reg, size_t n)
 	while (n--)
 		reg = (reg >> 8) ^ table[0][reg & 0xff];
 	return reg;
+}
+
+/* The tables of Z(n), a 32x32 bit matrix, by byte of the register. */
+static void shift_table(uint32_t t[4][256], size_t n)
+{
+	uint32_t basis[32];
+	for (int b = 0; b < 32; b++)
+		basis[b] = zeros_slow(1u << b, n);
+	for (int k = 0; k < 4; k++)
+		for (uint32_t v = 0; v < 256; v++) {
+			uint32_t r = 0;
+			for (int j = 0; j < 8; j++)
+				if (v & (1u << j))
+					r ^= basis[8 * k + j];
+			t[k][v] = r;
+		}
 }
 
 static void init(void)
@@ -41,17 +58,8 @@ static void init(void)
 	for (int k = 1; k < 8; k++)
 		for (uint32_t i = 0; i < 256; i++)
 			table[k][i] = (table[k - 1][i] >> 8) ^ table[0][table[k - 1][i] & 0xff];
-	uint32_t basis[32];
-	for (int b = 0; b < 32; b++)
-		basis[b] = zeros_slow(1u << b, LANE);
-	for (int k = 0; k < 4; k++)
-		for (uint32_t v = 0; v < 256; v++) {
-			uint32_t r = 0;
-			for (int j = 0; j < 8; j++)
-				if (v & (1u << j))
-					r ^= basis[8 * k + j];
-			shift_lane[k][v] = r;
-		}
+	shift_table(shift_lane, LANE);
+	shift_table(shift_page, 4096);
 #if defined(__x86_64__)
 	__builtin_cpu_init();
 	have_hw = __builtin_cpu_supports("sse4.2");
@@ -129,6 +137,15 @@ uint32_t crc32c_update(uint32_t crc, const void *buf, size_t len)
 		return ~hw_update(reg, buf, len);
 #endif
 	return ~sw_update(reg, buf, len);
+}
+
+/* crc(A||B) = Z(|B|)(crc(A)) xor crc(B): the initial and final
+ * inversions cancel (Z is linear), as in zlib's crc32_combine. */
+uint32_t crc32c_combine_page(uint32_t crc_a, uint32_t crc_page)
+{
+	pthread_once(&once, init);
+	return shift_page[0][crc_a & 0xff] ^ shift_page[1][(crc_a >> 8) & 0xff] ^
+	       shift_page[2][(crc_a >> 16) & 0xff] ^ shift_page[3][crc_a >> 24] ^ crc_page;
 }
 
 const char *crc32c_impl(void)

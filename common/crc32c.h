@@ -18,6 +18,10 @@ static inline uint32_t crc32c(const void *buf, size_t len)
 	return crc32c_update(0, buf, len);
 }
 
+/* The CRC32C of A followed by one 4096-byte page B, from crc32c(A) and
+ * crc32c(B): an extent's checksum from its pages' (docs/image-format.md). */
+uint32_t crc32c_combine_page(uint32_t crc_a, uint32_t crc_page);
+
 /* Which implementation runs: "sse4.2" or "table". */
 const char *crc32c_impl(void);
 

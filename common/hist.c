@@ -70,3 +70,14 @@ uint64_t hist_quantile(const struct hist *h, double q)
 	}
 	return h->max;
 }
+
+uint64_t hist_count_below(const struct hist *h, uint64_t v)
+{
+	unsigned end = hist_index(v);
+	if (hist_bucket_low(end) < v)
+		end++; /* v is inside its bucket: count the bucket */
+	uint64_t n = 0;
+	for (unsigned i = 0; i < end && i < HIST_BUCKETS; i++)
+		n += h->bucket[i];
+	return n;
+}

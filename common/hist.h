@@ -26,6 +26,11 @@ void hist_merge(struct hist *dst, const struct hist *src);
  * it, capped at the recorded maximum. 0 when the histogram is empty. */
 uint64_t hist_quantile(const struct hist *h, double q);
 
+/* How many samples are below v: exact when v is a bucket's low bound,
+ * as every power of two is (else the bucket holding v counts whole). For
+ * a Prometheus histogram, whose buckets count samples <= le: le = v - 1. */
+uint64_t hist_count_below(const struct hist *h, uint64_t v);
+
 /* Bucket helpers, exported for the unit tests. */
 unsigned hist_index(uint64_t v);
 uint64_t hist_bucket_low(unsigned idx);

@@ -25,6 +25,14 @@ void *xmalloc(size_t n)
 	return p;
 }
 
+void *xmalloc_pages(size_t n)
+{
+	void *p = NULL;
+	if (posix_memalign(&p, 4096, n ? n : 1) != 0)
+		oom(n);
+	return p;
+}
+
 void *xcalloc(size_t n, size_t size)
 {
 	void *p = calloc(n ? n : 1, size ? size : 1);
@@ -59,6 +67,13 @@ static uint64_t clock_ns(clockid_t id)
 uint64_t mv_now_ns(void)
 {
 	return clock_ns(CLOCK_MONOTONIC);
+}
+
+uint64_t mv_thread_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 uint64_t mv_wall_ns(void)

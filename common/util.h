@@ -50,12 +50,16 @@ static inline void mv_closep(int *fd)
 
 /* Allocation that cannot fail: out of memory in the supervisor aborts with a message. */
 void *xmalloc(size_t n);
+/* Page-aligned (O_DIRECT buffers); free() it. */
+void *xmalloc_pages(size_t n);
 void *xcalloc(size_t n, size_t size);
 void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
 
 /* Monotonic and wall clocks in nanoseconds. */
 uint64_t mv_now_ns(void);
+/* CPU time of the calling thread (CLOCK_THREAD_CPUTIME_ID), ns. */
+uint64_t mv_thread_cpu_ns(void);
 uint64_t mv_wall_ns(void);
 
 /* bytes over ns as whole bytes a second (0 when ns is 0): the one form of

@@ -27,6 +27,7 @@ const char *img_coverage_name(enum img_coverage c)
 void img_init(struct img *im)
 {
 	memset(im, 0, sizeof(*im));
+	im->version = IMG_VERSION;
 }
 
 static void proc_clear(struct img_proc *p)
@@ -68,6 +69,7 @@ void img_free(struct img *im)
 		free(im->o[i].ext.v);
 	}
 	free(im->o);
+	free(im->sums);
 	img_init(im);
 }
 
@@ -278,6 +280,10 @@ static uint64_t get64(const unsigned char *b)
 	return v;
 }
 
+/* The pages file is little-endian, its page checksums written as they
+ * are in memory. */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the image format is little-endian");
+
 enum {
 	H_MAGIC = 0,
 	H_VERSION = 8,
@@ -288,8 +294,29 @@ enum {
 	H_MANIFEST_SIZE = 64,
 	H_MANIFEST_CRC = 72,
 	H_PAGE = 76,
-	H_CRC = 80, /* CRC32C of bytes [0, H_CRC) */
+	H_CRC = 80, /* v1: CRC32C of bytes [0, H_CRC); v2: of the whole header, this field as 0 */
+	H_SUMS_OFF = 84,
+	H_SUMS_CRC = 92,
 };
+
+static uint32_t header_crc(const unsigned char *b, uint32_t version)
+{
+	static const unsigned char zero[4];
+	if (version < 2)
+		return crc32c(b, H_CRC);
+	uint32_t c = crc32c_update(crc32c(b, H_CRC), zero, 4);
+	return crc32c_update(c, b + H_CRC + 4, IMG_HEADER_SIZE - H_CRC - 4);
+}
+
+uint32_t img_sums_crc(const void *table, uint64_t sums_off)
+{
+	static const unsigned char zero[64];
+	uint64_t n = img_sums_count(sums_off) * 4, pad = img_sums_bytes(sums_off) - n;
+	uint32_t c = crc32c(table, n);
+	for (; pad; pad -= MV_MIN(pad, sizeof(zero)))
+		c = crc32c_update(c, zero, MV_MIN(pad, sizeof(zero)));
+	return c;
+}
 
 void img_header_encode(const struct img_header *h, void *buf)
 {
@@ -304,7 +331,11 @@ void img_header_encode(const struct img_header *h, void *buf)
 	put64(b + H_MANIFEST_SIZE, h->manifest_size);
 	put32(b + H_MANIFEST_CRC, h->manifest_crc);
 	put32(b + H_PAGE, IMG_PAGE);
-	put32(b + H_CRC, crc32c(b, H_CRC));
+	if (h->version >= 2) {
+		put64(b + H_SUMS_OFF, h->sums_off);
+		put32(b + H_SUMS_CRC, h->sums_crc);
+	}
+	put32(b + H_CRC, header_crc(b, h->version));
 }
 
 int img_header_decode(const void *buf, struct img_header *h, struct mv_err *err)
@@ -313,17 +344,17 @@ int img_header_decode(const void *buf, struct img_header *h, struct mv_err *err)
 	if (memcmp(b + H_MAGIC, IMG_MAGIC, 8) != 0)
 		return mv_err_set(err, -EINVAL, NULL,
 				  "pages: not a memvisor pages file (bad magic)");
-	uint32_t want = get32(b + H_CRC), got = crc32c(b, H_CRC);
+	memset(h, 0, sizeof(*h));
+	h->version = get32(b + H_VERSION);
+	if (h->version < IMG_VERSION_MIN || h->version > IMG_VERSION)
+		return mv_err_set(err, -EINVAL, NULL,
+				  "pages: format version %u, this memvisor reads %u to %u",
+				  h->version, IMG_VERSION_MIN, IMG_VERSION);
+	uint32_t want = get32(b + H_CRC), got = header_crc(b, h->version);
 	if (want != got)
 		return mv_err_set(err, -EINVAL, NULL,
 				  "pages: header checksum mismatch (stored %08x, computed %08x)",
 				  want, got);
-	memset(h, 0, sizeof(*h));
-	h->version = get32(b + H_VERSION);
-	if (h->version != IMG_VERSION)
-		return mv_err_set(err, -EINVAL, NULL,
-				  "pages: format version %u, this memvisor reads %u", h->version,
-				  IMG_VERSION);
 	if (get32(b + H_SIZE) != IMG_HEADER_SIZE || get32(b + H_PAGE) != IMG_PAGE)
 		return mv_err_set(err, -EINVAL, NULL, "pages: unexpected header or page size");
 	memcpy(h->id, b + H_ID, 32);
@@ -332,6 +363,10 @@ int img_header_decode(const void *buf, struct img_header *h, struct mv_err *err)
 	h->data_bytes = get64(b + H_DATA);
 	h->manifest_size = get64(b + H_MANIFEST_SIZE);
 	h->manifest_crc = get32(b + H_MANIFEST_CRC);
+	if (h->version >= 2) {
+		h->sums_off = get64(b + H_SUMS_OFF);
+		h->sums_crc = get32(b + H_SUMS_CRC);
+	}
 	return 0;
 }
 

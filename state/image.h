@@ -23,7 +23,8 @@
 #include <sys/types.h>
 
 #define IMG_FORMAT	"memvisor-image"
-#define IMG_VERSION	1
+#define IMG_VERSION	2 /* written; 1 (no page checksums) is still read */
+#define IMG_VERSION_MIN 1
 #define IMG_PAGE	4096u
 #define IMG_HEADER_SIZE 4096u
 #define IMG_MAGIC	"MVIMAGE"  /* 8 bytes with its NUL */
@@ -139,7 +140,8 @@ struct img_totals {
 };
 
 struct img {
-	char id[33]; /* 32 hex digits */
+	uint32_t version; /* IMG_VERSION when written; as read otherwise */
+	char id[33];	  /* 32 hex digits */
 	char memvisor[32];
 	char kernel[160];
 	char arch[80];
@@ -151,7 +153,33 @@ struct img {
 	struct img_object *o;
 	size_t n_o, cap_o;
 	struct img_totals recorded; /* the manifest's own totals (parsed), for validation */
+	/* Version 2: the CRC32C of every page of the pages file from the
+	 * header to sums_off (extents end there), stored from sums_off on
+	 * (docs/image-format.md). sums[i] is the page at file offset
+	 * IMG_HEADER_SIZE + i * IMG_PAGE. sums_off 0: none (version 1);
+	 * sums NULL until loaded (imgread_open) or computed (checkpoint). */
+	uint64_t sums_off;
+	uint32_t *sums;
 };
+
+/* How many page checksums an image with page checksums up to sums_off
+ * has, and the bytes they take in the pages file (whole pages). */
+static inline uint64_t img_sums_count(uint64_t sums_off)
+{
+	return sums_off > IMG_HEADER_SIZE ? (sums_off - IMG_HEADER_SIZE) / IMG_PAGE : 0;
+}
+
+static inline uint64_t img_sums_bytes(uint64_t sums_off)
+{
+	return (img_sums_count(sums_off) * 4 + IMG_PAGE - 1) / IMG_PAGE * IMG_PAGE;
+}
+
+/* The checksum of the page at file offset off (which must be a page of
+ * an extent of an image with sums loaded). */
+static inline uint32_t img_page_sum(const struct img *im, uint64_t off)
+{
+	return im->sums[(off - IMG_HEADER_SIZE) / IMG_PAGE];
+}
 
 void img_init(struct img *im);
 void img_free(struct img *im);
@@ -208,7 +236,13 @@ struct img_header {
 	uint64_t data_bytes;
 	uint64_t manifest_size;
 	uint32_t manifest_crc;
+	uint64_t sums_off; /* version 2: where the page checksums start */
+	uint32_t sums_crc; /* img_sums_crc of them */
 };
+
+/* The checksum of the page checksums as stored: the count's entries
+ * (table), then zeros to the end of their last page. */
+uint32_t img_sums_crc(const void *table, uint64_t sums_off);
 
 /* Encode into / decode from an IMG_HEADER_SIZE buffer. Decode returns
  * -EINVAL with err for a bad magic, version or header checksum. */

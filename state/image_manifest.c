@@ -193,7 +193,7 @@ char *img_manifest_write(const struct img *im, size_t *len)
 		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	jw_obj(&w);
 	jw_kstr(&w, "format", IMG_FORMAT);
-	jw_ku64(&w, "version", IMG_VERSION);
+	jw_ku64(&w, "version", im->version);
 	jw_kstr(&w, "id", im->id);
 	jw_kstr(&w, "memvisor", im->memvisor);
 	jw_kstr(&w, "kernel", im->kernel);
@@ -204,6 +204,8 @@ char *img_manifest_write(const struct img *im, size_t *len)
 	jw_kstr(&w, "checksum", "crc32c");
 	jw_kstr(&w, "pages_file", IMG_PAGES);
 	jw_ku64(&w, "pages_size", im->pages_size);
+	if (im->version >= 2)
+		jw_ku64(&w, "page_sums_offset", im->sums_off);
 	jw_ku64(&w, "pause_ns", im->pause_ns);
 	write_totals(&w, &t);
 	jw_key(&w, "processes");
@@ -578,9 +580,12 @@ static int parse_top(struct pctx *c, json_t *root, struct img *im)
 		return perr(c, "format: not a %s manifest", IMG_FORMAT);
 	if (get_u64(c, root, "version", &version) < 0)
 		return -EINVAL;
-	if (version != IMG_VERSION)
-		return perr(c, "version %llu; this memvisor reads version %d",
-			    (unsigned long long)version, IMG_VERSION);
+	if (version < IMG_VERSION_MIN || version > IMG_VERSION)
+		return perr(c, "version %llu; this memvisor reads versions %d to %d",
+			    (unsigned long long)version, IMG_VERSION_MIN, IMG_VERSION);
+	im->version = (uint32_t)version;
+	if (version >= 2 && get_u64(c, root, "page_sums_offset", &im->sums_off) < 0)
+		return -EINVAL;
 	if (get_u64(c, root, "page_size", &page) < 0)
 		return -EINVAL;
 	if (page != IMG_PAGE)
@@ -691,7 +696,7 @@ static void region_owner(char *buf, size_t len, const struct img_proc *p,
 		 (unsigned long long)r->end);
 }
 
-static int check_region(const struct img *im, const struct img_proc *p, size_t k,
+static int check_region(const struct img *im, const struct img_proc *p, size_t k, uint64_t data_end,
 			struct mv_err *err)
 {
 	const struct img_region *r = &p->r[k];
@@ -713,10 +718,11 @@ static int check_region(const struct img *im, const struct img_proc *p, size_t k
 	if (r->content != IMG_PRIVATE && r->ext.n)
 		return mv_err_set(err, -EINVAL, NULL, "%s: a %s region has extents", owner,
 				  img_content_name(r->content));
-	return check_extents(&r->ext, r->start, r->end, im->pages_size, owner, err);
+	return check_extents(&r->ext, r->start, r->end, data_end, owner, err);
 }
 
-static int check_proc(const struct img *im, const struct img_proc *p, struct mv_err *err)
+static int check_proc(const struct img *im, const struct img_proc *p, uint64_t data_end,
+		      struct mv_err *err)
 {
 	if (p->pid <= 0)
 		return mv_err_set(err, -EINVAL, NULL, "a process has pid %d", p->pid);
@@ -728,7 +734,7 @@ static int check_proc(const struct img *im, const struct img_proc *p, struct mv_
 			return mv_err_set(err, -EINVAL, NULL, "process %d: a thread has tid %d",
 					  p->pid, p->t[i].tid);
 	for (size_t k = 0; k < p->n_r; k++) {
-		int rc = check_region(im, p, k, err);
+		int rc = check_region(im, p, k, data_end, err);
 		if (rc < 0)
 			return rc;
 	}
@@ -791,12 +797,24 @@ int img_validate(const struct img *im, struct mv_err *err)
 		return mv_err_set(err, -EINVAL, NULL,
 				  "pages_size %llu is not a whole number of pages after the header",
 				  (unsigned long long)im->pages_size);
+	/* Version 2: extents, then the page checksums, end the file. */
+	uint64_t data_end = im->pages_size;
+	if (im->version >= 2) {
+		if (im->sums_off < IMG_HEADER_SIZE || im->sums_off % IMG_PAGE ||
+		    im->sums_off > im->pages_size ||
+		    im->pages_size - im->sums_off != img_sums_bytes(im->sums_off))
+			return mv_err_set(err, -EINVAL, NULL,
+					  "page_sums_offset %llu does not fit pages_size %llu",
+					  (unsigned long long)im->sums_off,
+					  (unsigned long long)im->pages_size);
+		data_end = im->sums_off;
+	}
 	for (size_t i = 0; i < im->n_p; i++) {
 		for (size_t j = 0; j < i; j++)
 			if (im->p[j].pid == im->p[i].pid)
 				return mv_err_set(err, -EINVAL, NULL, "process %d is listed twice",
 						  im->p[i].pid);
-		int rc = check_proc(im, &im->p[i], err);
+		int rc = check_proc(im, &im->p[i], data_end, err);
 		if (rc < 0)
 			return rc;
 	}
@@ -804,7 +822,7 @@ int img_validate(const struct img *im, struct mv_err *err)
 		const struct img_object *o = &im->o[i];
 		char owner[64];
 		snprintf(owner, sizeof(owner), "object %zu", i);
-		int rc = check_extents(&o->ext, 0, o->size, im->pages_size, owner, err);
+		int rc = check_extents(&o->ext, 0, o->size, data_end, owner, err);
 		if (rc < 0)
 			return rc;
 	}
@@ -813,7 +831,7 @@ int img_validate(const struct img *im, struct mv_err *err)
 	int rc = check_totals(&t, &im->recorded, err);
 	if (rc < 0)
 		return rc;
-	if (t.data_bytes > im->pages_size - IMG_HEADER_SIZE)
+	if (t.data_bytes > data_end - IMG_HEADER_SIZE)
 		return mv_err_set(err, -EINVAL, NULL,
 				  "the extents hold more bytes than the pages file");
 	return check_file_overlap(im, t.extents, err);

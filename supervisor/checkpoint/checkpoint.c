@@ -7,10 +7,12 @@
 #include "common/fault.h"
 #include "supervisor/reload/evict.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/utsname.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ---- committing ------------------------------------------------------- */
 
@@ -23,7 +25,7 @@ static void fill_identity(struct ckpt *c)
 		snprintf(c->im.kernel, sizeof(c->im.kernel), "%s %s", u.sysname, u.release);
 		snprintf(c->im.arch, sizeof(c->im.arch), "%s", u.machine);
 	}
-	c->im.pages_size = c->off;
+	c->im.pages_size = c->im.sums_off + img_sums_bytes(c->im.sums_off);
 	c->im.pause_ns = c->pause_end - c->pause_start;
 	img_totals(&c->im, &c->im.recorded);
 }
@@ -43,10 +45,12 @@ static int commit(struct ckpt *c)
 	_cleanup_free_ char *text = img_manifest_write(&c->im, &len);
 	uint64_t t2 = mv_now_ns();
 	struct img_header h = {.version = IMG_VERSION,
-			       .pages_size = c->off,
+			       .pages_size = c->im.pages_size,
 			       .data_bytes = c->im.recorded.data_bytes,
 			       .manifest_size = len,
-			       .manifest_crc = crc32c(text, len)};
+			       .manifest_crc = crc32c(text, len),
+			       .sums_off = c->im.sums_off,
+			       .sums_crc = img_sums_crc(c->im.sums, c->im.sums_off)};
 	memcpy(h.id, c->im.id, sizeof(h.id));
 	/* The pages' last fdatasync and the manifest's fsync run at once:
 	 * on one journal they often share a commit and a device flush. */
@@ -152,7 +156,7 @@ static json_t *result_json(struct ckpt *c)
 	    (json_int_t)t->threads, "regions", (json_int_t)t->regions, "extents",
 	    (json_int_t)t->extents, "bytes", (json_int_t)t->data_bytes, "shared_bytes",
 	    (json_int_t)t->shared_bytes, "committed", (json_int_t)t->committed, "pages_size",
-	    (json_int_t)c->off, "pause_ns", (json_int_t)(c->pause_end - c->pause_start),
+	    (json_int_t)c->im.pages_size, "pause_ns", (json_int_t)(c->pause_end - c->pause_start),
 	    "prepare_ns", (json_int_t)(c->pause_start - c->t_start), "stop_ns",
 	    (json_int_t)(c->t_stopped - c->pause_start), "layout_ns",
 	    (json_int_t)(c->t_planned - c->t_stopped), "copy_ns",
@@ -190,13 +194,43 @@ static void cleanup(struct ckpt *c)
 	json_decref(c->evict_skipped);
 }
 
-int checkpoint_run(struct job *j)
+/* The copy: everything while stopped, or, with --live, what cannot be
+ * write-protected while stopped and the rest while the program runs
+ * (live.c). *live_json gets the result's "live" object. */
+static int copy_stage(struct ckpt *c, bool live, json_t **live_json)
+{
+	int rc = live ? ckpt_live_setup(c) : 0;
+	if (rc == 0)
+		rc = ckpt_copy_all(c);
+	if (!live)
+		return rc;
+	if (rc == 0)
+		rc = ckpt_live_start(c);
+	ckpt_resume_all(c);
+	if (rc == 0)
+		rc = ckpt_copy_live(c);
+	if (c->live) {
+		*live_json = ckpt_live_json(c);
+		if (rc == -ECANCELED)
+			ckpt_live_why_lost(c, c->live_why, sizeof(c->live_why));
+	}
+	ckpt_live_stop(c);
+	return rc;
+}
+
+/* One attempt at the checkpoint. A live attempt given up (-ECANCELED,
+ * why in why_out) leaves the temporary directory without a pages file,
+ * ready for the next. fallback: why this attempt stops the world after a
+ * live one was given up (for the result). */
+static int attempt(struct job *j, bool live, uint64_t t_start, const char *fallback, char *why_out,
+		   size_t why_len, uint64_t *pause_ns)
 {
 	struct ckpt c = {.j = j, .mv = j->mv, .req = j->ctx};
-	c.t_start = mv_now_ns();
+	c.t_start = t_start;
 	img_init(&c.im);
 	c.im.created_ns = mv_wall_ns();
 	init_procs(&c);
+	json_t *live_json = NULL;
 	/* The buffers are made before the program stops: making them
 	 * would otherwise add to the pause. */
 	int rc = pagesw_open(c.mv->staging, c.req->dir.tmpfd, c.req->buffer, &c.w);
@@ -216,11 +250,30 @@ int checkpoint_run(struct job *j)
 		rc = ckpt_plan_all(&c);
 	if (rc == 0)
 		rc = check_cancel(&c);
-	if (rc == 0)
-		rc = ckpt_copy_all(&c);
+	bool copied = false; /* copy_stage ran: with --live, it resumed the program */
+	if (rc == 0) {
+		/* Page checksums follow the extents (docs/image-format.md). */
+		c.im.sums_off = c.off;
+		c.im.sums = xcalloc(MV_MAX(img_sums_count(c.off), 1), sizeof(*c.im.sums));
+		pagesw_set_sums(c.w, c.im.sums);
+		rc = copy_stage(&c, live, &live_json);
+		copied = true;
+	}
+	/* -ECANCELED is also a client's cancel (check_cancel), which ends
+	 * the job instead of starting it again stopped. */
+	if (rc == -ECANCELED && live && !job_cancel_asked(j)) {
+		snprintf(why_out, why_len, "%s", c.live_why);
+		*pause_ns = c.pause_end - c.pause_start;
+		pagesw_close(c.w);
+		unlinkat(c.req->dir.tmpfd, IMG_PAGES, 0);
+		json_decref(live_json);
+		cleanup(&c);
+		return rc;
+	}
 	/* --evict keeps the program stopped until the image is durable and
-	 * its pages are dropped and registered. */
-	if (!c.req->evict)
+	 * its pages are dropped and registered; --live has resumed it, unless
+	 * the job ended (failed, cancelled) before its copy. */
+	if (!c.req->evict && !(live && copied))
 		ckpt_resume_all(&c);
 	pagesw_flush_now(c.w);
 	if (rc == 0)
@@ -244,6 +297,12 @@ int checkpoint_run(struct job *j)
 	j->result = result_json(&c);
 	if (c.req->evict)
 		json_object_set_new(j->result, "evicted", evict_json(&est, c.evict_skipped));
+	if (live_json)
+		json_object_set_new(j->result, "live", mv_steal_ptr(live_json));
+	else if (fallback)
+		json_object_set_new(j->result, "live",
+				    json_pack("{s:b, s:s, s:I}", "live", 0, "fallback", fallback,
+					      "live_pause_ns", (json_int_t)*pause_ns));
 	pagesw_close(c.w);
 	cleanup(&c);
 	return 0;
@@ -256,11 +315,41 @@ out_remove:
 out_failed:
 	if (c.w)
 		pagesw_close(c.w);
+	json_decref(live_json);
 	/* Without one, the job reports the errno as internal (jobs.c). */
 	if (mv_err_isset(&c.err))
 		job_fail_with(j, &c.err);
 	cleanup(&c);
 	return rc < 0 ? rc : -EIO;
+}
+
+int checkpoint_run(struct job *j)
+{
+	struct checkpoint_req *req = j->ctx;
+	uint64_t t0 = mv_now_ns();
+	/* A live attempt given up starts again stopping the world: the
+	 * processes' pidfds are needed twice. */
+	int *spare = NULL;
+	if (req->live) {
+		spare = xmalloc(MV_MAX(req->n, 1) * sizeof(*spare));
+		for (size_t i = 0; i < req->n; i++)
+			spare[i] = fcntl(req->pidfds[i], F_DUPFD_CLOEXEC, 0);
+	}
+	char why[256] = "";
+	uint64_t pause = 0;
+	int rc = attempt(j, req->live, t0, NULL, why, sizeof(why), &pause);
+	if (rc == -ECANCELED && req->live && !job_cancel_asked(j)) {
+		for (size_t i = 0; i < req->n; i++) {
+			req->pidfds[i] = spare[i];
+			spare[i] = -1;
+		}
+		rc = attempt(j, false, t0, why, why, sizeof(why), &pause);
+	}
+	for (size_t i = 0; spare && i < req->n; i++)
+		if (spare[i] >= 0)
+			close(spare[i]);
+	free(spare);
+	return rc;
 }
 
 void checkpoint_req_free(void *ctx)

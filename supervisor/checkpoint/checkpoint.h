@@ -40,6 +40,7 @@ struct checkpoint_req {
 	size_t buffer; /* staging buffer bytes */
 	int stop_timeout_ms;
 	bool evict; /* then drop the private memory, served back on demand (evict.h) */
+	bool live;  /* copy private anonymous memory while the program runs (live.c) */
 };
 
 /* The job's run function: ctx is a struct checkpoint_req. */

@@ -25,6 +25,7 @@ struct reader {
 	struct iovec iov[BATCH_IOV];
 	struct img_extent *ext[BATCH_IOV];
 	size_t n, bytes, at;
+	bool live; /* the program runs: a failed read is for the caller to judge */
 };
 
 static int writer_failed(struct ckpt *c)
@@ -65,6 +66,8 @@ static int read_batch(struct reader *r, struct cproc *p, char *dst)
 		if (rc < 0) {
 			if (rc == -ESRCH || ckpt_proc_dead(p))
 				return -ESRCH;
+			if (r->live)
+				return rc;
 			return ckpt_fail(
 			    r->c, rc, MV_E_INTERNAL, "reading %zu bytes of process %d at %#llx: %s",
 			    r->iov[k].iov_len, p->pt.pid,
@@ -224,6 +227,17 @@ static void drop_dead_pieces(struct ckpt *c, size_t k)
 	x->n = kept;
 }
 
+/* The end of a pass: the last buffer queued, the reader freed. */
+static int end_pass(struct reader *r, int rc)
+{
+	if (rc == 0)
+		rc = submit(r);
+	if (r->buf)
+		pagesw_submit(r->c->w, (r->buf->len = 0, r->buf));
+	free(r);
+	return rc;
+}
+
 int ckpt_copy_all(struct ckpt *c)
 {
 	struct reader *r = xcalloc(1, sizeof(*r));
@@ -235,21 +249,82 @@ int ckpt_copy_all(struct ckpt *c)
 			continue;
 		struct img_proc *ip = ckpt_iproc(c, i);
 		for (size_t k = 0; rc == 0 && k < ip->n_r; k++)
-			for (size_t x = 0; rc == 0 && x < ip->r[k].ext.n; x++)
+			for (size_t x = 0;
+			     rc == 0 && !ckpt_live_region(c, i, k) && x < ip->r[k].ext.n; x++)
 				rc = copy_vm(r, i, ip->r[k].ext.v[x].addr, &ip->r[k].ext.v[x]);
 	}
 	for (size_t k = 0; rc == 0 && k < c->im.n_o; k++)
 		rc = copy_object(r, k);
-	if (rc == 0)
-		rc = submit(r);
-	if (r->buf)
-		pagesw_submit(c->w, (r->buf->len = 0, r->buf));
-	free(r);
+	rc = end_pass(r, rc);
 	c->t_copied = mv_now_ns();
 	log_debug("checkpoint: copy %.1f ms: read %.1f, waiting for buffers %.1f",
 		  (double)(c->t_copied - c->t_planned) / 1e6, (double)c->ns_read / 1e6,
 		  (double)c->ns_wait / 1e6);
 	return rc;
+}
+
+/* One extent of a write-protected region, while the program runs: read
+ * it, then lift its protection (ckpt_live_commit); read again while a
+ * layout change is under way. A process gone meanwhile leaves zeros
+ * that nothing refers to, as in flush_batch. */
+static int copy_live_extent(struct reader *r, size_t proc, struct img_extent *e)
+{
+	struct ckpt *c = r->c;
+	struct cproc *p = &c->p[proc];
+	size_t len = img_extent_len(e);
+	int rc = place(r, e);
+	if (rc < 0)
+		return rc;
+	char *dst = (char *)r->buf->data + r->buf->len;
+	for (unsigned tries = 0;; tries++) {
+		r->iov[0] = (struct iovec){.iov_base = (void *)(uintptr_t)e->addr, .iov_len = len};
+		r->n = 1;
+		rc = p->died ? -ESRCH : read_batch(r, p, dst);
+		r->n = 0;
+		/* A read that fails while the program runs: most likely it
+		 * unmapped the range, and the event will say so. */
+		if (rc < 0 && rc != -ESRCH && tries > LIVE_TRIES)
+			ckpt_live_lose(c, "process %d: reading %#llx: %s", p->pt.pid,
+				       (unsigned long long)e->addr, strerror(-rc));
+		else if (rc < 0 && rc != -ESRCH)
+			rc = -EAGAIN;
+		else if (rc == 0)
+			rc = ckpt_live_commit(c, proc, e, dst);
+		if (rc == -EAGAIN && (rc = ckpt_live_wait(c)) == 0)
+			continue;
+		if (rc < 0 && rc != -ESRCH)
+			rc = -ECANCELED;
+		break;
+	}
+	if (rc == -ESRCH) {
+		p->died = true;
+		memset(dst, 0, len);
+		rc = 0;
+	}
+	if (rc < 0)
+		return rc;
+	add_sum(r->buf, &e->crc, r->buf->len, len);
+	r->buf->len += len;
+	c->done += len;
+	return 0;
+}
+
+int ckpt_copy_live(struct ckpt *c)
+{
+	struct reader *r = xcalloc(1, sizeof(*r));
+	r->c = c;
+	r->live = true;
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < c->n; i++) {
+		if (c->p[i].img < 0)
+			continue;
+		struct img_proc *ip = ckpt_iproc(c, i);
+		for (size_t k = 0; rc == 0 && k < ip->n_r; k++)
+			for (size_t x = 0;
+			     rc == 0 && ckpt_live_region(c, i, k) && x < ip->r[k].ext.n; x++)
+				rc = copy_live_extent(r, i, &ip->r[k].ext.v[x]);
+	}
+	return end_pass(r, rc);
 }
 
 /* After the writers are done with the extents (their checksums land in

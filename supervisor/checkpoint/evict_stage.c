@@ -88,8 +88,8 @@ int ckpt_evict_all(struct ckpt *c, struct evict_stats *st)
 			continue;
 		}
 		struct mv_err e = {0};
-		int rc = evict_proc_stopped(c->mv->evict, &p->pt, ckpt_iproc(c, i), c->req->dir.dir,
-					    c->im.id, st, &e);
+		int rc = evict_proc_stopped(c->mv->evict, &p->pt, &c->im, ckpt_iproc(c, i),
+					    c->req->dir.dir, st, &e);
 		if (rc < 0)
 			return ckpt_fail(c, rc, MV_E_EVICT_FAILED,
 					 "%s; the image at %s is complete and the program keeps "

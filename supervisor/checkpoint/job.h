@@ -3,6 +3,7 @@
  *   stop.c        stopping and resuming every thread (ptrace)
  *   plan.c        registers, layout, committed pages, objects
  *   copy.c        reading the pages into the writer's buffers
+ *   live.c        --live: write-protect, resume, copy while it runs
  * Everything here runs on the job's thread (the ptrace tracer).
  * Failure points (MEMVISOR_FAULT): ckpt_seize (EPERM from PTRACE_SEIZE),
  * ckpt_read (EIO from process_vm_readv), and those of image/pagesw.h and
@@ -73,6 +74,8 @@ struct ckpt {
 	uint64_t pause_start, pause_end;
 	uint64_t ns_read, ns_wait; /* where the copy's time went */
 	json_t *evict_skipped;	   /* [{pid, reason}]: processes --evict left resident */
+	struct live *live;	   /* --live (live.c), or NULL */
+	char live_why[256];	   /* why the live copy was given up */
 	struct mv_err err;	   /* the first failure (ckpt_fail) */
 };
 
@@ -103,8 +106,53 @@ void ckpt_resume_all(struct ckpt *c);
  * the pages file. */
 int ckpt_plan_all(struct ckpt *c);
 
-/* Read every extent into the writer's buffers. */
+/* Read every extent into the writer's buffers (with --live: those copied
+ * during the pause; ckpt_copy_live reads the rest). */
 int ckpt_copy_all(struct ckpt *c);
+
+/* --live, after the resume: read the extents of write-protected regions.
+ * -ECANCELED: the live copy was given up (ckpt_live_why_lost). */
+int ckpt_copy_live(struct ckpt *c);
+
+/* ---- --live (live.c) ---- */
+
+/* While stopped, after the plan: make a uffd in each process, register
+ * and write-protect its private anonymous regions, and lay the pages
+ * file out with what is copied during the pause first. */
+int ckpt_live_setup(struct ckpt *c);
+
+/* Is region `region` of process `proc` copied live? */
+bool ckpt_live_region(const struct ckpt *c, size_t proc, size_t region);
+
+/* Before the resume: start the write-fault handler. */
+int ckpt_live_start(struct ckpt *c);
+
+/* After extent e of process proc was read into dst: lift its protection
+ * and put in the pages a write fault kept. 0; -EAGAIN: a layout change
+ * is under way, read it again (after ckpt_live_wait); -ESRCH: the
+ * process is gone (what was read may be another program's);
+ * -ECANCELED: the live copy is given up. */
+int ckpt_live_commit(struct ckpt *c, size_t proc, struct img_extent *e, void *dst);
+
+/* Wait a little for the handler to read events; -ECANCELED if the live
+ * copy was given up meanwhile. */
+int ckpt_live_wait(struct ckpt *c);
+
+/* Reads of one extent that fail in a row before the live copy is given
+ * up (each after ckpt_live_wait, 200 us). */
+#define LIVE_TRIES 5000
+
+/* Give the live copy up (the first reason stays). */
+void ckpt_live_lose(struct ckpt *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Why the live copy was given up. */
+void ckpt_live_why_lost(const struct ckpt *c, char *buf, size_t len);
+
+/* The result's "live" object. */
+json_t *ckpt_live_json(const struct ckpt *c);
+
+/* Stop the handler, close the uffds (lifting every protection), free. */
+void ckpt_live_stop(struct ckpt *c);
 
 struct evict_stats;
 

@@ -278,6 +278,32 @@ static double ms(json_t *o, const char *key)
 	return (double)jint(o, key) / 1e6;
 }
 
+/* checkpoint --live: what was copied while the program ran, or why the
+ * live copy was given up. */
+static void render_live(json_t *lv)
+{
+	char a[32], b[32];
+	if (!lv)
+		return;
+	if (!json_is_true(json_object_get(lv, "live"))) {
+		printf("  live copy given up (%s): stopped again for the whole copy (the first "
+		       "pause %.1f ms)\n",
+		       jstr(lv, "fallback"), ms(lv, "live_pause_ns"));
+		return;
+	}
+	printf("  live: %s copied while it ran, %s during the pause; %lld %s waited "
+	       "(%lld %s copied first for them)\n",
+	       hsize(json_object_get(lv, "live_bytes"), a, sizeof(a)),
+	       hsize(json_object_get(lv, "paused_bytes"), b, sizeof(b)), jint(lv, "write_faults"),
+	       mv_plural(jint(lv, "write_faults"), "write", "writes"), jint(lv, "kept_pages"),
+	       mv_plural(jint(lv, "kept_pages"), "page", "pages"));
+	size_t i;
+	json_t *p;
+	json_array_foreach(json_object_get(lv, "paused"), i, p)
+	    printf("  copied during the pause: process %lld %s: %s\n", jint(p, "pid"),
+		   jstr(p, "memory"), jstr(p, "why"));
+}
+
 static void render_checkpoint_result(json_t *res)
 {
 	char a[32], b[32], c[32];
@@ -295,6 +321,7 @@ static void render_checkpoint_result(json_t *res)
 	       "%.1f ms in all, %.0f MB/s\n",
 	       ms(res, "pause_ns"), ms(res, "stop_ns"), ms(res, "layout_ns"), ms(res, "copy_ns"),
 	       ms(res, "sync_ns"), ms(res, "elapsed_ns"), (double)jint(res, "rate") / 1e6);
+	render_live(json_object_get(res, "live"));
 	json_t *ev = json_object_get(res, "evicted");
 	if (ev)
 		printf("  evicted: %s in %lld %s (%lld left resident; shared memory stays "
@@ -501,6 +528,12 @@ void ctl_show_checkpoint_started(json_t *r, const struct ctl_show_opts *o)
 {
 	printf("checkpoint job %lld started: %s (follow it with: memvisor ctl job %lld --wait)\n",
 	       jint(r, "job"), jstr(r, "dir"), jint(r, "job"));
+}
+
+void ctl_show_metrics(json_t *r, const struct ctl_show_opts *o)
+{
+	/* The exposition as it is: what a scraper or a textfile would get. */
+	fputs(jstr(r, "text"), stdout);
 }
 
 /* The family of flag names a call event's flags argument uses

@@ -5,6 +5,7 @@
  * command cannot be run or found. */
 #include "common/fault.h"
 #include "common/util.h"
+#include "supervisor/cli/check.h"
 #include "supervisor/cli/ctl.h"
 #include "supervisor/cli/image.h"
 #include "supervisor/cli/policy.h"
@@ -24,6 +25,7 @@ static const struct subcommand subcommands[] = {
     {"ctl", ctl_client_main, "query and control a running memvisor"},
     {"image", image_main, "summarise or verify a checkpoint image"},
     {"policy", policy_main, "check a policy file"},
+    {"check", check_main, "say what this kernel and this user let memvisor do"},
 };
 
 static void usage(FILE *f)

@@ -9,6 +9,7 @@
 #include "policy/filter.h"
 #include "supervisor/cli/ctl_find.h"
 #include "supervisor/cli/options.h"
+#include "supervisor/ctl/metrics.h"
 #include "supervisor/ctl/server.h"
 #include "supervisor/supervise/enforce.h"
 #include "supervisor/supervise/events.h"
@@ -99,6 +100,16 @@ static const struct cli_arg run_args[] = {
      .kind = CLI_FLAG,
      .key = "notify_all",
      .help = "notify every memory call (complete statistics; no kernel fast path)"},
+    {.name = "metrics-file",
+     .arg = "FILE",
+     .kind = CLI_STRING,
+     .key = "metrics_file",
+     .help = "keep Prometheus metrics in FILE, rewritten every few seconds and at exit"},
+    {.name = "metrics-interval",
+     .arg = "SECONDS",
+     .kind = CLI_STRING,
+     .key = "metrics_interval",
+     .help = "how often --metrics-file is rewritten (default 5)"},
     {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "show this help"},
 };
 
@@ -140,6 +151,26 @@ static int check_name(json_t *v)
 	return 0;
 }
 
+/* --metrics-interval: at least 0.1 s, and only with --metrics-file. */
+static int check_metrics(json_t *v, struct mv_opts *o)
+{
+	const char *interval = cli_string(v, "metrics_interval");
+	o->metrics_interval_ms = 5000;
+	if (interval && !cli_string(v, "metrics_file")) {
+		fprintf(stderr, "memvisor run: --metrics-interval needs --metrics-file\n");
+		return -EINVAL;
+	}
+	if (interval && (cli_parse_seconds_ms(interval, &o->metrics_interval_ms) < 0 ||
+			 o->metrics_interval_ms < 100)) {
+		fprintf(stderr,
+			"memvisor run: --metrics-interval: '%s' is not a number of seconds of at "
+			"least 0.1\n",
+			interval);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 /* Read run's words into o. 0; CLI_HELP_ASKED after printing the help;
  * -EINVAL after saying what is wrong. */
 static int parse_run_opts(int argc, char **argv, struct mv_opts *o)
@@ -166,6 +197,8 @@ static int parse_run_opts(int argc, char **argv, struct mv_opts *o)
 	}
 	if (rc == 0)
 		rc = check_name(v);
+	if (rc == 0)
+		rc = check_metrics(v, o);
 	if (rc < 0) {
 		fprintf(stderr, RUN_SYNOPSIS " (see memvisor run --help)\n");
 		return rc;
@@ -177,6 +210,7 @@ static int parse_run_opts(int argc, char **argv, struct mv_opts *o)
 	o->policy_path = opt_string(v, "policy");
 	o->log_path = opt_string(v, "log");
 	o->stats_json = opt_string(v, "stats_json");
+	o->metrics_file = opt_string(v, "metrics_file");
 	o->user = opt_string(v, "user");
 	o->kill_descendants = cli_flag(v, "kill_descendants");
 	o->notify_all = cli_flag(v, "notify_all");
@@ -689,6 +723,12 @@ int run_main(int argc, char **argv)
 			return run_abandon(mv);
 		fprintf(stderr, "memvisor: warning: running without a control socket\n");
 	}
+	/* Like strace -o: a file that cannot be written stops us before the
+	 * command runs, not after. */
+	if (mv->opts.metrics_file && metrics_file_start(mv) < 0) {
+		ctl_server_stop(mv);
+		return 125;
+	}
 	rc = start_command(mv);
 	if (rc < 0 && !mv->launch_stage) {
 		if (rc == -EPIPE)
@@ -696,6 +736,7 @@ int run_main(int argc, char **argv)
 		else if (mv->listener < 0)
 			fprintf(stderr, "memvisor: cannot receive the seccomp listener: %s\n",
 				strerror(-rc));
+		metrics_file_stop(mv);
 		ctl_server_stop(mv);
 		return 125;
 	}
@@ -709,6 +750,7 @@ int run_main(int argc, char **argv)
 	retire_all(mv);
 	lifecycle_late_exits(mv);
 	int code = final_status(mv);
+	metrics_file_stop(mv);
 	ctl_server_stop(mv);
 	if (mv->opts.stats_json && statsjson_write(mv, mv->opts.stats_json, code) < 0 && code == 0)
 		code = 125;

@@ -4,6 +4,7 @@
 #include "common/jsonw.h"
 #include "common/util.h"
 #include "supervisor/ctl/checkpoint.h"
+#include "supervisor/ctl/metrics.h"
 #include "supervisor/reload/evict.h"
 #include "supervisor/ctl/reload.h"
 #include "supervisor/ctl/policy.h"
@@ -13,7 +14,6 @@
 #include "supervisor/kernel/procfs.h"
 #include "supervisor/supervise/render.h"
 
-#include <linux/userfaultfd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -99,28 +99,15 @@ int ctl_arg_pid(struct mv *mv, json_t *args, const char *key, pid_t *out, struct
 
 /* ---- hello, status -------------------------------------------------- */
 
+static void append_name(const char *name, void *arg)
+{
+	json_array_append_new(arg, json_string(name));
+}
+
 static json_t *uffd_features_json(uint64_t f)
 {
-	static const struct {
-		uint64_t bit;
-		const char *name;
-	} names[] = {
-	    {UFFD_FEATURE_EVENT_FORK, "event_fork"},
-	    {UFFD_FEATURE_EVENT_REMAP, "event_remap"},
-	    {UFFD_FEATURE_EVENT_REMOVE, "event_remove"},
-	    {UFFD_FEATURE_EVENT_UNMAP, "event_unmap"},
-	    {UFFD_FEATURE_MISSING_SHMEM, "missing_shmem"},
-	    {UFFD_FEATURE_MISSING_HUGETLBFS, "missing_hugetlbfs"},
-	    {UFFD_FEATURE_SIGBUS, "sigbus"},
-	    {UFFD_FEATURE_THREAD_ID, "thread_id"},
-	    {UFFD_FEATURE_MINOR_SHMEM, "minor_shmem"},
-	    {UFFD_FEATURE_EXACT_ADDRESS, "exact_address"},
-	    {UFFD_FEATURE_PAGEFAULT_FLAG_WP, "wp"},
-	};
 	json_t *a = json_array();
-	for (size_t i = 0; i < ARRAY_SIZE(names); i++)
-		if (f & names[i].bit)
-			json_array_append_new(a, json_string(names[i].name));
+	features_uffd_names(f, append_name, a);
 	return a;
 }
 
@@ -524,6 +511,33 @@ static int ctl_cmd_jobs(struct mv *mv, struct ctl_call *call, json_t *args, json
 	return 0;
 }
 
+/* ---- help ----------------------------------------------------------- */
+
+/* The commands of the table (or the one named), so that a client can
+ * tell what this memvisor supports before asking. */
+static int ctl_cmd_help(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,
+			struct mv_err *err)
+{
+	const char *only = NULL;
+	if (ctl_arg_string_opt(args, "command", &only, err) < 0)
+		return -1;
+	size_t n;
+	const struct ctl_cmd *t = ctl_cmd_table(&n);
+	json_t *cmds = json_array();
+	for (size_t i = 0; i < n; i++)
+		if (!only || strcmp(only, t[i].name) == 0)
+			json_array_append_new(cmds, json_pack("{s:s, s:s}", "name", t[i].name,
+							      "summary", t[i].summary));
+	if (only && json_array_size(cmds) == 0) {
+		json_decref(cmds);
+		return ctl_fail(err, MV_E_UNKNOWN_COMMAND,
+				"args.command: no command '%s' (help without it lists them)", only);
+	}
+	*result = json_pack("{s:s, s:i, s:o}", "memvisor", MV_VERSION, "protocol", PROTOCOL_VERSION,
+			    "commands", cmds);
+	return 0;
+}
+
 /* ---- the table ------------------------------------------------------ */
 
 static const struct ctl_cmd table[] = {
@@ -547,6 +561,8 @@ static const struct ctl_cmd table[] = {
      "[\"evict\":true]}"},
     {"reload", ctl_cmd_reload,
      "load an evicted image back in the background: {\"dir\":PATH, [\"rate\":MB/s]}"},
+    {"metrics", ctl_cmd_metrics, "counters and gauges in the Prometheus text format"},
+    {"help", ctl_cmd_help, "the commands and the protocol version: [{\"command\":NAME}]"},
 };
 
 const struct ctl_cmd *ctl_cmd_find(const char *name)

@@ -26,6 +26,7 @@ struct pagesw_pool {
 
 struct pagesw {
 	struct pagesw_pool *pool;
+	uint32_t *sums; /* the page checksums, by page of the file after the header */
 	int fd;
 	bool direct;
 	pthread_t writers[N_WRITERS], flusher;
@@ -153,10 +154,20 @@ static int write_buf(struct pagesw *w, const struct pagesw_buf *b)
 	return 0;
 }
 
-static void checksum(struct pagesw_buf *b)
+/* Every page's checksum, then each extent's from its pages' (one pass
+ * over the data). */
+static void checksum(struct pagesw *w, struct pagesw_buf *b)
 {
-	for (size_t i = 0; i < b->n_sums; i++)
-		*b->sums[i].crc = crc32c((const char *)b->data + b->sums[i].off, b->sums[i].len);
+	uint32_t *ps = w->sums + (b->off - IMG_HEADER_SIZE) / IMG_PAGE;
+	for (size_t i = 0; i < b->len / IMG_PAGE; i++)
+		ps[i] = crc32c((const char *)b->data + i * IMG_PAGE, IMG_PAGE);
+	for (size_t i = 0; i < b->n_sums; i++) {
+		const uint32_t *q = ps + b->sums[i].off / IMG_PAGE;
+		uint32_t c = q[0];
+		for (size_t k = 1; k < b->sums[i].len / IMG_PAGE; k++)
+			c = crc32c_combine_page(c, q[k]);
+		*b->sums[i].crc = c;
+	}
 }
 
 static void *writer(void *arg)
@@ -179,7 +190,7 @@ static void *writer(void *arg)
 		 * dropped. */
 		uint64_t t0 = mv_now_ns();
 		if (!err && !drop) {
-			checksum(b);
+			checksum(w, b);
 			err = write_buf(w, b);
 		}
 		uint64_t dt = mv_now_ns() - t0;
@@ -338,10 +349,40 @@ void pagesw_flush_now(struct pagesw *w)
 	pthread_mutex_unlock(&w->lock);
 }
 
+void pagesw_set_sums(struct pagesw *w, uint32_t *sums)
+{
+	w->sums = sums;
+}
+
+/* The page checksums at h->sums_off, little-endian (as in memory: the
+ * format is little-endian, image.c), through the first buffer (every
+ * buffer is free now), O_DIRECT-aligned: a chunk of cap / 4 entries is
+ * a whole number of pages. */
+static int write_sums(struct pagesw *w, const struct img_header *h)
+{
+	uint64_t n = img_sums_count(h->sums_off), done = 0;
+	struct pagesw_buf sb = w->pool->bufs[0];
+	while (done < n) {
+		size_t k = (size_t)MV_MIN(n - done, sb.cap / 4);
+		size_t bytes = (k * 4 + IMG_PAGE - 1) / IMG_PAGE * IMG_PAGE;
+		memset((char *)sb.data + k * 4, 0, bytes - k * 4);
+		memcpy(sb.data, w->sums + done, k * 4);
+		sb.len = bytes;
+		sb.off = h->sums_off + done * 4;
+		int err = write_buf(w, &sb);
+		if (err)
+			return err;
+		done += k;
+	}
+	return 0;
+}
+
 int pagesw_seal(struct pagesw *w, const struct img_header *h)
 {
 	int err = pagesw_drain(w);
 	if (err)
+		return err;
+	if ((err = write_sums(w, h)) < 0)
 		return err;
 	/* The header goes last: a pages file with a valid header has all
 	 * its extents written. Every buffer is free now. */

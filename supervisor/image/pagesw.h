@@ -56,6 +56,11 @@ void pagesw_pool_free(struct pagesw_pool *pool);
  * if the kept ones are not that size). */
 int pagesw_open(struct pagesw_pool *pool, int dirfd, size_t buffer, struct pagesw **out);
 
+/* Job thread, before the first buffer is submitted: where the writers
+ * put every page's checksum (img.sums: entry i is the page at file
+ * offset IMG_HEADER_SIZE + i * IMG_PAGE); extents' checksums are
+ * combined from them. */
+void pagesw_set_sums(struct pagesw *w, uint32_t *sums);
 /* Job thread: a free buffer, waiting while every buffer is queued; NULL
  * once a write has failed (see pagesw_error). */
 struct pagesw_buf *pagesw_get(struct pagesw *w);
@@ -74,9 +79,9 @@ int pagesw_error(struct pagesw *w);
  * waiting for a whole step. */
 void pagesw_flush_now(struct pagesw *w);
 
-/* Drain, write the header, and start the final fdatasync (on the flusher
- * thread, so that the caller can write the manifest meanwhile). Returns
- * the first error. */
+/* Drain, write the page checksums at h->sums_off and the header, and start the final fdatasync (on
+ * the flusher thread, so that the caller can write the manifest meanwhile). Returns the first
+ * error. */
 int pagesw_seal(struct pagesw *w, const struct img_header *h);
 
 /* Wait for that fdatasync; its result. */

@@ -58,11 +58,39 @@ static int check_agree(struct imgread *r, struct mv_err *err)
 				  IMG_PAGES, (unsigned long long)st.st_size,
 				  (unsigned long long)r->h.pages_size,
 				  (unsigned long long)r->im.pages_size);
+	if (r->h.version != r->im.version || r->h.sums_off != r->im.sums_off)
+		return mv_err_set(err, -EINVAL, NULL,
+				  "%s says version %u with page checksums at %llu, %s version %u "
+				  "at %llu",
+				  IMG_PAGES, r->h.version, (unsigned long long)r->h.sums_off,
+				  IMG_MANIFEST, r->im.version, (unsigned long long)r->im.sums_off);
 	if (r->h.data_bytes != r->im.recorded.data_bytes)
 		return mv_err_set(err, -EINVAL, NULL,
 				  "the pages header counts %llu data bytes, the manifest %llu",
 				  (unsigned long long)r->h.data_bytes,
 				  (unsigned long long)r->im.recorded.data_bytes);
+	return 0;
+}
+
+static int read_full(int fd, void *buf, size_t len, uint64_t off);
+
+/* Version 2: the page checksums, checked against the header's checksum
+ * of them. */
+static int read_sums(struct imgread *r, struct mv_err *err)
+{
+	uint64_t bytes = img_sums_bytes(r->im.sums_off);
+	if (r->im.version < 2)
+		return 0;
+	r->im.sums = xmalloc(MV_MAX(bytes, 4));
+	int rc = read_full(r->pagesfd, r->im.sums, bytes, r->im.sums_off);
+	if (rc < 0)
+		return mv_err_set(err, rc, NULL, "%s: reading the page checksums: %s", IMG_PAGES,
+				  strerror(-rc));
+	uint32_t crc = crc32c(r->im.sums, bytes);
+	if (crc != r->h.sums_crc)
+		return mv_err_set(err, -EBADMSG, NULL,
+				  "%s: the page checksums are corrupt (stored %08x, computed %08x)",
+				  IMG_PAGES, r->h.sums_crc, crc);
 	return 0;
 }
 
@@ -81,6 +109,8 @@ int imgread_open(const char *dir, struct imgread *r, struct mv_err *err)
 		rc = img_validate(&r->im, err);
 	if (rc == 0)
 		rc = check_agree(r, err);
+	if (rc == 0)
+		rc = read_sums(r, err);
 	return rc;
 }
 
@@ -184,8 +214,21 @@ int imgread_verify(const struct imgread *r, void (*progress)(uint64_t, uint64_t,
 			rc = mv_err_set(err, rc, NULL, "%s: %s", where, strerror(-rc));
 			break;
 		}
-		uint32_t crc = crc32c(buf, len);
-		if (crc != e->crc) {
+		uint32_t crc = 0;
+		for (uint32_t k = 0; k < e->pages && rc == 0; k++) {
+			uint32_t pc = crc32c((char *)buf + (size_t)k * IMG_PAGE, IMG_PAGE);
+			uint64_t at = e->off + (uint64_t)k * IMG_PAGE;
+			crc = k ? crc32c_combine_page(crc, pc) : pc;
+			if (r->im.sums && pc != img_page_sum(&r->im, at)) {
+				imgread_describe(r, &refs[i], where, sizeof(where));
+				rc = mv_err_set(
+				    err, -EBADMSG, NULL,
+				    "%s: page %u (pages offset %#llx): checksum mismatch "
+				    "(stored %08x, computed %08x)",
+				    where, k, (unsigned long long)at, img_page_sum(&r->im, at), pc);
+			}
+		}
+		if (rc == 0 && crc != e->crc) {
 			imgread_describe(r, &refs[i], where, sizeof(where));
 			rc = mv_err_set(err, -EBADMSG, NULL,
 					"%s: checksum mismatch (stored %08x, computed %08x)", where,

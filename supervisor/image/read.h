@@ -29,7 +29,9 @@ struct imgread_ref {
 };
 
 /* Open dir: read and check the header and the manifest (checksum,
- * parse, validate, the two agree). */
+ * parse, validate, the two agree), and load the page checksums
+ * (r->im.sums, version 2) checked against the header's checksum of
+ * them. */
 int imgread_open(const char *dir, struct imgread *r, struct mv_err *err);
 void imgread_close(struct imgread *r);
 
@@ -40,7 +42,8 @@ size_t imgread_refs(const struct imgread *r, struct imgread_ref **refs);
 void imgread_describe(const struct imgread *r, const struct imgread_ref *ref, char *buf,
 		      size_t len);
 
-/* Read every extent and check its checksum, in file order. progress, if
+/* Read every extent and check its checksum and its pages' (version 2),
+ * in file order. progress, if
  * given, is called now and then with the bytes checked so far. -EBADMSG
  * with err naming the first bad extent; -errno for a read error. */
 int imgread_verify(const struct imgread *r,

@@ -1,5 +1,11 @@
 /* Kernel features, probed at run time: the installed headers are older
- * than the kernels memvisor runs on, and older kernels must work with less. */
+ * than the kernels memvisor runs on, and older kernels must work with less.
+ *
+ * features_probe is what `run` does at start-up: cheap, no process made.
+ * features_probe_trials adds what can only be known by trying it in a
+ * child process (loading a filter, tracing, collapsing another process's
+ * memory): `memvisor check` (supervisor/cli/check.c). Each errno member
+ * is 0 when the trial succeeded, else the positive errno it failed with. */
 #ifndef MV_FEATURES_H
 #define MV_FEATURES_H
 
@@ -19,10 +25,40 @@ struct features {
 	bool uffd_dev;		 /* /dev/userfaultfd can be opened (6.1) */
 	bool uffd_syscall;	 /* userfaultfd(2) works for us */
 	uint64_t uffd_features;	 /* UFFDIO_API features the kernel offers */
+
+	/* Also from features_probe, for `check` and `hello`. */
+	bool cap_sys_ptrace, cap_sys_nice, cap_setuid; /* effective */
+	bool procfs;				       /* /proc/self/maps readable */
+	bool process_vm;			       /* process_vm_readv (3.2) */
+	bool peer_pidfd;			       /* SO_PEERPIDFD (6.5) */
+	int landlock_abi;	 /* Landlock ABI version, 0 without Landlock (5.13) */
+	int uffd_err;		 /* why userfaultfd(2) failed for us */
+	bool uffd_user_mode;	 /* userfaultfd(UFFD_USER_MODE_ONLY) works (5.11) */
+	int unprivileged_uffd;	 /* vm.unprivileged_userfaultfd, -1 unknown */
+	int ptrace_scope;	 /* kernel.yama.ptrace_scope, -1 without Yama */
+	bool seccomp_user_notif; /* SECCOMP_RET_USER_NOTIF is an available action (5.0) */
+
+	/* From features_probe_trials only. */
+	bool trials;	       /* they were run */
+	int listener_err;      /* a filter with SECCOMP_FILTER_FLAG_NEW_LISTENER */
+	bool pidfd_info;       /* PIDFD_GET_INFO (6.13) */
+	bool pidfd_info_exit;  /* the exit status in it (6.15) */
+	int ptrace_err;	       /* PTRACE_SEIZE of a child */
+	int uffd_events_err;   /* UFFDIO_API with the features evict needs */
+	int collapse_err;      /* process_madvise(MADV_COLLAPSE) of a child's memory */
+	int collapse_self_err; /* madvise(MADV_COLLAPSE) of our own */
 };
 
 /* Probe what can be probed from the supervisor alone. The seccomp flags
  * are filled in once the listener exists (notify_setup). */
 void features_probe(struct features *f);
+
+/* features_probe, then the trials in child processes, the seccomp
+ * listener's flags among them. For a process with one thread: it forks. */
+void features_probe_trials(struct features *f);
+
+/* The names of the userfaultfd feature bits, for hello and check:
+ * calls fn for each bit of features it knows, in bit order. */
+void features_uffd_names(uint64_t features, void (*fn)(const char *name, void *arg), void *arg);
 
 #endif

@@ -284,3 +284,17 @@ int procfs_wchan(pid_t pid, pid_t tid, char *buf, size_t len)
 		snprintf(buf, len, "%s", text);
 	return rc;
 }
+
+int procfs_sysctl(const char *name, long *v)
+{
+	char path[256];
+	_cleanup_free_ char *text = NULL;
+	snprintf(path, sizeof(path), "/proc/sys/%s", name);
+	int rc = mv_read_file_at(AT_FDCWD, path, &text, NULL);
+	if (rc < 0)
+		return rc;
+	char *end;
+	errno = 0;
+	*v = strtol(text, &end, 10);
+	return end == text || errno ? -EINVAL : 0;
+}

@@ -103,4 +103,8 @@ int procfs_in_call(pid_t pid, pid_t tid, int nr);
  * into buf ("" when unreadable); 0 or -errno. */
 int procfs_wchan(pid_t pid, pid_t tid, char *buf, size_t len);
 
+/* A number from /proc/sys: name is its path below /proc/sys
+ * ("vm/unprivileged_userfaultfd"). 0 or -errno (-ENOENT: no such knob). */
+int procfs_sysctl(const char *name, long *v);
+
 #endif

@@ -651,3 +651,8 @@ void ptrace_detach_all(struct ptrace_proc *pp)
 	ptrace_detach_stopped(pp);
 	ptrace_detach_rest(pp, mv_now_ns() + 100 * 1000000ull);
 }
+
+int ptrace_seize_probe(pid_t pid)
+{
+	return ptrace(PTRACE_SEIZE, pid, 0, 0) < 0 ? -errno : 0;
+}

@@ -134,4 +134,10 @@ size_t ptrace_stopped_count(const struct ptrace_proc *pp);
 /* "state D, wchan folio_wait" for a thread that would not stop. */
 void ptrace_describe_thread(pid_t pid, pid_t tid, char *buf, size_t len);
 
+/* May we trace pid (a child made for the trial, which the caller then
+ * kills and reaps)? PTRACE_SEIZE it and leave it seized: 0 or -errno
+ * (-EPERM: Yama's ptrace_scope, or another user's process). For
+ * `memvisor check`. */
+int ptrace_seize_probe(pid_t pid);
+
 #endif

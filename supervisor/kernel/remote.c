@@ -7,6 +7,9 @@
 #include "supervisor/kernel/procmap.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -163,4 +166,29 @@ int remote_syscall_stopped(struct remote *r, long nr, const long args[6], long *
 		log_warn("remote: syscall %ld in thread %d of process %d: %s", nr, tid, r->pid,
 			 strerror(-rc));
 	return rc;
+}
+
+int remote_userfaultfd_stopped(struct remote *r, int pidfd, int *out, struct mv_err *err)
+{
+	long a[6] = {O_CLOEXEC | O_NONBLOCK}, tfd = -1, ignored;
+	int rc = remote_syscall_stopped(r, SYS_userfaultfd, a, &tfd);
+	if (rc < 0)
+		return mv_err_set(err, rc, NULL, "injecting userfaultfd(2) into process %d: %s",
+				  r->pid, strerror(-rc));
+	if (tfd < 0)
+		return mv_err_set(
+		    err, (int)tfd, NULL,
+		    "userfaultfd(2) failed in process %d: %s (memvisor needs userfaultfd there: "
+		    "CAP_SYS_PTRACE or vm.unprivileged_userfaultfd=1)",
+		    r->pid, strerror((int)-tfd));
+	int fd = (int)syscall(SYS_pidfd_getfd, pidfd, (int)tfd, 0);
+	int gerr = errno;
+	long c[6] = {tfd};
+	if (remote_syscall_stopped(r, SYS_close, c, &ignored) < 0)
+		log_warn("process %d keeps a copy of its userfaultfd (fd %ld)", r->pid, tfd);
+	if (fd < 0)
+		return mv_err_set(err, -gerr, NULL, "pidfd_getfd of process %d's userfaultfd: %s",
+				  r->pid, strerror(gerr));
+	*out = fd;
+	return 0;
 }

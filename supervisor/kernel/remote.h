@@ -20,6 +20,7 @@
 #ifndef MV_REMOTE_H
 #define MV_REMOTE_H
 
+#include "common/err.h"
 #include "supervisor/kernel/ptrace.h"
 
 #include <stdbool.h>
@@ -50,6 +51,13 @@ int remote_open_stopped(struct remote *r, struct ptrace_proc *pp, struct remote_
  * injection itself failed (-ESRCH: the thread is gone). The thread's
  * registers are what they were on every path where it still lives. */
 int remote_syscall_stopped(struct remote *r, long nr, const long args[6], long *ret);
+
+/* userfaultfd(O_CLOEXEC|O_NONBLOCK) run in r's process, the fd fetched
+ * into ours (pidfd_getfd on pidfd, the process's) and closed there: the
+ * process never holds it. 0 with *out, or -errno with err saying why
+ * (no userfaultfd for this user: evict and --live need CAP_SYS_PTRACE or
+ * vm.unprivileged_userfaultfd=1). */
+int remote_userfaultfd_stopped(struct remote *r, int pidfd, int *out, struct mv_err *err);
 
 /* For the notify thread: is the notified call of thread tid at
  * instruction pointer ip (seccomp_data's: just after the `syscall`) one

@@ -24,6 +24,15 @@ int uffd_api(int fd, uint64_t want, uint64_t *missing)
 	return -err;
 }
 
+int uffd_features(int fd, uint64_t *avail)
+{
+	struct uffdio_api api = {.api = UFFD_API};
+	if (ioctl(fd, UFFDIO_API, &api) < 0)
+		return -errno;
+	*avail = api.features;
+	return 0;
+}
+
 int uffd_api_best(int fd, uint64_t need, uint64_t optional, uint64_t *got)
 {
 	uint64_t missing;
@@ -39,9 +48,27 @@ int uffd_api_best(int fd, uint64_t need, uint64_t optional, uint64_t *got)
 
 int uffd_register(int fd, uint64_t start, uint64_t len)
 {
+	return uffd_register_mode(fd, start, len, UFFDIO_REGISTER_MODE_MISSING);
+}
+
+int uffd_register_mode(int fd, uint64_t start, uint64_t len, uint64_t mode)
+{
 	FAULT_RETURN("uffd_register", EINVAL);
-	struct uffdio_register reg = {.range = {start, len}, .mode = UFFDIO_REGISTER_MODE_MISSING};
+	struct uffdio_register reg = {.range = {start, len}, .mode = mode};
 	return ioctl(fd, UFFDIO_REGISTER, &reg) < 0 ? -errno : 0;
+}
+
+int uffd_writeprotect(int fd, uint64_t start, uint64_t len, bool protect)
+{
+	FAULT_RETURN("uffd_writeprotect", EIO);
+	struct uffdio_writeprotect wp = {.range = {start, len},
+					 .mode = protect ? UFFDIO_WRITEPROTECT_MODE_WP : 0};
+	for (;;) {
+		if (ioctl(fd, UFFDIO_WRITEPROTECT, &wp) == 0)
+			return 0;
+		if (errno != EINTR)
+			return -errno;
+	}
 }
 
 int uffd_unregister(int fd, uint64_t start, uint64_t len)

@@ -10,6 +10,7 @@
 #define MV_UFFD_H
 
 #include <linux/userfaultfd.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,6 +30,24 @@
 #define _UFFDIO_POISON (0x08)
 #endif
 
+/* Newer feature bits, named by `memvisor check`: write-protect faults on
+ * never-populated pages (6.4), asynchronous write-protect for dirty
+ * tracking with PAGEMAP_SCAN (6.7), UFFDIO_MOVE (6.8). */
+#ifndef UFFD_FEATURE_WP_UNPOPULATED
+#define UFFD_FEATURE_WP_UNPOPULATED (1 << 13)
+#endif
+#ifndef UFFD_FEATURE_WP_ASYNC
+#define UFFD_FEATURE_WP_ASYNC (1 << 15)
+#endif
+#ifndef UFFD_FEATURE_MOVE
+#define UFFD_FEATURE_MOVE (1 << 16)
+#endif
+
+/* The features the kernel offers on a new uffd: UFFDIO_API asking for
+ * none, which it answers with all it has. The uffd then takes no other
+ * UFFDIO_API: for a probe. No failure point. */
+int uffd_features(int fd, uint64_t *avail);
+
 /* UFFDIO_API asking for `want`; *missing gets the wanted features the
  * kernel does not have (then -EOPNOTSUPP). */
 int uffd_api(int fd, uint64_t want, uint64_t *missing);
@@ -40,6 +59,16 @@ int uffd_api_best(int fd, uint64_t need, uint64_t optional, uint64_t *got);
 
 /* Register [start, start+len) for missing-page faults. */
 int uffd_register(int fd, uint64_t start, uint64_t len);
+
+/* Register [start, start+len) in mode (UFFDIO_REGISTER_MODE_*). */
+int uffd_register_mode(int fd, uint64_t start, uint64_t len, uint64_t mode);
+
+/* Write-protect [start, start+len) (registered in MODE_WP), or lift the
+ * protection and wake the threads waiting on it. -EAGAIN: the layout is
+ * changing (an event of this uffd is not read yet: mmap_changing, which
+ * the kernel checks first); -ESRCH: the mm is gone. Failure point
+ * uffd_writeprotect (EIO). */
+int uffd_writeprotect(int fd, uint64_t start, uint64_t len, bool protect);
 
 /* Unregister [start, start+len): its faults go back to the kernel. */
 int uffd_unregister(int fd, uint64_t start, uint64_t len);

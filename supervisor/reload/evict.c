@@ -1,5 +1,6 @@
 /* Evicted spaces and their fault workers (supervisor/reload/evict.h). */
 #include "supervisor/reload/evict.h"
+#include "common/compat.h"
 #include "common/crc32c.h"
 #include "common/fault.h"
 #include "common/hist.h"
@@ -31,12 +32,18 @@
 #define EXT_WORDS (IMG_EXTENT_MAX / IMG_PAGE / 64)
 #define MSG_BATCH 16
 #define PROBE_MS  500
+/* A fault reads, checks and installs the aligned window of this many
+ * pages around it before it wakes the thread, then the rest of the
+ * extent (read-ahead). One page's read and checksum cost microseconds
+ * from the page cache; a whole 2 MiB extent's cost a millisecond. */
+#define FAULT_WINDOW 16u
 
-/* An extent of the image: where its bytes are, and which of its pages
- * are installed in this space already. */
+/* An extent of the image: where its bytes are, where its pages'
+ * checksums are in s->sums, and which of its pages are installed in
+ * this space already. */
 struct ev_ext {
 	uint64_t off;
-	uint32_t pages, crc;
+	uint32_t pages, sum0;
 	uint64_t loaded[EXT_WORDS];
 };
 
@@ -72,6 +79,7 @@ struct evspace {
 	char *dir;
 	pid_t pid, parent;
 	int uffd, pagesfd, stopfd;
+	int directfd;	      /* the pages file again, O_DIRECT (the loader), or -1 */
 	int pidfd;	      /* the evicted process (-1 for a fork child): THP collapse */
 	struct evict_thp thp; /* under mu */
 	uint64_t probe;	      /* an address of the mm never registered (the vdso) */
@@ -79,12 +87,15 @@ struct evspace {
 	bool dead, stopping, linked;
 	struct ev_ext *ext;
 	size_t n_ext;
+	uint32_t *sums; /* the extents' page checksums (ev_ext.sum0), fixed */
+	size_t n_sums;
 	struct ev_chunk *ch;
 	size_t n_ch, cap_ch;
 	uint64_t owed, loaded; /* bytes */
 	size_t cursor;	       /* the loader's place in ch[] */
 	unsigned enoent;       /* the loader's copies in a row that found no range */
 	uint64_t faults, fault_bytes, zero_faults;
+	uint64_t cpu_ns; /* the workers' CPU time serving faults (atomic) */
 	struct hist lat;
 	struct evspace *next;
 };
@@ -98,6 +109,10 @@ struct evict {
 	pthread_mutex_t mu;
 	struct evspace *head;
 	uint64_t next_keep_id; /* atomic: ids of the uffds the reaper holds */
+	/* Under mu: bytes evicted over the run, and the counters of the
+	 * spaces that left the list (evict_totals). */
+	uint64_t evicted;
+	struct evict_totals gone;
 };
 
 struct evict *evict_new(struct mv *mv)
@@ -116,6 +131,8 @@ static void space_free(struct evspace *s)
 		close(s->uffd); /* userfaultfd_release: every range unregistered */
 	if (s->pagesfd >= 0)
 		close(s->pagesfd);
+	if (s->directfd >= 0)
+		close(s->directfd);
 	if (s->stopfd >= 0)
 		close(s->stopfd);
 	if (s->pidfd >= 0)
@@ -126,14 +143,28 @@ static void space_free(struct evspace *s)
 	free(s->wipe);
 	free(s->dir);
 	free(s->ext);
+	free(s->sums);
 	free(s->ch);
 	free(s);
+}
+
+/* Under reg->mu: what a space leaving the list served stays counted (a
+ * fault its last worker serves after this is not). */
+static void count_gone_locked(struct evspace *s)
+{
+	struct evict_totals *g = &s->reg->gone;
+	pthread_mutex_lock(&s->mu);
+	g->loaded += s->loaded;
+	g->faults += s->faults;
+	hist_merge(&g->lat, &s->lat);
+	pthread_mutex_unlock(&s->mu);
 }
 
 static void unlink_locked(struct evspace *s)
 {
 	for (struct evspace **p = &s->reg->head; *p; p = &(*p)->next)
 		if (*p == s) {
+			count_gone_locked(s);
 			*p = s->next;
 			s->linked = false;
 			s->refs--;
@@ -324,20 +355,71 @@ static void mark_loaded(struct evspace *s, uint32_t ext, uint32_t a, uint32_t b)
 
 /* ---- serving pages --------------------------------------------------- */
 
-/* Read extent e whole into buf and check its checksum. -EIO for a short
- * read: the image was truncated under us. */
-static int read_extent(struct evspace *s, const struct ev_ext *e, void *buf)
+static bool bit(const uint64_t *v, uint32_t p)
 {
-	size_t len = (size_t)e->pages * PG, got = 0;
+	return v[p / 64] >> (p % 64) & 1;
+}
+
+/* Is [off, off+len) of fd in the page cache, every page? Asked with
+ * cachestat(2) (Linux 6.5), which neither reads nor starts readahead
+ * (preadv2 with RWF_NOWAIT starts readahead for what it lacks, so the
+ * O_DIRECT read after it found the pages cached and copied them twice).
+ * Without it: yes (the buffered read, as before). */
+static bool cached(int fd, off_t off, size_t len)
+{
+#ifdef SYS_cachestat
+	struct mv_cachestat_range r = {(uint64_t)off, len};
+	struct mv_cachestat cs;
+	if (syscall(SYS_cachestat, fd, &r, &cs, 0) == 0)
+		return cs.nr_cache >= len / PG;
+#endif
+	return true;
+}
+
+/* Read pages [a, b) of extent e into buf, each at its place in the
+ * extent (buf holds a whole extent), and check each against its own
+ * checksum: ok gets the bit of every good page of [a, b), and only those
+ * may be installed. 0 when all are good; else the error of the first bad
+ * one: -EBADMSG for a checksum mismatch, -EIO for a short read (the
+ * image was truncated under us), -errno. */
+static int read_pages(struct evspace *s, const struct ev_ext *e, uint32_t a, uint32_t b, void *buf,
+		      uint64_t ok[EXT_WORDS], bool bulk)
+{
+	size_t len = (size_t)(b - a) * PG, got = 0;
+	char *dst = (char *)buf + (size_t)a * PG;
+	off_t at = (off_t)(e->off + (uint64_t)a * PG);
+	int rc = 0;
+	for (uint32_t p = a; p < b; p++)
+		ok[p / 64] &= ~(1ull << (p % 64));
+	/* The loader reads a range the page cache does not hold whole with
+	 * O_DIRECT (whole pages: buf is page-aligned). */
+	bool direct = bulk && s->directfd >= 0 && !cached(s->pagesfd, at, len);
 	while (got < len) {
-		ssize_t n = pread(s->pagesfd, (char *)buf + got, len - got, (off_t)(e->off + got));
+		int fd = direct && s->directfd >= 0 ? s->directfd : s->pagesfd;
+		ssize_t n = fault_hit("evict_read")
+				? (errno = EIO, -1)
+				: pread(fd, dst + got, len - got, at + (off_t)got);
+		if (n < 0 && errno == EINVAL && fd == s->directfd) {
+			/* A file system that refuses O_DIRECT reads here. */
+			close(s->directfd);
+			s->directfd = -1;
+			continue;
+		}
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
+		if (n <= 0) {
+			rc = n < 0 ? -errno : -EIO;
+			break;
+		}
 		got += (size_t)n;
 	}
-	return crc32c(buf, len) == e->crc ? 0 : -EBADMSG;
+	for (uint32_t p = a; p < a + got / PG; p++) {
+		if (crc32c(dst + (size_t)(p - a) * PG, PG) == s->sums[e->sum0 + p])
+			ok[p / 64] |= 1ull << (p % 64);
+		else if (rc == 0)
+			rc = -EBADMSG;
+	}
+	return rc;
 }
 
 /* The chunk at addr now, copied out with its extent (under s->mu). */
@@ -378,22 +460,22 @@ static int copy_pages(struct evspace *s, const struct ev_chunk *c, uint32_t p, u
 	return 0;
 }
 
-/* Install the pages of [a, b) (extent page indexes within chunk c) not
- * known to be there, from buf (the whole extent). Under s->lay (read),
- * with c looked up under it. *enoent counts the pages no registered vma
- * holds (they stay owed). */
+/* Install the pages of [a, b) (extent page indexes within chunk c) that
+ * are checked good in buf (ok, read_pages) and not known to be there.
+ * Under s->lay (read), with c looked up under it. *enoent counts the
+ * pages no registered vma holds (they stay owed). */
 static int copy_runs(struct evspace *s, const struct ev_chunk *c, uint32_t a, uint32_t b,
-		     const void *buf, unsigned *enoent)
+		     const void *buf, const uint64_t *ok, unsigned *enoent)
 {
 	const struct ev_ext *e = &s->ext[c->ext];
 	uint32_t p = MV_MAX(a, c->first);
 	b = MV_MIN(b, c->first + c->n);
 	while (p < b) {
 		pthread_mutex_lock(&s->mu);
-		while (p < b && page_loaded(e, p))
+		while (p < b && (page_loaded(e, p) || !bit(ok, p)))
 			p++;
 		uint32_t q = p;
-		while (q < b && !page_loaded(e, q))
+		while (q < b && !page_loaded(e, q) && bit(ok, q))
 			q++;
 		pthread_mutex_unlock(&s->mu);
 		if (p == q)
@@ -458,10 +540,60 @@ static int unservable(struct evspace *s, uint64_t addr, pid_t who, const struct 
 	return rc;
 }
 
-/* A fault at addr: look the page up and install it, with the read-ahead
- * around it. The extent is read without any lock; then the chunk is looked
- * up again under s->lay, since events may have moved or dropped it
- * meanwhile. */
+/* Narrow [*a, *b) (pages of extent ext) to its first and last page not
+ * installed yet; false if there is none. */
+static bool owed_span(struct evspace *s, uint32_t ext, uint32_t *a, uint32_t *b)
+{
+	const struct ev_ext *e = &s->ext[ext];
+	pthread_mutex_lock(&s->mu);
+	while (*a < *b && page_loaded(e, *a))
+		(*a)++;
+	while (*b > *a && page_loaded(e, *b - 1))
+		(*b)--;
+	pthread_mutex_unlock(&s->mu);
+	return *a < *b;
+}
+
+/* Pages [a, b) of chunk c's extent that are still owed: read them and
+ * install the good ones (read_pages). Under nothing; takes s->lay (read)
+ * to install, and does nothing if the chunk at addr changed meanwhile.
+ * *bad gets the error of a bad page (0 if none). */
+static int fetch_range(struct evspace *s, uint64_t addr, const struct ev_chunk *c, uint32_t a,
+		       uint32_t b, void *buf, uint64_t *ok, int *bad, unsigned *enoent)
+{
+	struct ev_chunk now;
+	*bad = 0;
+	if (!owed_span(s, c->ext, &a, &b))
+		return 0;
+	*bad = read_pages(s, &s->ext[c->ext], a, b, buf, ok, false);
+	pthread_rwlock_rdlock(&s->lay);
+	int rc = -ESTALE;
+	if (chunk_at(s, addr, &now, NULL) && now.ext == c->ext)
+		rc = copy_runs(s, &now, a, b, buf, ok, enoent);
+	pthread_rwlock_unlock(&s->lay);
+	return rc;
+}
+
+/* The read-ahead after a fault was served: the rest of its extent's chunk
+ * at addr, in the two pieces around the window [lo, hi). Best effort. */
+static void read_ahead(struct evspace *s, uint64_t addr, const struct ev_chunk *c, uint32_t lo,
+		       uint32_t hi, void *buf)
+{
+	uint64_t ok[EXT_WORDS] = {0};
+	unsigned enoent = 0;
+	int bad;
+	if (c->first < lo && fetch_range(s, addr, c, c->first, lo, buf, ok, &bad, &enoent) < 0)
+		return;
+	if (hi < c->first + c->n)
+		fetch_range(s, addr, c, hi, c->first + c->n, buf, ok, &bad, &enoent);
+}
+
+/* A fault at addr: look the page up and install the window around it
+ * (FAULT_WINDOW pages), each page checked against its own checksum, then
+ * wake the thread and read ahead. The pages are read without any lock;
+ * then the chunk is looked up again under s->lay, since events may have
+ * moved or dropped it meanwhile. A bad page is never installed: the
+ * faulting one is made unservable (SIGBUS), the others stay owed. */
 static int serve_fault(struct evspace *s, uint64_t addr, pid_t who, void *buf, uint64_t *woken)
 {
 	for (;;) {
@@ -478,26 +610,29 @@ static int serve_fault(struct evspace *s, uint64_t addr, pid_t who, void *buf, u
 			return zrc;
 		}
 		pthread_rwlock_unlock(&s->lay);
-		int rc = read_extent(s, &e, buf);
+		uint32_t idx = c.first + (uint32_t)((addr - c.addr) / PG);
+		uint32_t lo = MV_MAX(c.first, idx / FAULT_WINDOW * FAULT_WINDOW);
+		uint32_t hi =
+		    MV_MIN(c.first + c.n, idx / FAULT_WINDOW * FAULT_WINDOW + FAULT_WINDOW);
+		uint64_t ok[EXT_WORDS] = {0};
+		int bad = read_pages(s, &e, lo, hi, buf, ok, false);
+		/* A read error may pass; a checksum mismatch does not. */
+		for (int t = 0; t < 2 && !bit(ok, idx) && bad != -EBADMSG; t++)
+			bad = read_pages(s, &e, lo, hi, buf, ok, false);
 		pthread_rwlock_rdlock(&s->lay);
 		struct ev_chunk now;
 		if (!chunk_at(s, addr, &now, NULL) || now.ext != c.ext) {
 			pthread_rwlock_unlock(&s->lay);
 			continue; /* the layout changed under us: look again */
 		}
-		if (rc < 0) {
-			rc = unservable(s, addr, who, &e, rc);
+		if (!bit(ok, idx)) {
+			int rc = unservable(s, addr, who, &e, bad);
 			pthread_rwlock_unlock(&s->lay);
 			*woken = mv_now_ns();
 			return rc;
 		}
-		uint32_t idx = now.first + (uint32_t)((addr - now.addr) / PG);
-		uint32_t ra = EVICT_READAHEAD / PG, end = now.first + now.n;
-		uint32_t lo = idx > now.first + ra / 2 ? idx - ra / 2 : now.first;
-		uint32_t hi = MV_MIN(end, lo + ra);
 		unsigned enoent = 0;
-		/* The faulting thread's window first: copying wakes it. */
-		rc = copy_runs(s, &now, lo, hi, buf, &enoent);
+		int rc = copy_runs(s, &now, lo, hi, buf, ok, &enoent);
 		pthread_rwlock_unlock(&s->lay);
 		if (rc == -EAGAIN)
 			return rc; /* still waiting, and served again (serve_queue) */
@@ -505,15 +640,8 @@ static int serve_fault(struct evspace *s, uint64_t addr, pid_t who, void *buf, u
 		*woken = mv_now_ns();
 		if (rc < 0)
 			return rc;
-		/* The read-ahead: the rest of the extent's chunk at addr. */
-		pthread_rwlock_rdlock(&s->lay);
-		if (chunk_at(s, addr, &now, NULL) && now.ext == c.ext) {
-			rc = copy_runs(s, &now, now.first, lo, buf, &enoent);
-			if (rc == 0)
-				rc = copy_runs(s, &now, hi, now.first + now.n, buf, &enoent);
-		}
-		pthread_rwlock_unlock(&s->lay);
-		return rc == -EAGAIN ? 0 : rc; /* the read-ahead is best effort */
+		read_ahead(s, addr, &now, lo, hi, buf);
+		return 0;
 	}
 }
 
@@ -556,6 +684,7 @@ static void on_fork(struct evspace *s, int ufd)
 	c->uffd = ufd;
 	c->features = s->features;
 	c->pagesfd = fcntl(s->pagesfd, F_DUPFD_CLOEXEC, 0);
+	c->directfd = s->directfd >= 0 ? fcntl(s->directfd, F_DUPFD_CLOEXEC, 0) : -1;
 	c->parent = s->pid ? s->pid : s->parent;
 	c->probe = s->probe;
 	snprintf(c->id, sizeof(c->id), "%s", s->id);
@@ -572,7 +701,10 @@ static void on_fork(struct evspace *s, int ufd)
 	c->n_ext = s->n_ext;
 	c->ext = xcalloc(MV_MAX(c->n_ext, 1), sizeof(*c->ext));
 	for (size_t i = 0; i < c->n_ext; i++)
-		c->ext[i] = (struct ev_ext){s->ext[i].off, s->ext[i].pages, s->ext[i].crc, {0}};
+		c->ext[i] = (struct ev_ext){s->ext[i].off, s->ext[i].pages, s->ext[i].sum0, {0}};
+	c->n_sums = s->n_sums;
+	c->sums = xmalloc(MV_MAX(c->n_sums, 1) * sizeof(*c->sums));
+	memcpy(c->sums, s->sums, c->n_sums * sizeof(*c->sums));
 	c->n_ch = c->cap_ch = s->n_ch;
 	c->ch = xcalloc(MV_MAX(c->n_ch, 1), sizeof(*c->ch));
 	memcpy(c->ch, s->ch, s->n_ch * sizeof(*s->ch));
@@ -792,8 +924,11 @@ static void *worker_main(void *arg)
 			mark_dead(s, "its address space is gone (exit or exec)");
 			break;
 		}
-		if (n > 0 && read_messages(w))
+		if (n > 0 && read_messages(w)) {
+			uint64_t t0 = mv_thread_cpu_ns();
 			serve_queue(w);
+			__atomic_fetch_add(&s->cpu_ns, mv_thread_cpu_ns() - t0, __ATOMIC_RELAXED);
+		}
 	}
 	free(w->buf);
 	evict_put(s);
@@ -807,7 +942,7 @@ static int start_workers(struct evspace *s)
 		struct worker *w = xcalloc(1, sizeof(*w));
 		w->s = s;
 		w->prober = i == 0;
-		w->buf = xmalloc(IMG_EXTENT_MAX);
+		w->buf = xmalloc_pages(IMG_EXTENT_MAX);
 		pthread_mutex_lock(&s->reg->mu);
 		get_locked(s);
 		pthread_mutex_unlock(&s->reg->mu);
@@ -840,7 +975,7 @@ static struct evspace *space_new(struct evict *reg)
 	pthread_rwlock_init(&s->lay, &ra);
 	pthread_rwlockattr_destroy(&ra);
 	s->refs = 1;
-	s->uffd = s->pagesfd = s->pidfd = -1;
+	s->uffd = s->pagesfd = s->directfd = s->pidfd = -1;
 	s->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	return s;
 }
@@ -853,13 +988,16 @@ static bool evictable(const struct img_region *r)
 	       (r->kind == AS_ANON || r->kind == AS_HEAP || r->kind == AS_STACK);
 }
 
-/* The image map of ip's evictable regions. */
-static void build_map(struct evspace *s, const struct img_proc *ip)
+/* The image map of ip's evictable regions, with their pages' checksums
+ * (from im). */
+static void build_map(struct evspace *s, const struct img *im, const struct img_proc *ip)
 {
-	size_t n = 0;
+	size_t n = 0, pages = 0;
 	for (size_t k = 0; k < ip->n_r; k++)
 		if (evictable(&ip->r[k]))
-			n += ip->r[k].ext.n;
+			for (size_t x = 0; x < ip->r[k].ext.n; x++, n++)
+				pages += ip->r[k].ext.v[x].pages;
+	s->sums = xmalloc(MV_MAX(pages, 1) * sizeof(*s->sums));
 	s->ext = xcalloc(MV_MAX(n, 1), sizeof(*s->ext));
 	s->ch = xcalloc(MV_MAX(n, 1), sizeof(*s->ch));
 	s->cap_ch = MV_MAX(n, 1);
@@ -868,7 +1006,10 @@ static void build_map(struct evspace *s, const struct img_proc *ip)
 			continue;
 		for (size_t x = 0; x < ip->r[k].ext.n; x++) {
 			const struct img_extent *e = &ip->r[k].ext.v[x];
-			s->ext[s->n_ext] = (struct ev_ext){e->off, e->pages, e->crc, {0}};
+			s->ext[s->n_ext] =
+			    (struct ev_ext){e->off, e->pages, (uint32_t)s->n_sums, {0}};
+			for (uint32_t p = 0; p < e->pages; p++)
+				s->sums[s->n_sums++] = img_page_sum(im, e->off + (uint64_t)p * PG);
 			s->ch[s->n_ch++] =
 			    (struct ev_chunk){e->addr, (uint32_t)s->n_ext, 0, e->pages};
 			s->n_ext++;
@@ -877,36 +1018,10 @@ static void build_map(struct evspace *s, const struct img_proc *ip)
 	qsort(s->ch, s->n_ch, sizeof(*s->ch), cmp_chunk);
 }
 
-/* userfaultfd(2) inside the process, then its fd fetched into ours. */
-static int make_uffd(struct remote *r, int pidfd, int *out, struct mv_err *err)
-{
-	long a[6] = {O_CLOEXEC | O_NONBLOCK}, tfd = -1, ignored;
-	int rc = remote_syscall_stopped(r, SYS_userfaultfd, a, &tfd);
-	if (rc < 0)
-		return mv_err_set(err, rc, NULL, "injecting userfaultfd(2) into process %d: %s",
-				  r->pid, strerror(-rc));
-	if (tfd < 0)
-		return mv_err_set(
-		    err, (int)tfd, NULL,
-		    "userfaultfd(2) failed in process %d: %s (evict needs userfaultfd: "
-		    "CAP_SYS_PTRACE or vm.unprivileged_userfaultfd=1)",
-		    r->pid, strerror((int)-tfd));
-	int fd = (int)syscall(SYS_pidfd_getfd, pidfd, (int)tfd, 0);
-	int gerr = errno;
-	long c[6] = {tfd};
-	if (remote_syscall_stopped(r, SYS_close, c, &ignored) < 0)
-		log_warn("evict: process %d keeps a copy of its userfaultfd (fd %ld)", r->pid, tfd);
-	if (fd < 0)
-		return mv_err_set(err, -gerr, NULL, "pidfd_getfd of process %d's userfaultfd: %s",
-				  r->pid, strerror(gerr));
-	*out = fd;
-	return 0;
-}
-
 static int setup_space(struct evspace *s, struct ptrace_proc *pp, struct remote *r, const char *dir,
 		       const char *id, struct mv_err *err)
 {
-	int rc = make_uffd(r, pp->pidfd, &s->uffd, err);
+	int rc = remote_userfaultfd_stopped(r, pp->pidfd, &s->uffd, err);
 	if (rc < 0)
 		return rc;
 	rc = uffd_api_best(s->uffd, UFFD_EVICT_FEATURES,
@@ -926,6 +1041,10 @@ static int setup_space(struct evspace *s, struct ptrace_proc *pp, struct remote 
 	char path[4096];
 	snprintf(path, sizeof(path), "%s/%s", dir, IMG_PAGES);
 	s->pagesfd = open(path, O_RDONLY | O_CLOEXEC);
+	/* The loader reads what the page cache lacks straight into its
+	 * buffer (the image was written with O_DIRECT, so usually all of
+	 * it): half the CPU of a buffered read, which copies twice. */
+	s->directfd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
 	if (s->pagesfd < 0)
 		return mv_err_set(err, -errno, NULL, "%s: %s", path, strerror(errno));
 	if (s->stopfd < 0)
@@ -971,8 +1090,9 @@ static void evict_region(struct evspace *s, struct remote *r, const struct img_r
 		st->bytes += img_extent_len(&g->ext.v[x]);
 }
 
-int evict_proc_stopped(struct evict *reg, struct ptrace_proc *pp, const struct img_proc *ip,
-		       const char *dir, const char *id, struct evict_stats *st, struct mv_err *err)
+int evict_proc_stopped(struct evict *reg, struct ptrace_proc *pp, const struct img *im,
+		       const struct img_proc *ip, const char *dir, struct evict_stats *st,
+		       struct mv_err *err)
 {
 	struct remote r;
 	int rc = remote_open_stopped(&r, pp, &reg->mv->injecting);
@@ -983,12 +1103,12 @@ int evict_proc_stopped(struct evict *reg, struct ptrace_proc *pp, const struct i
 				  "be injected into it: %s",
 				  pp->pid, strerror(-rc));
 	struct evspace *s = space_new(reg);
-	rc = setup_space(s, pp, &r, dir, id, err);
+	rc = setup_space(s, pp, &r, dir, im->id, err);
 	if (rc < 0) {
 		evict_put(s);
 		return rc;
 	}
-	build_map(s, ip);
+	build_map(s, im, ip);
 	for (size_t i = 0; i < s->n_ch; i++)
 		s->owed += (uint64_t)s->ch[i].n * PG;
 	s->evicting = true;
@@ -997,7 +1117,7 @@ int evict_proc_stopped(struct evict *reg, struct ptrace_proc *pp, const struct i
 		return mv_err_set(err, rc, NULL, "starting the fault workers: %s", strerror(-rc));
 	}
 	link_space(s);
-	uint64_t regions_before = st->regions;
+	uint64_t regions_before = st->regions, bytes_before = st->bytes;
 	for (size_t k = 0; k < ip->n_r; k++) {
 		if (evictable(&ip->r[k]))
 			evict_region(s, &r, &ip->r[k], st);
@@ -1012,6 +1132,9 @@ int evict_proc_stopped(struct evict *reg, struct ptrace_proc *pp, const struct i
 	pthread_rwlock_wrlock(&s->lay);
 	s->evicting = false;
 	pthread_rwlock_unlock(&s->lay);
+	pthread_mutex_lock(&reg->mu);
+	reg->evicted += st->bytes - bytes_before;
+	pthread_mutex_unlock(&reg->mu);
 	if (st->regions == regions_before)
 		stop_space(s); /* nothing dropped: nothing to serve */
 	evict_put(s);
@@ -1048,9 +1171,11 @@ static bool next_owed(struct evspace *s, struct ev_chunk *c, struct ev_ext *e)
 	return found;
 }
 
-/* Install every owed page of extent ext (in buf), wherever its chunks are
- * now. Under s->lay (read): the chunk array does not change shape. */
-static int copy_ext(struct evspace *s, uint32_t ext, const void *buf, unsigned *enoent)
+/* Install every owed page of extent ext that is good in buf (ok),
+ * wherever its chunks are now. Under s->lay (read): the chunk array does
+ * not change shape. */
+static int copy_ext(struct evspace *s, uint32_t ext, const void *buf, const uint64_t *ok,
+		    unsigned *enoent)
 {
 	for (size_t i = 0;; i++) {
 		pthread_mutex_lock(&s->mu);
@@ -1061,7 +1186,7 @@ static int copy_ext(struct evspace *s, uint32_t ext, const void *buf, unsigned *
 			return 0;
 		if (c.ext != ext)
 			continue;
-		int rc = copy_runs(s, &c, c.first, c.first + c.n, buf, enoent);
+		int rc = copy_runs(s, &c, c.first, c.first + c.n, buf, ok, enoent);
 		if (rc < 0)
 			return rc;
 	}
@@ -1117,16 +1242,12 @@ int evict_load_step(struct evspace *s, void *buf, uint64_t *bytes_read)
 	struct ev_ext e;
 	if (!next_owed(s, &c, &e))
 		return 0;
-	int rc = read_extent(s, &e, buf);
-	*bytes_read += (uint64_t)e.pages * PG;
-	if (rc < 0) {
-		/* Nothing of it installed; a fault on its pages makes them
-		 * unservable (SIGBUS), never zeros. */
-		log_error("evict: the image %s cannot give back the extent at pages offset %#llx: "
-			  "%s",
-			  s->dir, (unsigned long long)e.off,
-			  rc == -EBADMSG ? "it fails its checksum" : strerror(-rc));
-		return rc;
+	uint32_t a = 0, b = e.pages;
+	uint64_t ok[EXT_WORDS] = {0};
+	int bad = 0, rc;
+	if (owed_span(s, c.ext, &a, &b)) {
+		bad = read_pages(s, &e, a, b, buf, ok, true);
+		*bytes_read += (uint64_t)(b - a) * PG;
 	}
 	unsigned enoent;
 	for (int tries = 0;; tries++) {
@@ -1136,7 +1257,7 @@ int evict_load_step(struct evspace *s, void *buf, uint64_t *bytes_read)
 		if (fault_hit("reload_copy_gone"))
 			enoent = 1, rc = 0;
 		else
-			rc = copy_ext(s, c.ext, buf, &enoent);
+			rc = copy_ext(s, c.ext, buf, ok, &enoent);
 		pthread_rwlock_unlock(&s->lay);
 		if (rc != -EAGAIN || tries > 10000)
 			break;
@@ -1144,6 +1265,16 @@ int evict_load_step(struct evspace *s, void *buf, uint64_t *bytes_read)
 	}
 	if (rc == -ESRCH)
 		mark_dead(s, "its address space is gone (exit or exec)");
+	if (rc == 0 && bad) {
+		/* The good pages are in; the bad ones stay owed, and a fault
+		 * on one makes it unservable (SIGBUS), never zeros. */
+		log_error(
+		    "evict: the image %s cannot give back pages of the extent at pages offset "
+		    "%#llx: %s",
+		    s->dir, (unsigned long long)e.off,
+		    bad == -EBADMSG ? "a page fails its checksum" : strerror(-bad));
+		return bad;
+	}
 	if (rc == 0 && enoent)
 		return range_gone(s, c.ext);
 	s->enoent = 0;
@@ -1170,13 +1301,15 @@ void evict_space_finish(struct evspace *s, uint64_t *huge, uint64_t *huge_restor
 	stop_space(s);
 }
 
-void evict_space_faults(struct evspace *s, void *hist, uint64_t *faults, uint64_t *bytes)
+void evict_space_faults(struct evspace *s, void *hist, uint64_t *faults, uint64_t *bytes,
+			uint64_t *cpu_ns)
 {
 	pthread_mutex_lock(&s->mu);
 	hist_merge(hist, &s->lat);
 	*faults += s->faults;
 	*bytes += s->loaded;
 	pthread_mutex_unlock(&s->mu);
+	*cpu_ns += __atomic_load_n(&s->cpu_ns, __ATOMIC_RELAXED);
 }
 
 json_t *evict_status_json(struct evict *reg)
@@ -1196,4 +1329,21 @@ json_t *evict_status_json(struct evict *reg)
 	}
 	pthread_mutex_unlock(&reg->mu);
 	return a;
+}
+
+void evict_totals(struct evict *reg, struct evict_totals *t)
+{
+	pthread_mutex_lock(&reg->mu);
+	*t = reg->gone;
+	t->evicted = reg->evicted;
+	for (struct evspace *s = reg->head; s; s = s->next) {
+		pthread_mutex_lock(&s->mu);
+		t->spaces++;
+		t->owed += s->owed;
+		t->loaded += s->loaded;
+		t->faults += s->faults;
+		hist_merge(&t->lat, &s->lat);
+		pthread_mutex_unlock(&s->mu);
+	}
+	pthread_mutex_unlock(&reg->mu);
 }

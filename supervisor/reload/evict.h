@@ -19,6 +19,7 @@
 #ifndef MV_EVICT_H
 #define MV_EVICT_H
 
+#include "common/hist.h"
 #include "state/image.h"
 #include "supervisor/kernel/ptrace.h"
 
@@ -52,12 +53,14 @@ struct evict_stats {
 };
 
 /* Evict process pp (every thread stopped by the calling thread) whose
- * image record is ip, in the committed image at dir (id): create its uffd
+ * image record is ip, in the committed image im at dir (its page
+ * checksums computed): create its uffd
  * by remote syscalls, register and drop its private anonymous regions,
  * start the fault workers. On failure before anything was dropped, the
  * process is untouched; err says why. */
-int evict_proc_stopped(struct evict *reg, struct ptrace_proc *pp, const struct img_proc *ip,
-		       const char *dir, const char *id, struct evict_stats *st, struct mv_err *err);
+int evict_proc_stopped(struct evict *reg, struct ptrace_proc *pp, const struct img *im,
+		       const struct img_proc *ip, const char *dir, struct evict_stats *st,
+		       struct mv_err *err);
 
 /* The live spaces evicted to image id (references; evict_put each), in
  * *out (malloc'd). Returns how many. */
@@ -86,13 +89,26 @@ int evict_load_step(struct evspace *s, void *buf, uint64_t *bytes_read);
  * close the uffd (the kernel unregisters every range), forget the space. */
 void evict_space_finish(struct evspace *s, uint64_t *huge, uint64_t *huge_restored);
 
-/* Fault statistics of a space merged into h; faults and bytes served. */
-void evict_space_faults(struct evspace *s, void *hist, uint64_t *faults, uint64_t *bytes);
+/* Fault statistics of a space merged into h; faults and bytes served,
+ * and the CPU time its fault workers spent serving (added to each). */
+void evict_space_faults(struct evspace *s, void *hist, uint64_t *faults, uint64_t *bytes,
+			uint64_t *cpu_ns);
 
 /* The pid the space was evicted from (0 for a fork child). */
 pid_t evict_space_pid(const struct evspace *s);
 
 /* Every evicted space, for `status`. */
 json_t *evict_status_json(struct evict *reg);
+
+/* Totals over the run, for metrics: the spaces still evicted and the
+ * bytes they owe now; counters that only grow (spaces that are done
+ * count on): bytes evicted, bytes loaded back, faults served and their
+ * latency (ns). */
+struct evict_totals {
+	uint64_t spaces, owed;
+	uint64_t evicted, loaded, faults;
+	struct hist lat;
+};
+void evict_totals(struct evict *reg, struct evict_totals *t);
 
 #endif

@@ -26,6 +26,7 @@ struct reload {
 	size_t n;
 	uint64_t t0, t_loading, bytes_read, total, last_progress;
 	uint64_t huge, huge_restored, huge_ns; /* thp.h */
+	uint64_t cpu_ns;		       /* the loader thread's CPU time loading */
 	unsigned gone;
 };
 
@@ -41,9 +42,9 @@ static void req_free(void *ctx)
 /* ---- the job ------------------------------------------------------------ */
 
 /* The header and the manifest, and that dir still holds the image the
- * processes were evicted to. Every extent's checksum is checked before
- * any of its pages is installed (evict.c read_extent): a whole pass over
- * the image first would read it twice and hold the loading back. */
+ * processes were evicted to. Every page's checksum is checked before it
+ * is installed (evict.c read_pages): a whole pass over the image first
+ * would read it twice and hold the loading back. */
 static int verify(struct reload *r)
 {
 	job_progress(r->j, "verifying", 0, 0);
@@ -75,13 +76,15 @@ static void pace(struct reload *r)
 	nanosleep(&ts, NULL);
 }
 
-static json_t *fault_json(struct reload *r, uint64_t *loaded)
+static json_t *fault_json(struct reload *r, uint64_t *loaded, uint64_t *workers_ns)
 {
 	struct hist *h = xcalloc(1, sizeof(*h));
-	uint64_t faults = 0;
+	uint64_t faults = 0, wns = 0;
 	*loaded = 0;
 	for (size_t i = 0; i < r->n; i++)
-		evict_space_faults(r->sp[i], h, &faults, loaded);
+		evict_space_faults(r->sp[i], h, &faults, loaded, &wns);
+	if (workers_ns)
+		*workers_ns = wns;
 	json_t *o =
 	    json_pack("{s:I, s:I, s:I, s:I, s:I}", "faults", (json_int_t)faults, "fault_p50_ns",
 		      (json_int_t)hist_quantile(h, 0.5), "fault_p99_ns",
@@ -98,7 +101,7 @@ static void progress(struct reload *r, bool force)
 		return;
 	r->last_progress = now;
 	uint64_t loaded;
-	json_t *p = fault_json(r, &loaded);
+	json_t *p = fault_json(r, &loaded, NULL);
 	json_object_set_new(p, "pages_loaded", json_integer((json_int_t)(loaded / IMG_PAGE)));
 	json_object_set_new(p, "pages_total", json_integer((json_int_t)(r->total / IMG_PAGE)));
 	json_object_set_new(p, "read_bytes", json_integer((json_int_t)r->bytes_read));
@@ -122,11 +125,12 @@ static int load_space(struct reload *r, struct evspace *s, void *buf)
 			return 0;
 		}
 		if (rc == -EBADMSG) {
-			job_fail(r->j, MV_E_CORRUPT_IMAGE,
-				 "loading process %d from %s: an extent fails its checksum "
-				 "(checksum mismatch): the image is corrupt; its pages were not "
-				 "loaded and the rest stays evicted",
-				 evict_space_pid(s), r->req->dir);
+			job_fail(
+			    r->j, MV_E_CORRUPT_IMAGE,
+			    "loading process %d from %s: a page fails its checksum "
+			    "(checksum mismatch): the image is corrupt; the bad pages were not "
+			    "loaded and the rest stays evicted",
+			    evict_space_pid(s), r->req->dir);
 			return rc;
 		}
 		if (rc < 0) {
@@ -170,10 +174,11 @@ static void finish_space(struct reload *r, struct evspace *s)
  * a pass finds nothing owed. */
 static int load_all(struct reload *r)
 {
-	void *buf = xmalloc(IMG_EXTENT_MAX);
+	void *buf = xmalloc_pages(IMG_EXTENT_MAX);
 	int rc = 0;
 	size_t done = 0;
 	r->t_loading = mv_now_ns();
+	uint64_t cpu0 = mv_thread_cpu_ns();
 	for (;;) {
 		add_spaces(r);
 		if (done == r->n)
@@ -186,14 +191,15 @@ static int load_all(struct reload *r)
 		if (rc < 0)
 			break;
 	}
+	r->cpu_ns = mv_thread_cpu_ns() - cpu0;
 	free(buf);
 	return rc;
 }
 
 static json_t *result_json(struct reload *r)
 {
-	uint64_t loaded, end = mv_now_ns();
-	json_t *o = fault_json(r, &loaded);
+	uint64_t loaded, workers_ns, end = mv_now_ns();
+	json_t *o = fault_json(r, &loaded, &workers_ns);
 	uint64_t load_ns = end - r->t_loading - r->huge_ns;
 	json_object_update_new(
 	    o, json_pack("{s:s, s:s, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "dir",
@@ -203,6 +209,14 @@ static json_t *result_json(struct reload *r)
 			 "read_bytes", (json_int_t)r->bytes_read, "verify_ns",
 			 (json_int_t)(r->t_loading - r->t0), "load_ns", (json_int_t)load_ns,
 			 "read_rate", (json_int_t)mv_rate(r->bytes_read, load_ns)));
+	/* CPU per GiB installed: what the loading takes from the program
+	 * on a machine with few CPUs (collapsing huge pages included). */
+	double gib = (double)loaded / (double)(1ull << 30);
+	double cpu_ns = (double)(r->cpu_ns + workers_ns);
+	json_object_update_new(o,
+			       json_pack("{s:I, s:I, s:I}", "loader_cpu_ns", (json_int_t)r->cpu_ns,
+					 "workers_cpu_ns", (json_int_t)workers_ns, "cpu_ns_per_gib",
+					 (json_int_t)(gib > 0 ? cpu_ns / gib + 0.5 : 0)));
 	json_object_update_new(o, json_pack("{s:I, s:I, s:I}", "huge_bytes", (json_int_t)r->huge,
 					    "huge_restored_bytes", (json_int_t)r->huge_restored,
 					    "huge_ns", (json_int_t)r->huge_ns));

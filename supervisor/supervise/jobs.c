@@ -7,11 +7,18 @@
 #include <string.h>
 
 static const char *const state_names[] = {"running", "done", "failed", "cancelled"};
+_Static_assert(sizeof(((struct mv *)0)->jobs.forgotten) == sizeof(uint64_t[JOB_KINDS][JOB_STATES]),
+	       "mv->jobs.forgotten is sized by enum job_kind and enum job_state");
 static const char *const kind_names[] = {[JOB_CHECKPOINT] = "checkpoint", [JOB_RELOAD] = "reload"};
 
 const char *job_kind_name(enum job_kind k)
 {
 	return kind_names[k];
+}
+
+const char *job_state_name(enum job_state s)
+{
+	return state_names[s];
 }
 
 /* mv->jobs.all is newest first, guarded by mv->lock. Running jobs are
@@ -211,6 +218,13 @@ json_t *jobs_json_locked(struct mv *mv, bool running_only)
 	return a;
 }
 
+void jobs_count_locked(struct mv *mv, uint64_t n[JOB_KINDS][JOB_STATES])
+{
+	memcpy(n, mv->jobs.forgotten, sizeof(mv->jobs.forgotten));
+	for (struct job *j = mv->jobs.all; j; j = j->next)
+		n[j->kind][j->state]++;
+}
+
 bool jobs_forgotten_locked(struct mv *mv, int id)
 {
 	return id > 0 && id <= mv->jobs.last_id && !jobs_find_locked(mv, id);
@@ -238,6 +252,7 @@ static void prune(struct mv *mv)
 			continue;
 		}
 		*pp = j->next;
+		mv->jobs.forgotten[j->kind][j->state]++;
 		job_free(j);
 	}
 	pthread_mutex_unlock(&mv->lock);

@@ -19,11 +19,13 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 
-enum job_state { JOB_RUNNING, JOB_DONE, JOB_FAILED, JOB_CANCELLED };
-enum job_kind { JOB_CHECKPOINT, JOB_RELOAD };
+enum job_state { JOB_RUNNING, JOB_DONE, JOB_FAILED, JOB_CANCELLED, JOB_STATES };
+enum job_kind { JOB_CHECKPOINT, JOB_RELOAD, JOB_KINDS };
 
 /* "checkpoint", "reload": the protocol's names. */
 const char *job_kind_name(enum job_kind k);
+/* "running", "done", "failed". */
+const char *job_state_name(enum job_state s);
 
 struct job {
 	int id;
@@ -74,6 +76,9 @@ bool jobs_running_locked(struct mv *mv, enum job_kind kind);
 bool jobs_forgotten_locked(struct mv *mv, int id);
 json_t *job_json_locked(const struct job *j);
 json_t *jobs_json_locked(struct mv *mv, bool running_only);
+/* Every job of this run by kind and state now, the forgotten ones
+ * included (metrics). */
+void jobs_count_locked(struct mv *mv, uint64_t n[JOB_KINDS][JOB_STATES]);
 
 /* Main thread: ask running job j to stop (a checkpoint) or to stop
  * holding to its rate (unthrottle; a reload). 0, or -1 with err filled

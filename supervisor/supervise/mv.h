@@ -34,8 +34,10 @@ struct mv_opts {
 	const char *stats_json;
 	bool kill_descendants;
 	int kill_grace_ms;
-	bool notify_all;  /* --notify-all: no kernel-side fast path */
-	const char *user; /* --user USER[:GROUP] */
+	bool notify_all;	  /* --notify-all: no kernel-side fast path */
+	const char *user;	  /* --user USER[:GROUP] */
+	const char *metrics_file; /* --metrics-file */
+	int metrics_interval_ms;  /* --metrics-interval */
 	int argc;
 	char **argv;
 };
@@ -45,6 +47,7 @@ struct events;
 struct enforce;
 struct evict;
 struct job;
+struct metrics_file;
 struct pagesw_pool;
 struct policy;
 
@@ -93,6 +96,8 @@ struct mv {
 		struct job *all;
 		int last_id;
 		bool closed; /* jobs_wait_all has begun */
+		/* Finished jobs no longer kept, by enum job_kind and job_state. */
+		uint64_t forgotten[2][4];
 	} jobs;
 	struct evict *evict;	     /* evicted memory (reload/evict.h) */
 	struct pagesw_pool *staging; /* checkpoint buffers (image/pagesw.h) */
@@ -100,6 +105,7 @@ struct mv {
 	struct ctl_server *ctl;
 	const char *socket_path; /* the control socket, once listening */
 	struct events *events;
+	struct metrics_file *metrics; /* run --metrics-file (ctl/metrics.h) */
 
 	/* The policy (supervise/enforce.h): the active policy, the launch
 	 * filter's coverage, the kernel-side pieces set at launch and the

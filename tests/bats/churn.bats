@@ -76,6 +76,19 @@ churn() {
 	churn sqlite -- sqlite3 :memory: ".read $CHURN/queries.sql" ".read $CHURN/queries.sql"
 }
 
+# checkpoint --live over and over (tests/bats/live.bats checks the images;
+# these check the programs): write-protect faults, the fallback when memory
+# is unmapped during the copy, threads and forks, and the output must be a
+# native run's.
+@test "churn --live: C program, patterns on stacks, heaps and shared memory in processes and threads" {
+	churn pattern-live --live -- "$WL/churn_pattern" --rounds 400
+}
+
+@test "churn --live: node" {
+	skip_unless_cmd node
+	churn node-live --live -- node "$CHURN/objects.js" 20
+}
+
 # memvisor SIGKILLed during an evict or a reload: the program dies with it,
 # has printed nothing a native run does not, and no process is left.
 # (--skip-wipe: the wipe-on-fork check belongs to the first test.)

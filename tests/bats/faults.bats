@@ -81,6 +81,7 @@ SCENARIOS=(
 	"remote_ evict"
 	"uffd_ evict"
 	"reload_ evict"
+	"evict_ evict"
 )
 
 scenario_of() { # POINT

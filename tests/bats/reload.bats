@@ -229,26 +229,63 @@ native_out() { # COMMANDS...
 	stop_fed
 }
 
-@test "reload: a corrupt extent is never loaded; a corrupt manifest is refused" {
+@test "reload: a corrupt page is never loaded; corrupt page checksums or manifest are refused" {
 	start --mib 16
 	evict "$TMP/img"
-	# Flip a byte of the last extent's data.
-	flip_byte "$TMP/img/pages" -100 0xff
+	# Flip a byte of the last extent's last page (the page checksums
+	# follow the extents).
+	sums=$(json_get "$TMP/img/manifest.json" 'd["page_sums_offset"]')
+	flip_byte "$TMP/img/pages" $((sums - 100)) 0xff
 	job=$(ctl --json reload "$TMP/img" | job_of -)
 	run ctl --json job "$job" --wait
 	assert_failure
 	assert_output --partial corrupt_image
 	assert_output --partial "checksum mismatch"
-	# The process runs on (touching that extent would kill it: it cannot
+	# The process runs on (touching that page would kill it: it cannot
 	# be given its memory).
 	kill -0 "$PID"
-	# A damaged manifest: refused at once.
+	# Damaged page checksums or manifest: refused at once.
+	flip_byte "$TMP/img/pages" $((sums - 100)) 0xff
+	flip_byte "$TMP/img/pages" $((sums + 2))
+	run ctl reload "$TMP/img"
+	assert_failure
+	assert_output --partial corrupt_image
+	assert_output --partial "page checksums are corrupt"
+	flip_byte "$TMP/img/pages" $((sums + 2))
 	flip_byte "$TMP/img/manifest.json" $(($(stat -c %s "$TMP/img/manifest.json") / 2))
 	run ctl --json reload "$TMP/img"
 	assert_failure
 	assert_output --partial '"code":"corrupt_image"'
 	kill -9 "$PID"
 	stop_fed || true
+}
+
+@test "reload: one corrupt page costs that page only: its neighbours in the extent come back, the page itself is SIGBUS" {
+	# Each extent (up to 2 MiB) had one checksum: a fault read and
+	# checked the whole extent, and one bad byte made all its 512 pages
+	# unservable. Each page has its own checksum now.
+	start --mib 16
+	evict "$TMP/img"
+	# Page 5 of the extent at region A's page 700 (anonymous regions
+	# next to each other are one vma: A is found by its address).
+	say "where A" '^at '
+	a=$((0x${LAST#at }))
+	read -r page off < <(json_get "$TMP/img/manifest.json" "
+[(str((x[0] + 5 * 4096 - $a) // 4096) + ' ' + str(x[2] + 5 * 4096))
+ for p in d['processes'] for r in p['regions'] for x in r['extents']
+ if x[0] <= $a + 700 * 4096 < x[0] + x[1] * 4096][0]")
+	echo "page $page of A at pages offset $off"
+	flip_byte "$TMP/img/pages" $((off + 77))
+	say "page A $((page - 1))" '^page ok$'
+	say "page A $((page + 1))" '^page ok$'
+	say "page A $((page + 7))" '^page ok$'
+	echo "page A $page" >&7
+	rc=0
+	wait $MVPID || rc=$?
+	run grep -c "^page bad" "$TMP/out"
+	assert_output 0
+	# SIGBUS (7) where the kernel has UFFDIO_POISON, else SIGKILL (9).
+	[ $rc = 135 ] || [ $rc = 137 ]
 }
 
 @test "reload: an image other than the evicted one is refused" {

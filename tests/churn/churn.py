@@ -19,6 +19,10 @@ just ended or because the last reload is still loading (busy) is expected:
 it is counted and retried. Every image has its own directory; those that no
 memory is evicted to any more are removed.
 
+--live: a cycle is `memvisor ctl checkpoint IMG-k --live --wait` and a
+random pause of 0-300 ms instead: the program runs on while its memory is
+copied (write-protected), over and over; no evict, no reload.
+
 --kill: once per run, at a random cycle, memvisor is SIGKILLed at a random
 moment during the evict or the reload. The program must die with it: what
 it printed must be a prefix of the native output, and no process of the
@@ -304,7 +308,7 @@ class Churn:
         self.cmd = cmd
         self.mv = os.environ.get("MEMVISOR") or os.path.join(
             os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "memvisor")
-        self.totals = dict(runs=0, cycles=0, evicts=0, busy=0, gone=0, ckpt_err=0,
+        self.totals = dict(runs=0, cycles=0, evicts=0, busy=0, gone=0, ckpt_err=0, fallbacks=0,
                            reloads=0, reload_err=0, kills=0)
         self.errors_seen = {}
 
@@ -358,7 +362,8 @@ class Churn:
         retry = random.Random(seed ^ 0x5EED)  # pauses before retries, whose number is timing
         d = tempfile.mkdtemp(prefix=f"run{r}.", dir=self.a.workdir)
         sock, outp, errp = f"{d}/ctl.sock", f"{d}/out", f"{d}/log"
-        st = dict(cycles=0, evicts=0, busy=0, gone=0, ckpt_err=0, reloads=0, reload_err=0)
+        st = dict(cycles=0, evicts=0, busy=0, gone=0, ckpt_err=0, reloads=0, reload_err=0,
+                  fallbacks=0)
         # Where the time goes: the program stopped by checkpoints, and the
         # faults its threads waited on (from the reload jobs' results).
         tm = dict(ckpt_s=0.0, paused_s=0.0, faults=0, fault_max_ms=0.0)
@@ -423,6 +428,29 @@ class Churn:
                                           kill_delay, remember_tree)
                 break
             tc = time.monotonic()
+            if self.a.live:
+                rc, msg = self.ctl(sock, "checkpoint", img, "--live", "--wait")
+                if rc is None:
+                    failure = f"hang: {msg}"
+                    break
+                if rc == 0:
+                    tm["ckpt_s"] += time.monotonic() - tc
+                    m = re.search(r"paused ([\d.]+) ms", msg)
+                    tm["paused_s"] += float(m.group(1)) / 1000 if m else 0
+                    st["evicts"] += 1
+                    st["fallbacks"] += "live copy given up" in msg
+                elif ending(msg):
+                    st["gone"] += 1
+                    break
+                elif "busy" in msg:
+                    st["busy"] += 1
+                else:
+                    st["ckpt_err"] += 1
+                    self.note_error("checkpoint", msg)
+                shutil.rmtree(img, ignore_errors=True)
+                st["cycles"] += 1
+                time.sleep(rng.uniform(0, 0.3))
+                continue
             rc, msg = self.ctl(sock, "checkpoint", img, "--evict", "--wait")
             if rc == 0:
                 tm["ckpt_s"] += time.monotonic() - tc
@@ -539,7 +567,9 @@ class Churn:
         summary = (f"run {r}: seed {seed}, {elapsed:.1f} s, {st['cycles']} cycles "
                    f"({st['evicts']} evicts, {st['busy']} busy, {st['gone']} gone, "
                    f"{st['ckpt_err']} checkpoint errors, {st['reloads']} reloads, "
-                   f"{st['reload_err']} reload errors), exit {status}")
+                   f"{st['reload_err']} reload errors"
+                   + (f", {st['fallbacks']} live copies given up" if self.a.live else "")
+                   + f"), exit {status}")
         timing = (f"  run {r}: {tm['ckpt_s']:.1f} s in checkpoints, the program stopped "
                   f"{tm['paused_s']:.1f} s of them; {tm['faults']} faults served (the slowest "
                   f"{tm['fault_max_ms']:.0f} ms); the program used {prog.cpu_max:.1f} s of CPU "
@@ -698,6 +728,7 @@ def main():
     ap.add_argument("--timeout", type=float, default=float(os.environ.get("CHURN_TIMEOUT", 0)),
                     help="seconds a supervised run may take (default: from the native run)")
     ap.add_argument("--kill", action="store_true")
+    ap.add_argument("--live", action="store_true", help="live checkpoints, no evict")
     ap.add_argument("--keep", action="store_true", help="keep a failed run's files")
     ap.add_argument("--workdir", default=None)
     ap.add_argument("--cwd", default=None)

@@ -59,6 +59,26 @@ static void test_hist(void)
 	is_u64(h2.max, UINT64_MAX, "huge sample kept as max");
 }
 
+/* Below a power of two the count is exact (metrics' buckets rely on it). */
+static void test_hist_below(void)
+{
+	struct hist h;
+	memset(&h, 0, sizeof(h));
+	uint64_t samples[] = {0, 1, 15, 16, 1023, 1024, 1025, 1500, 4095, 4096, 1u << 30};
+	for (size_t i = 0; i < sizeof(samples) / sizeof(samples[0]); i++)
+		hist_add(&h, samples[i]);
+	int bad = 0;
+	for (unsigned k = 0; k <= 40; k++) {
+		uint64_t want = 0;
+		for (size_t i = 0; i < sizeof(samples) / sizeof(samples[0]); i++)
+			want += samples[i] < (1ull << k);
+		bad += hist_count_below(&h, 1ull << k) != want;
+	}
+	is_u64(bad, 0, "samples below each power of two counted exactly");
+	is_u64(hist_count_below(&h, 0), 0, "nothing below 0");
+	is_u64(hist_count_below(&h, 1100), 7, "inside a bucket: the bucket counts whole");
+}
+
 static void test_imap(void)
 {
 	struct imap m;
@@ -110,6 +130,7 @@ int main(void)
 {
 	test_sizes();
 	test_hist();
+	test_hist_below();
 	test_imap();
 	test_syscalls();
 	return tap_done();

@@ -45,6 +45,12 @@ static void test_crc32c(void)
 	}
 	is_u64(bad, 0, "%s agrees with the table at every length and alignment", crc32c_impl());
 	is_u64(bad_chain, 0, "crc32c_update chains");
+	uint32_t comb = crc32c(big, 4096);
+	for (size_t k = 1; k < 3; k++)
+		comb = crc32c_combine_page(comb, crc32c(big + k * 4096, 4096));
+	is_u64(comb, crc32c(big, 3 * 4096), "three pages' checksums combine into theirs");
+	is_u64(crc32c_combine_page(crc32c(big, 5), crc32c(big + 5, 4096)), crc32c(big, 4101),
+	       "a page's checksum combines after any length");
 	uint32_t before = crc32c(big, 4096);
 	big[1234] ^= 0x10;
 	ok(crc32c(big, 4096) != before, "one flipped bit changes the checksum");
@@ -177,7 +183,8 @@ static void build(struct img *im)
 	struct as_region f = {.start = 0x40000, .end = 0x41000, .prot = AS_PROT_READ, .shared = true,
 			      .kind = AS_FILE, .path = xstrdup("/etc/hosts"), .inode = 5};
 	img_add_region(p, &f)->content = IMG_FILE;
-	im->pages_size = off;
+	im->sums_off = off;
+	im->pages_size = off + img_sums_bytes(off);
 	img_totals(im, &im->recorded);
 }
 
@@ -252,7 +259,19 @@ static void test_manifest(void)
 	char *t2 = edit(text, "[86016,1,", "[86016,1,");
 	ok(t2 != NULL, "the second extent is [address, pages, offset, crc]");
 	free(t2);
-	expect_refused(text, "\"version\":1", "\"version\":2", "another version", "version 2");
+	expect_refused(text, "\"version\":2", "\"version\":3", "another version", "version 3");
+	expect_refused(text, "\"page_sums_offset\":20480", "\"page_sums_offset\":16384",
+		       "page checksums that do not end the file", "page_sums_offset");
+	{
+		/* A version 1 manifest (no page checksums) is still read. */
+		char *v1 = edit(text, "\"version\":2", "\"version\":1");
+		char *v1b = v1 ? edit(v1, "\"page_sums_offset\":20480,", "") : NULL;
+		char e1[IMG_ERR_LEN] = "";
+		ok(v1b && parse_and_validate(v1b, strlen(v1b), e1) == 0, "a version 1 manifest is read: %s",
+		   e1);
+		free(v1);
+		free(v1b);
+	}
 	expect_refused(text, "[65536,2,", "[65537,2,", "unaligned extent", "not page-aligned");
 	expect_refused(text, "[65536,2,", "[61440,2,", "extent outside its region", "outside its region");
 	expect_refused(text, "[65536,2,4096,", "[65536,2,0,", "extent over the header",
@@ -289,7 +308,8 @@ static void test_manifest(void)
 static void test_header(void)
 {
 	struct img_header h = {.version = IMG_VERSION, .pages_size = 1 << 20, .data_bytes = 12288,
-			       .manifest_size = 999, .manifest_crc = 0x12345678};
+			       .manifest_size = 999, .manifest_crc = 0x12345678,
+			       .sums_off = 16384, .sums_crc = 0xabcdef01};
 	img_new_id(h.id);
 	unsigned char buf[IMG_HEADER_SIZE];
 	img_header_encode(&h, buf);
@@ -298,12 +318,24 @@ static void test_header(void)
 	const char *err = E.msg;
 	ok(img_header_decode(buf, &g, &E) == 0, "header decodes: %s", err);
 	ok(strcmp(g.id, h.id) == 0 && g.pages_size == h.pages_size && g.data_bytes == h.data_bytes &&
-		   g.manifest_size == 999 && g.manifest_crc == 0x12345678,
+		   g.manifest_size == 999 && g.manifest_crc == 0x12345678 && g.sums_off == 16384 &&
+		   g.sums_crc == 0xabcdef01,
 	   "header fields round-trip");
 	buf[50] ^= 1;
 	ok(img_header_decode(buf, &g, &E) == -EINVAL && strstr(err, "checksum"),
 	   "a flipped header bit is caught: %s", err);
 	buf[50] ^= 1;
+	buf[93] ^= 4;
+	ok(img_header_decode(buf, &g, &E) == -EINVAL && strstr(err, "checksum"),
+	   "a flipped bit of the page checksums' checksum is caught: %s", err);
+	buf[93] ^= 4;
+	buf[4000] ^= 1;
+	ok(img_header_decode(buf, &g, &E) == -EINVAL, "version 2: the whole header is checked");
+	buf[4000] ^= 1;
+	h.version = 1;
+	img_header_encode(&h, buf);
+	ok(img_header_decode(buf, &g, &E) == 0 && g.version == 1 && g.sums_off == 0,
+	   "a version 1 header decodes, without page checksums: %s", err);
 	buf[0] = 'X';
 	ok(img_header_decode(buf, &g, &E) == -EINVAL && strstr(err, "magic"),
 	   "a wrong magic is caught");

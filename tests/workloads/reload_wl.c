@@ -11,6 +11,8 @@
  * prints):
  *   check        verify A, B, C                        -> ok | bad R PAGE
  *   sum          a checksum of A, B, C                 -> sum HEX
+ *   page R I     verify page I of region R (A, B or C)  -> page ok | page bad
+ *   where R      region R's address                    -> at HEX
  *   loop         start a thread verifying A in a loop  -> looping
  *   unloop       stop it                               -> loop ok | loop bad
  *   write PATH   write(2) A's first MiB to PATH, compare -> write ok | write bad
@@ -123,6 +125,29 @@ static void do_check(void)
 		}
 	}
 	printf("ok\n");
+}
+
+static void do_page(const char *arg)
+{
+	char name;
+	size_t pg;
+	for (int i = 0; i < 3; i++)
+		if (sscanf(arg, "%c %zu", &name, &pg) == 2 && name == R[i].name &&
+		    pg < R[i].len / PAGE) {
+			printf(check_range(&R[i], pg, pg + 1) < 0 ? "page ok\n" : "page bad\n");
+			return;
+		}
+	printf("page what\n");
+}
+
+static void do_where(const char *arg)
+{
+	for (int i = 0; i < 3; i++)
+		if (arg[0] == R[i].name) {
+			printf("at %lx\n", (unsigned long)R[i].addr);
+			return;
+		}
+	printf("at what\n");
 }
 
 static void do_sum(void)
@@ -304,6 +329,10 @@ static void command(char *line)
 		do_check();
 	else if (strcmp(line, "sum") == 0)
 		do_sum();
+	else if (strncmp(line, "page ", 5) == 0)
+		do_page(line + 5);
+	else if (strncmp(line, "where ", 6) == 0)
+		do_where(line + 6);
 	else if (strcmp(line, "loop") == 0) {
 		looping = 1;
 		pthread_create(&loop_thread, NULL, loop_main, NULL);

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# bench/live.sh BUILD_DIR: checkpoint --live against a stop-the-world
+# checkpoint, side by side, round by round (bench/README.md, "Live
+# checkpoint").
+#
+# Two programs, each under its own memvisor:
+#   idle    bench/ckpt_fill: LIVE_MIB MiB written densely, then idle
+#   writer  tests/workloads/live_counter: LIVE_MIB MiB that LIVE_THREADS
+#           threads keep writing, one word a page, sweep after sweep
+# Each round checkpoints each program twice, stop-the-world and --live
+# (in alternating order), and reports the pause, the job time, and for
+# the writer its sweep rate over the job against its rate over the 2 s
+# before (the program's share of its steady speed while it is copied).
+# Medians of LIVE_REPS rounds.
+#
+# Knobs: LIVE_MIB=1024 LIVE_REPS=5 LIVE_THREADS=1 LIVE_DIR (where images go)
+set -euo pipefail
+export LC_ALL=C
+
+BUILD=${1:-build}
+MV=$BUILD/memvisor
+MIB=${LIVE_MIB:-1024}
+REPS=${LIVE_REPS:-5}
+THREADS=${LIVE_THREADS:-1}
+T=$(mktemp -d "${TMPDIR:-/tmp}/memvisor-live.XXXXXX")
+DIR=${LIVE_DIR:-$T/images}
+mkdir -p "$DIR"
+PIDS=()
+cleanup() {
+	exec 7>&- 8>&- 2>/dev/null || true
+	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+	rm -rf "$T" "$DIR"/live.img
+}
+trap cleanup EXIT
+
+median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
+now() { date +%s.%N; }
+
+echo "# memvisor live checkpoint benchmark"
+echo
+echo "command: LIVE_MIB=$MIB LIVE_REPS=$REPS LIVE_THREADS=$THREADS $0 $*"
+echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); host: $(uname -sr), $(nproc) CPUs; load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+
+mkfifo "$T/in.idle" "$T/in.writer"
+"$MV" run --socket "$T/idle.sock" -- "$BUILD/bench/ckpt_fill" -m "$MIB" -s 1 <"$T/in.idle" >"$T/out.idle" &
+PIDS+=($!)
+exec 7>"$T/in.idle"
+"$MV" run --socket "$T/writer.sock" -- "$BUILD/workloads/live_counter" --mib "$MIB" --threads "$THREADS" \
+	<"$T/in.writer" >"$T/out.writer" &
+PIDS+=($!)
+exec 8>"$T/in.writer"
+for c in idle writer; do
+	for _ in $(seq 600); do grep -q '^ready' "$T/out.$c" 2>/dev/null && break; sleep 0.1; done
+done
+
+sweeps() { # the writer's sweep count now
+	local n
+	n=$(wc -l <"$T/out.writer")
+	echo sweeps >&8
+	until [ "$(wc -l <"$T/out.writer")" -gt "$n" ]; do sleep 0.01; done
+	tail -1 "$T/out.writer" | awk '{print $2}'
+}
+
+ckpt() { # CASE MODE -> "pause_ms job_ms live share"
+	local case=$1 mode=$2 s0 t0 s1 t1 s2 t2 flags=()
+	[ "$mode" = live ] && flags=(--live)
+	rm -rf "$DIR/live.img"
+	if [ "$case" = writer ]; then
+		s0=$(sweeps); t0=$(now); sleep 2; s1=$(sweeps); t1=$(now)
+	fi
+	"$MV" ctl --socket "$T/$case.sock" --json checkpoint "$DIR/live.img" --wait "${flags[@]}" >"$T/job.json" 2>/dev/null
+	if [ "$case" = writer ]; then
+		s2=$(sweeps); t2=$(now)
+	fi
+	python3 - "$T/job.json" "${s0:-0}" "${t0:-0}" "${s1:-0}" "${t1:-0}" "${s2:-0}" "${t2:-0}" <<-'EOF'
+		import json, sys
+		r = json.load(open(sys.argv[1]))["result"]
+		s0, t0, s1, t1, s2, t2 = map(float, sys.argv[2:])
+		steady = (s1 - s0) / (t1 - t0) if t1 > t0 else 0
+		during = (s2 - s1) / (t2 - t1) if t2 > t1 else 0
+		live = r.get("live", {}).get("live", False)
+		print(r["pause_ns"] / 1e6, r["elapsed_ns"] / 1e6, int(bool(live)), during / steady if steady else 0)
+	EOF
+}
+
+for c in idle writer; do ckpt "$c" stw >/dev/null; done # staging buffers made
+for rep in $(seq "$REPS"); do
+	order="stw live"
+	[ $((rep % 2)) = 0 ] && order="live stw"
+	for c in idle writer; do
+		for m in $order; do echo "$(ckpt "$c" "$m")" >>"$T/res.$c.$m"; done
+	done
+done
+
+col() { awk -v c="$2" '{print $c}' "$T/res.$1" | median; }
+echo "$MIB MiB; medians of $REPS rounds (stop-the-world and --live alternating first)"
+echo
+echo "| program | mode | pause ms | job ms | live copies kept | program speed during the job |"
+echo "|---|---|---:|---:|---:|---:|"
+for c in idle writer; do
+	for m in stw live; do
+		kept=$(awk '{s += $3} END {print s "/" NR}' "$T/res.$c.$m")
+		share=$(col "$c.$m" 4)
+		[ "$c" = idle ] && share=- || share=$(awk -v s="$share" 'BEGIN {printf "%.0f%%", 100 * s}')
+		printf "| %s | %s | %.1f | %.0f | %s | %s |\n" "$c" "$m" "$(col "$c.$m" 1)" "$(col "$c.$m" 2)" \
+			"$([ "$m" = live ] && echo "$kept" || echo -)" "$share"
+	done
+done
+echo
+echo "program speed: the writer's sweeps per second over the job (copy and sync), against the 2 s before it"

@@ -1,0 +1,602 @@
+/* A live checkpoint (--live): the program runs while its private memory
+ * is copied (supervisor/checkpoint/job.h).
+ *
+ * While every thread is stopped (the pause), after the plan: a
+ * userfaultfd is made in each process (a remote syscall), its private
+ * anonymous regions with committed pages are registered for
+ * write-protect faults (UFFDIO_REGISTER_MODE_WP) and write-protected
+ * (UFFDIO_WRITEPROTECT), and the pages file is laid out with what cannot
+ * be protected first (shared memory, file-backed private pages, regions
+ * whose registration failed): that part is copied during the pause.
+ * Then the program resumes, and the protected part is copied while it
+ * runs, the way QEMU's background snapshot copies a guest:
+ *
+ *   - the copier reads an extent (process_vm_readv: reading a protected
+ *     page is allowed, writing it waits), then lifts the protection of
+ *     the extent (which wakes its writers): what it read is the page as
+ *     it was at the pause;
+ *   - a write to a page not copied yet waits in a write-protect fault;
+ *     the handler thread reads that one page first, keeps it, lifts its
+ *     protection and so lets the write go on; the copier puts the kept
+ *     page in place of what it read there.
+ *
+ * Both take lv->mu around "read or keep, then unprotect", so a page is
+ * either copied by the copier while still protected, or kept by the
+ * handler before anyone could write it.
+ *
+ * Layout changes. munmap, mremap and madvise(DONTNEED, FREE, REMOVE) of
+ * registered memory raise events (UNMAP, REMAP, REMOVE) that the calling
+ * thread waits on until the handler reads them. The kernel refuses
+ * UFFDIO_WRITEPROTECT with EAGAIN from before such a change until its
+ * event is read (ctx->mmap_changing, mm/userfaultfd.c
+ * mwriteprotect_range), so an unprotect that succeeds proves no change
+ * overlapped the read before it: on EAGAIN the copier reads again once
+ * the event is read. An event that removes or moves pages not copied yet
+ * means their content at the pause is lost (UNMAP comes after the unmap;
+ * REMOVE completes when it is read, before we could read the pages): the
+ * image could no longer be one instant, so the live attempt is given up
+ * (lv->lost) and the checkpoint starts again stopping the world.
+ *
+ * A process that exits or execs meanwhile: its uffd's mm is gone
+ * (ESRCH), and what was read since can be the new program's: the process
+ * is recorded as gone, as one killed during a checkpoint is. */
+#include "supervisor/checkpoint/job.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "supervisor/kernel/remote.h"
+#include "supervisor/reload/evict.h"
+#include "supervisor/kernel/uffd.h"
+#include "supervisor/kernel/vm.h"
+#include "supervisor/supervise/mv.h"
+
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PG	    4096ull
+#define MSG_BATCH   32
+#define PENDING	    256
+#define LIVE_NEED   (UFFD_FEATURE_EVENT_REMAP | UFFD_FEATURE_EVENT_REMOVE | UFFD_FEATURE_EVENT_UNMAP)
+#define LIVE_WANT   UFFD_FEATURE_THREAD_ID
+#define WHY_LEN	    256
+#define KEEP_WINDOW 16u /* pages kept at once for a write fault */
+
+/* An extent copied live. */
+struct lext {
+	struct img_extent *e;
+	void **saved; /* per page: its content at the pause, kept by a write fault */
+	bool copied;  /* read and unprotected by the copier: saved is freed */
+};
+
+struct lproc {
+	size_t proc; /* in c->p */
+	int uffd;
+	bool *live_r; /* per region of its img_proc: copied live */
+	size_t n_r;
+	struct lext *x; /* sorted by address */
+	size_t n, cap;
+	bool gone;
+};
+
+struct live {
+	pthread_mutex_t mu;
+	struct lproc *lp;
+	size_t n_lp;
+	long *lp_of; /* c->p index -> lp index, or -1 */
+	int stopfd;
+	pthread_t handler;
+	bool started;
+	uint64_t paused_bytes, live_bytes;
+	json_t *paused_why; /* [{pid, what, why}]: memory copied during the pause */
+	/* Under mu: */
+	char lost[WHY_LEN]; /* non-empty: the image cannot be finished live */
+	uint64_t faults, kept, retries, events;
+};
+
+/* ---- setting up, while stopped ------------------------------------------ */
+
+static bool protectable(const struct img_region *r)
+{
+	return r->content == IMG_PRIVATE && !r->shared && r->ext.n &&
+	       (r->kind == AS_ANON || r->kind == AS_HEAP || r->kind == AS_STACK);
+}
+
+static void paused_why(struct live *lv, pid_t pid, const struct img_region *r, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void paused_why(struct live *lv, pid_t pid, const struct img_region *r, const char *fmt, ...)
+{
+	char why[WHY_LEN], what[64] = "the process";
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	if (r)
+		snprintf(what, sizeof(what), "%#llx-%#llx", (unsigned long long)r->start,
+			 (unsigned long long)r->end);
+	log_info("checkpoint --live: process %d, %s: %s; copied during the pause", pid, what, why);
+	json_array_append_new(lv->paused_why,
+			      json_pack("{s:i, s:s, s:s}", "pid", pid, "memory", what, "why", why));
+}
+
+static void add_lext(struct lproc *lp, struct img_extent *e)
+{
+	if (lp->n == lp->cap)
+		lp->x = xrealloc(lp->x, (lp->cap = lp->cap ? lp->cap * 2 : 64) * sizeof(*lp->x));
+	lp->x[lp->n++] = (struct lext){.e = e};
+}
+
+/* Register and protect r; false (and r is copied paused) if either fails. */
+static bool protect_region(struct live *lv, struct lproc *lp, pid_t pid, struct img_region *r)
+{
+	uint64_t len = r->end - r->start;
+	int rc = uffd_register_mode(lp->uffd, r->start, len, UFFDIO_REGISTER_MODE_WP);
+	if (rc < 0) {
+		paused_why(lv, pid, r, "no write-protect registration: %s", strerror(-rc));
+		return false;
+	}
+	rc = uffd_writeprotect(lp->uffd, r->start, len, true);
+	if (rc < 0) {
+		uffd_unregister(lp->uffd, r->start, len);
+		paused_why(lv, pid, r, "cannot write-protect it: %s", strerror(-rc));
+		return false;
+	}
+	for (size_t x = 0; x < r->ext.n; x++)
+		add_lext(lp, &r->ext.v[x]);
+	return true;
+}
+
+static int make_uffd(struct ckpt *c, struct cproc *p, int *uffd)
+{
+	struct remote r;
+	struct mv_err err = {0};
+	int rc = remote_open_stopped(&r, &p->pt, &c->mv->injecting);
+	if (rc == 0)
+		rc = remote_userfaultfd_stopped(&r, p->pt.pidfd, uffd, &err);
+	else
+		mv_err_set(&err, rc, NULL, "no thread to inject userfaultfd(2) into: %s",
+			   strerror(-rc));
+	if (rc < 0) {
+		paused_why(c->live, p->pt.pid, NULL, "%s", err.msg);
+		return rc;
+	}
+	uint64_t got;
+	rc = uffd_api_best(*uffd, UFFD_FEATURE_PAGEFAULT_FLAG_WP | LIVE_NEED, LIVE_WANT, &got);
+	if (rc < 0) {
+		paused_why(c->live, p->pt.pid, NULL,
+			   "this kernel's userfaultfd lacks write-protect faults or events "
+			   "(missing features %#llx)",
+			   (unsigned long long)got);
+		close(*uffd);
+		*uffd = -1;
+	}
+	return rc;
+}
+
+static void setup_proc(struct ckpt *c, size_t i)
+{
+	struct live *lv = c->live;
+	struct cproc *p = &c->p[i];
+	struct img_proc *ip = ckpt_iproc(c, i);
+	bool any = false;
+	for (size_t k = 0; k < ip->n_r && !any; k++)
+		any = protectable(&ip->r[k]);
+	int uffd = -1;
+	if (!any || make_uffd(c, p, &uffd) < 0)
+		return;
+	struct lproc lp = {.proc = i, .uffd = uffd, .n_r = ip->n_r};
+	lp.live_r = xcalloc(MV_MAX(ip->n_r, 1), sizeof(*lp.live_r));
+	for (size_t k = 0; k < ip->n_r; k++)
+		if (protectable(&ip->r[k]))
+			lp.live_r[k] = protect_region(lv, &lp, p->pt.pid, &ip->r[k]);
+	lv->lp = xrealloc(lv->lp, (lv->n_lp + 1) * sizeof(*lv->lp));
+	lv->lp_of[i] = (long)lv->n_lp;
+	lv->lp[lv->n_lp++] = lp;
+}
+
+bool ckpt_live_region(const struct ckpt *c, size_t proc, size_t region)
+{
+	const struct live *lv = c->live;
+	if (!lv || lv->lp_of[proc] < 0)
+		return false;
+	const struct lproc *lp = &lv->lp[lv->lp_of[proc]];
+	return region < lp->n_r && lp->live_r[region];
+}
+
+static void assign(struct img_extents *x, uint64_t *off)
+{
+	for (size_t i = 0; i < x->n; i++) {
+		x->v[i].off = *off;
+		*off += img_extent_len(&x->v[i]);
+	}
+}
+
+/* The pages file in copy order: what is copied during the pause, then
+ * what is copied live (ckpt_copy_all's order within each). */
+static void lay_out(struct ckpt *c)
+{
+	uint64_t off = IMG_HEADER_SIZE;
+	for (int live = 0; live < 2; live++) {
+		for (size_t i = 0; i < c->n; i++) {
+			if (c->p[i].img < 0)
+				continue;
+			struct img_proc *ip = ckpt_iproc(c, i);
+			for (size_t k = 0; k < ip->n_r; k++)
+				if (ckpt_live_region(c, i, k) == (bool)live)
+					assign(&ip->r[k].ext, &off);
+		}
+		if (!live) {
+			for (size_t k = 0; k < c->im.n_o; k++)
+				assign(&c->im.o[k].ext, &off);
+			c->live->paused_bytes = off - IMG_HEADER_SIZE;
+		}
+	}
+	c->live->live_bytes = off - IMG_HEADER_SIZE - c->live->paused_bytes;
+}
+
+int ckpt_live_setup(struct ckpt *c)
+{
+	struct live *lv = xcalloc(1, sizeof(*lv));
+	c->live = lv;
+	pthread_mutex_init(&lv->mu, NULL);
+	lv->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	lv->paused_why = json_array();
+	lv->lp_of = xmalloc(MV_MAX(c->n, 1) * sizeof(*lv->lp_of));
+	for (size_t i = 0; i < c->n; i++)
+		lv->lp_of[i] = -1;
+	if (lv->stopfd < 0)
+		return ckpt_fail(c, -errno, MV_E_INTERNAL, "eventfd: %s", strerror(errno));
+	job_progress(c->j, "protecting", 0, 0);
+	for (size_t i = 0; i < c->n; i++)
+		if (c->p[i].img >= 0 && !c->p[i].died)
+			setup_proc(c, i);
+	lay_out(c);
+	return 0;
+}
+
+/* ---- keeping pages on write faults -------------------------------------- */
+
+/* The first extent that ends after addr. */
+static size_t lower_bound(const struct lproc *lp, uint64_t addr)
+{
+	size_t lo = 0, hi = lp->n;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		const struct img_extent *e = lp->x[mid].e;
+		if (e->addr + img_extent_len(e) <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static struct lext *find_lext(struct lproc *lp, uint64_t addr)
+{
+	size_t i = lower_bound(lp, addr);
+	return i < lp->n && lp->x[i].e->addr <= addr ? &lp->x[i] : NULL;
+}
+
+static void set_lost_locked(struct live *lv, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void set_lost_locked(struct live *lv, const char *fmt, ...)
+{
+	if (lv->lost[0])
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(lv->lost, sizeof(lv->lost), fmt, ap);
+	va_end(ap);
+	log_info("checkpoint --live: %s: starting again, stopping the program", lv->lost);
+}
+
+/* A write fault at addr: keep the pages of the aligned KEEP_WINDOW
+ * around it that are neither copied nor kept (they have not changed
+ * since the pause: still protected), then lift their protection, which
+ * lets the write through. A window, not one page: a program writing
+ * through its memory takes one fault per window, not per page. -EAGAIN:
+ * an event is to be read first. Under lv->mu. */
+static int keep_page_locked(struct ckpt *c, struct lproc *lp, uint64_t addr)
+{
+	struct live *lv = c->live;
+	struct lext *x = find_lext(lp, addr);
+	if (!x || x->copied) {
+		/* Copied already, or never in the image (a page that was the
+		 * zero page at the pause): let the write through. */
+		int rc = uffd_writeprotect(lp->uffd, addr, PG, false);
+		return rc == -EAGAIN ? rc : 0;
+	}
+	const struct img_extent *e = x->e;
+	uint32_t k = (uint32_t)((addr - e->addr) / PG);
+	uint32_t a = k / KEEP_WINDOW * KEEP_WINDOW, b = MV_MIN(e->pages, a + KEEP_WINDOW);
+	uint64_t start = e->addr + a * PG, len = (uint64_t)(b - a) * PG;
+	char *buf = xmalloc(len);
+	ssize_t n = vm_read(c->p[lp->proc].pt.pid, start, buf, len);
+	if (n != (ssize_t)len) {
+		free(buf);
+		if (n == -ESRCH) {
+			lp->gone = true;
+			return 0;
+		}
+		set_lost_locked(lv, "process %d: reading %#llx before a write: %s",
+				c->p[lp->proc].pt.pid, (unsigned long long)start,
+				strerror(n < 0 ? (int)-n : EIO));
+		return 0;
+	}
+	int rc = uffd_writeprotect(lp->uffd, start, len, false);
+	if (rc < 0) {
+		free(buf);
+		if (rc == -ESRCH)
+			lp->gone = true;
+		return rc == -EAGAIN ? rc : 0;
+	}
+	if (!x->saved)
+		x->saved = xcalloc(e->pages, sizeof(*x->saved));
+	/* A page kept before was unprotected then and may have changed
+	 * since: its kept copy stays. */
+	for (uint32_t p = a; p < b; p++) {
+		if (x->saved[p])
+			continue;
+		x->saved[p] = xmalloc(PG);
+		memcpy(x->saved[p], buf + (size_t)(p - a) * PG, PG);
+		lv->kept++;
+	}
+	free(buf);
+	return 0;
+}
+
+/* munmap, mremap, madvise of [start, end): pages not copied nor kept in
+ * it are lost for the image. Under lv->mu. */
+static void on_change_locked(struct ckpt *c, struct lproc *lp, uint64_t start, uint64_t end,
+			     const char *what)
+{
+	for (struct lext *x = lp->x + lower_bound(lp, start); x < lp->x + lp->n; x++) {
+		const struct img_extent *e = x->e;
+		if (e->addr >= end)
+			break;
+		if (x->copied)
+			continue;
+		uint64_t a = MV_MAX(start, e->addr), b = MV_MIN(end, e->addr + img_extent_len(e));
+		for (uint64_t p = a; p < b; p += PG)
+			if (!x->saved || !x->saved[(p - e->addr) / PG]) {
+				set_lost_locked(
+				    c->live, "process %d %s %#llx-%#llx while it was being copied",
+				    c->p[lp->proc].pt.pid, what, (unsigned long long)start,
+				    (unsigned long long)end);
+				return;
+			}
+	}
+}
+
+struct fault {
+	size_t lp;
+	uint64_t addr;
+};
+
+static void take(struct ckpt *c, size_t li, const struct uffd_msg *m, struct fault *q, size_t *nq)
+{
+	struct live *lv = c->live;
+	struct lproc *lp = &lv->lp[li];
+	pthread_mutex_lock(&lv->mu);
+	switch (m->event) {
+	case UFFD_EVENT_PAGEFAULT: {
+		uint64_t addr = m->arg.pagefault.address & ~(PG - 1);
+		lv->faults++;
+		if (keep_page_locked(c, lp, addr) == -EAGAIN) {
+			if (*nq < PENDING)
+				q[(*nq)++] = (struct fault){li, addr};
+			else
+				uffd_wake(lp->uffd, addr, PG); /* it faults again */
+		}
+		break;
+	}
+	case UFFD_EVENT_REMOVE:
+	case UFFD_EVENT_UNMAP:
+		lv->events++;
+		on_change_locked(c, lp, m->arg.remove.start, m->arg.remove.end,
+				 m->event == UFFD_EVENT_UNMAP ? "unmapped" : "dropped (madvise)");
+		break;
+	case UFFD_EVENT_REMAP:
+		lv->events++;
+		on_change_locked(c, lp, m->arg.remap.from, m->arg.remap.from + m->arg.remap.len,
+				 "moved (mremap)");
+		break;
+	default:
+		break;
+	}
+	pthread_mutex_unlock(&lv->mu);
+}
+
+/* Faults that met EAGAIN, again (their events have been read since). */
+static void retry(struct ckpt *c, struct fault *q, size_t *nq)
+{
+	struct live *lv = c->live;
+	size_t kept = 0;
+	pthread_mutex_lock(&lv->mu);
+	for (size_t i = 0; i < *nq; i++)
+		if (keep_page_locked(c, &lv->lp[q[i].lp], q[i].addr) == -EAGAIN)
+			q[kept++] = q[i];
+	pthread_mutex_unlock(&lv->mu);
+	*nq = kept;
+}
+
+static void *handler_main(void *arg)
+{
+	struct ckpt *c = arg;
+	struct live *lv = c->live;
+	size_t n = lv->n_lp;
+	struct pollfd *pfd = xcalloc(n + 1, sizeof(*pfd));
+	struct fault *q = xcalloc(PENDING, sizeof(*q));
+	size_t nq = 0;
+	for (size_t i = 0; i < n; i++)
+		pfd[i] = (struct pollfd){.fd = lv->lp[i].uffd, .events = POLLIN};
+	pfd[n] = (struct pollfd){.fd = lv->stopfd, .events = POLLIN};
+	evict_boost_thread(EVICT_WORKER_NICE); /* a program thread waits on each fault */
+	for (;;) {
+		int r = poll(pfd, n + 1, nq ? 1 : -1);
+		if (r < 0 && errno != EINTR)
+			break;
+		if (pfd[n].revents)
+			break;
+		for (size_t i = 0; i < n; i++) {
+			if (pfd[i].revents & (POLLERR | POLLHUP | POLLNVAL))
+				pfd[i].fd = -1; /* released: nothing will come */
+			if (!(pfd[i].revents & POLLIN))
+				continue;
+			struct uffd_msg m[MSG_BATCH];
+			ssize_t got = read(lv->lp[i].uffd, m, sizeof(m));
+			for (ssize_t k = 0; k < got / (ssize_t)sizeof(m[0]); k++)
+				take(c, i, &m[k], q, &nq);
+		}
+		if (nq)
+			retry(c, q, &nq);
+	}
+	free(q);
+	free(pfd);
+	return NULL;
+}
+
+int ckpt_live_start(struct ckpt *c)
+{
+	struct live *lv = c->live;
+	for (size_t i = 0; i < c->n; i++) {
+		if (lv->lp_of[i] < 0)
+			continue;
+		/* Its threads may exit once it runs: read through the process. */
+		c->p[i].tid = c->p[i].pt.pid;
+		if (c->p[i].memfd >= 0)
+			close(c->p[i].memfd);
+		c->p[i].memfd = -1;
+	}
+	if (!lv->n_lp)
+		return 0;
+	int rc = -pthread_create(&lv->handler, NULL, handler_main, c);
+	if (rc < 0)
+		return ckpt_fail(c, rc, MV_E_INTERNAL, "starting the write-fault handler: %s",
+				 strerror(-rc));
+	lv->started = true;
+	return 0;
+}
+
+/* ---- the copier's side -------------------------------------------------- */
+
+int ckpt_live_commit(struct ckpt *c, size_t proc, struct img_extent *e, void *dst)
+{
+	struct live *lv = c->live;
+	struct lproc *lp = &lv->lp[lv->lp_of[proc]];
+	pthread_mutex_lock(&lv->mu);
+	if (lv->lost[0]) {
+		pthread_mutex_unlock(&lv->mu);
+		return -ECANCELED;
+	}
+	struct lext *x = find_lext(lp, e->addr);
+	int rc = lp->gone ? -ESRCH : uffd_writeprotect(lp->uffd, e->addr, img_extent_len(e), false);
+	if (rc == -EAGAIN)
+		lv->retries++;
+	if (rc == 0 && x && x->saved) {
+		for (uint32_t k = 0; k < e->pages; k++)
+			if (x->saved[k]) {
+				memcpy((char *)dst + k * PG, x->saved[k], PG);
+				free(x->saved[k]);
+			}
+		free(x->saved);
+		x->saved = NULL;
+	}
+	if (rc == 0 && x)
+		x->copied = true;
+	if (rc == -ESRCH)
+		lp->gone = true;
+	else if (rc < 0 && rc != -EAGAIN)
+		set_lost_locked(lv, "process %d: lifting the write protection of %#llx: %s",
+				c->p[proc].pt.pid, (unsigned long long)e->addr, strerror(-rc));
+	if (lv->lost[0])
+		rc = -ECANCELED;
+	pthread_mutex_unlock(&lv->mu);
+	return rc;
+}
+
+void ckpt_live_lose(struct ckpt *c, const char *fmt, ...)
+{
+	char why[WHY_LEN];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	pthread_mutex_lock(&c->live->mu);
+	set_lost_locked(c->live, "%s", why);
+	pthread_mutex_unlock(&c->live->mu);
+}
+
+int ckpt_live_wait(struct ckpt *c)
+{
+	struct timespec ts = {0, 200 * 1000};
+	nanosleep(&ts, NULL);
+	pthread_mutex_lock(&c->live->mu);
+	bool lost = c->live->lost[0];
+	pthread_mutex_unlock(&c->live->mu);
+	return lost ? -ECANCELED : 0;
+}
+
+void ckpt_live_why_lost(const struct ckpt *c, char *buf, size_t len)
+{
+	struct live *lv = c->live;
+	pthread_mutex_lock(&lv->mu);
+	snprintf(buf, len, "%s", lv->lost[0] ? lv->lost : "the live copy failed");
+	pthread_mutex_unlock(&lv->mu);
+}
+
+json_t *ckpt_live_json(const struct ckpt *c)
+{
+	struct live *lv = c->live;
+	pthread_mutex_lock(&lv->mu);
+	json_t *o = json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:O}", "live", 1, "live_bytes",
+			      (json_int_t)lv->live_bytes, "paused_bytes",
+			      (json_int_t)lv->paused_bytes, "write_faults", (json_int_t)lv->faults,
+			      "kept_pages", (json_int_t)lv->kept, "events", (json_int_t)lv->events,
+			      "retries", (json_int_t)lv->retries, "paused", lv->paused_why);
+	pthread_mutex_unlock(&lv->mu);
+	return o;
+}
+
+void ckpt_live_stop(struct ckpt *c)
+{
+	struct live *lv = c->live;
+	if (!lv)
+		return;
+	if (lv->started) {
+		uint64_t one = 1;
+		if (write(lv->stopfd, &one, sizeof(one)) < 0)
+			log_warn("checkpoint --live: stopping the fault handler: %s",
+				 strerror(errno));
+		pthread_join(lv->handler, NULL);
+	}
+	/* Closing a uffd lifts its write protection and wakes every waiter
+	 * (fs/userfaultfd.c userfaultfd_release). */
+	for (size_t i = 0; i < lv->n_lp; i++) {
+		struct lproc *lp = &lv->lp[i];
+		close(lp->uffd);
+		for (size_t k = 0; k < lp->n; k++) {
+			if (lp->x[k].saved)
+				for (uint32_t q = 0; q < lp->x[k].e->pages; q++)
+					free(lp->x[k].saved[q]);
+			free(lp->x[k].saved);
+		}
+		free(lp->x);
+		free(lp->live_r);
+	}
+	if (lv->stopfd >= 0)
+		close(lv->stopfd);
+	json_decref(lv->paused_why);
+	pthread_mutex_destroy(&lv->mu);
+	free(lv->lp);
+	free(lv->lp_of);
+	free(lv);
+	c->live = NULL;
+}

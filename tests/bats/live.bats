@@ -1,0 +1,124 @@
+#!/usr/bin/env bats
+# checkpoint --live (issue 14): the program runs while its private memory
+# is copied; the image must still hold one instant (the pause), checked
+# on tests/workloads/live_counter, whose writer threads sweep their pages
+# for ever (tests/helpers/livecheck.py).
+
+load helpers
+bats_require_minimum_version 1.5.0
+
+setup() {
+	setup_tmp
+	skip_unless_uffd
+	"$MEMVISOR" check --json | json_get - '"wp" in d["userfaultfd_features"]' | grep -q True ||
+		skip "this kernel's userfaultfd has no write-protect faults (Linux 5.7)"
+}
+
+teardown() {
+	teardown_tmp
+}
+
+# start_counter ARGS...: live_counter under memvisor; ADDR and THREADS
+# from its "ready PID ADDR THREADS".
+start_counter() {
+	start_fed "$WL/live_counter" "$@"
+	ADDR=$(awk '/^ready/{print $3}' "$TMP/out")
+	THREADS=$(awk '/^ready/{print $4}' "$TMP/out")
+}
+
+# live_ckpt DIR: checkpoint --live, the job's end in $TMP/job.json.
+live_ckpt() {
+	run ctl --json checkpoint "$1" --live --wait
+	assert_success
+	echo "$output" | tail -1 >"$TMP/job.json"
+}
+
+live_field() { json_get "$TMP/job.json" "d['result']['live'].get('$1')"; }
+
+sweeps() {
+	say sweeps '^sweeps '
+	echo "${LAST#sweeps }"
+}
+
+@test "checkpoint --live: the writers never stop, and each image holds one instant (10 tries)" {
+	start_counter --mib 64 --threads 2
+	for try in $(seq 10); do
+		before=$(sweeps)
+		live_ckpt "$TMP/img$try"
+		run json_get "$TMP/job.json" 'd["result"]["live"]'
+		echo "try $try: $output"
+		[ "$(live_field live)" = True ]
+		# Only what cannot be write-protected (here: the stacks of no
+		# thread, the libraries' written pages) is copied in the pause.
+		[ "$(live_field paused_bytes)" -lt "$(live_field live_bytes)" ]
+		python3 "$HELPERS/livecheck.py" "$TMP/img$try" "$PID" "$ADDR" 64 "$THREADS"
+		run "$MEMVISOR" image verify "$TMP/img$try"
+		assert_success
+		[ "$(sweeps)" -gt "$before" ]
+		rm -rf "$TMP/img$try"
+	done
+	stop_fed
+}
+
+@test "checkpoint --live: memory unmapped or dropped while it is copied: it starts again stopping the program, and the image still holds one instant" {
+	# Pages removed before the copier reached them are lost for the
+	# image: the live attempt is given up for a stop-the-world one.
+	start_counter --mib 64 --threads 2 --churn-mib 16
+	fell_back=0
+	for try in $(seq 6); do
+		live_ckpt "$TMP/img$try"
+		run json_get "$TMP/job.json" 'd["result"]["live"]'
+		echo "try $try: $output"
+		if [ "$(live_field live)" = False ]; then
+			live_field fallback | grep -Eq "unmapped|dropped|moved"
+			fell_back=$((fell_back + 1))
+		fi
+		python3 "$HELPERS/livecheck.py" "$TMP/img$try" "$PID" "$ADDR" 64 "$THREADS"
+		rm -rf "$TMP/img$try"
+	done
+	echo "fell back $fell_back times of 6"
+	[ "$fell_back" -ge 1 ]
+	[ "$(sweeps)" -gt 0 ]
+	stop_fed
+}
+
+@test "checkpoint --live: a region that cannot be write-protected is copied during the pause, and says why" {
+	export MEMVISOR_FAULT=uffd_writeprotect:1
+	start_counter --mib 16 --threads 1
+	unset MEMVISOR_FAULT
+	live_ckpt "$TMP/img"
+	run json_get "$TMP/job.json" 'd["result"]["live"]["paused"]'
+	echo "$output"
+	assert_output --partial "cannot write-protect"
+	python3 "$HELPERS/livecheck.py" "$TMP/img" "$PID" "$ADDR" 16 "$THREADS"
+	stop_fed
+}
+
+@test "checkpoint --live without userfaultfd for the program: everything is copied during the pause, and the result says why" {
+	[ "$(id -u)" = 0 ] || skip "needs root to run the program as nobody"
+	[ "$(cat /proc/sys/vm/unprivileged_userfaultfd)" = 0 ] || skip "vm.unprivileged_userfaultfd=1: userfaultfd is open to all"
+	skip_unless_cmd setpriv
+	start_fed setpriv --reuid=nobody --regid=nogroup --clear-groups "$WL/live_counter" --mib 16 --threads 1
+	ADDR=$(awk '/^ready/{print $3}' "$TMP/out")
+	live_ckpt "$TMP/img"
+	run json_get "$TMP/job.json" 'd["result"]["live"]'
+	echo "$output"
+	assert_output --partial "userfaultfd"
+	[ "$(live_field live_bytes)" = 0 ]
+	python3 "$HELPERS/livecheck.py" "$TMP/img" "$PID" "$ADDR" 16 1
+	stop_fed
+}
+
+@test "checkpoint --live with --evict is refused, clearly" {
+	start_counter --mib 4 --threads 1
+	run ctl checkpoint "$TMP/img" --live --evict --wait
+	assert_failure
+	assert_output --partial "live and evict together"
+	[ ! -e "$TMP/img" ]
+	stop_fed
+}
+
+@test "livecheck.py can fail" {
+	run python3 "$HELPERS/livecheck.py" --selftest
+	assert_success
+}
