@@ -247,9 +247,9 @@ native_out() { # COMMANDS...
 	# Damaged page checksums or manifest: refused at once.
 	flip_byte "$TMP/img/pages" $((sums - 100)) 0xff
 	flip_byte "$TMP/img/pages" $((sums + 2))
-	run ctl reload "$TMP/img"
+	run ctl --json reload "$TMP/img"
 	assert_failure
-	assert_output --partial corrupt_image
+	assert_output --partial '"code":"corrupt_image"'
 	assert_output --partial "page checksums are corrupt"
 	flip_byte "$TMP/img/pages" $((sums + 2))
 	flip_byte "$TMP/img/manifest.json" $(($(stat -c %s "$TMP/img/manifest.json") / 2))
