@@ -33,7 +33,7 @@ once() { # warm(0|1) -> "load_s read_rate cpu_per_gib"
 	"$MV" ctl --socket "$T/s" checkpoint "$DIR/rcpu.img" --evict --wait >/dev/null 2>&1
 	[ "$1" = 1 ] && cat "$DIR/rcpu.img/pages" >/dev/null
 	"$MV" ctl --socket "$T/s" --json reload "$DIR/rcpu.img" --wait 2>/dev/null | tail -1 |
-		python3 -c 'import json,sys; r=json.load(sys.stdin)["result"]; print(r["load_s"], r["read_rate"], r["cpu_s_per_gib"])'
+		python3 -c 'import json,sys; r=json.load(sys.stdin)["result"]; print(r["load_ns"] / 1e9, r["read_rate"], r["cpu_ns_per_gib"] / 1e9)'
 	exec 7>&-
 	wait "$mvp" || true
 }

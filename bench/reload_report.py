@@ -62,10 +62,10 @@ def run(config, csv, out, job, evict):
         "w20": mean_rate(samples, r0, r0 + 20) / steady,
         "after": mean_rate(samples, marks["after"], 1e9) / steady,
         "lat_steady": ph.get("steady"), "lat_reload": ph.get("reload"),
-        "load_s": j["load_s"], "verify_s": j["verify_s"], "faults": j["faults"],
+        "load_s": j["load_ns"] / 1e9, "verify_s": j["verify_ns"] / 1e9, "faults": j["faults"],
         "fault_p50_us": j["fault_p50_ns"] / 1e3, "fault_p99_us": j["fault_p99_ns"] / 1e3,
         "read_rate": j["read_rate"], "pause_ms": e["pause_ns"] / 1e6,
-        "cpu_per_gib": j.get("cpu_s_per_gib"),
+        "cpu_per_gib": j.get("cpu_ns_per_gib", 0) / 1e9,
         "evicted": e["evicted"]["bytes"],
         "huge_mib": j.get("huge_bytes", 0) / 2**20,
         "huge_restored_mib": j.get("huge_restored_bytes", 0) / 2**20,
@@ -76,9 +76,9 @@ def run(config, csv, out, job, evict):
 def fill(job, memcpy):
     j = last_json(job)
     m = float(open(memcpy).read().split()[1])
-    print(json.dumps({"kind": "fill", "fill_gbs": j["bytes"] / j["load_s"] / 1e9,
-                      "memcpy_gbs": m, "load_s": j["load_s"],
-                      "cpu_per_gib": j.get("cpu_s_per_gib")}))
+    print(json.dumps({"kind": "fill", "fill_gbs": j["bytes"] / j["load_ns"],
+                      "memcpy_gbs": m, "load_s": j["load_ns"] / 1e9,
+                      "cpu_per_gib": j.get("cpu_ns_per_gib", 0) / 1e9}))
 
 
 def svg(csv, path, title):

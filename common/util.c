@@ -81,6 +81,16 @@ uint64_t mv_wall_ns(void)
 	return clock_ns(CLOCK_REALTIME);
 }
 
+const char *mv_plural(long long n, const char *one, const char *many)
+{
+	return n == 1 ? one : many;
+}
+
+uint64_t mv_rate(uint64_t bytes, uint64_t ns)
+{
+	return ns ? (uint64_t)((double)bytes * 1e9 / (double)ns + 0.5) : 0;
+}
+
 int mv_read_file_at(int dirfd, const char *path, char **out, size_t *len)
 {
 	_cleanup_close_ int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);

@@ -62,6 +62,10 @@ uint64_t mv_now_ns(void);
 uint64_t mv_thread_cpu_ns(void);
 uint64_t mv_wall_ns(void);
 
+/* bytes over ns as whole bytes a second (0 when ns is 0): the one form of
+ * a rate in JSON output (docs/protocol.md, "Times and rates"). */
+uint64_t mv_rate(uint64_t bytes, uint64_t ns);
+
 /* Read a whole file (relative to dirfd, or absolute) into a NUL-terminated
  * malloc'd buffer. Returns 0 or -errno; *len excludes the NUL. */
 int mv_read_file_at(int dirfd, const char *path, char **out, size_t *len);
@@ -72,6 +76,10 @@ int mv_write_all(int fd, const void *buf, size_t len);
 /* Parse "4096", "64K", "512M", "2G", "1T" (binary multiples) into bytes.
  * 0, or -EINVAL for syntax, -ERANGE for overflow. */
 int mv_parse_size(const char *s, uint64_t *out);
+
+/* The word for n things: one when n is 1, else many ("1 process",
+ * "2 processes"). */
+const char *mv_plural(long long n, const char *one, const char *many);
 
 /* Format bytes as "1.5 GiB" style into buf. Returns buf. */
 char *mv_human_size(uint64_t bytes, char *buf, size_t len);

@@ -1,6 +1,7 @@
 #include "policy/names.h"
 #include "common/util.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -146,6 +147,49 @@ const char *names_flag_name(enum names_family f, uint64_t bits)
 		if (n->bits == bits)
 			return n->name;
 	return NULL;
+}
+
+/* Append "|PREFIXNAME" (without the '|' first) at *at in buf. */
+static void append(char *buf, size_t len, size_t *at, const char *prefix, const char *name)
+{
+	if (*at >= len)
+		return;
+	int n = snprintf(buf + *at, len - *at, "%s%s%s", *at ? "|" : "", prefix, name);
+	*at += n > 0 ? (size_t)n : 0;
+}
+
+const char *names_flags_format(enum names_family f, uint64_t bits, char *buf, size_t len)
+{
+	size_t at = 0;
+	buf[0] = '\0';
+	if (f <= NAMES_NONE || f >= NAMES_FAMILY_COUNT) {
+		snprintf(buf, len, "0x%llx", (unsigned long long)bits);
+		return buf;
+	}
+	const char *prefix = families[f].prefix;
+	if (f == NAMES_MAP && (bits & 0xf)) {
+		const char *type = names_flag_name(f, bits & 0xf);
+		if (type) {
+			append(buf, len, &at, prefix, type);
+			bits &= ~0xfull;
+		}
+	}
+	/* One name a bit, the first of its spellings (ANONYMOUS, not ANON). */
+	for (const struct flag_name *n = families[f].names; n->name && bits; n++) {
+		bool single = n->bits && !(n->bits & (n->bits - 1));
+		if (single && (bits & n->bits) && !(f == NAMES_MAP && n->bits <= 0xf)) {
+			append(buf, len, &at, prefix, n->name);
+			bits &= ~n->bits;
+		}
+	}
+	if (bits || !at) {
+		char hex[24];
+		snprintf(hex, sizeof(hex), "0x%llx", (unsigned long long)bits);
+		append(buf, len, &at, "", hex);
+	}
+	if (!at || strcmp(buf, "0x0") == 0)
+		snprintf(buf, len, "0");
+	return buf;
 }
 
 /* glibc knows every errno name (strerrorname_np, 2.32); errno values on

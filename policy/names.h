@@ -8,6 +8,7 @@
 #include "state/stats.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* The families of flag names; each syscall's flags argument has one. */
@@ -35,6 +36,13 @@ const char *names_list(enum names_family f);
 
 /* The canonical name of exactly these bits in a family, or NULL. */
 const char *names_flag_name(enum names_family f, uint64_t bits);
+
+/* bits as people read them, into buf: the family's names joined with
+ * '|', with their C prefix ("MAP_PRIVATE|MAP_ANONYMOUS"), bits without a
+ * name as one hex number at the end, "0" for none. MAP_'s mapping type
+ * (the low 4 bits: SHARED, PRIVATE, SHARED_VALIDATE) is a value, not
+ * bits. Returns buf. */
+const char *names_flags_format(enum names_family f, uint64_t bits, char *buf, size_t len);
 
 /* "EPERM" -> 1. 0 with *err set, or -ENOENT. */
 int names_errno(const char *name, int *err);

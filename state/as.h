@@ -119,8 +119,9 @@ enum as_kind as_classify(const char *path, bool shared, uint64_t inode);
 /* Give every region of fresh (a new kernel snapshot) its provenance:
  * carried over from the overlapping regions of old, or matched to the
  * logged calls. exec_ns != 0: fresh is the first snapshot after an exec
- * (of the program exe) at that time; the program's own and the special
- * mappings, and anything unmatched, were made by the exec. */
+ * (of the program exe) at that time; the program's own mappings (and its
+ * bss) and the special ones were made by the exec. A region nothing
+ * explains stays MV_SC_UNKNOWN (shown as null). */
 void as_provenance(struct as_model *fresh, const struct as_model *old, const struct as_log *log,
 		   uint64_t exec_ns, const char *exe);
 

@@ -4,9 +4,13 @@
  * matching, not bookkeeping: a region that overlaps a region of the
  * previous snapshot keeps that region's origin; a new one is matched to the
  * newest unused logged call that could have made it (a fixed mapping at
- * that address, else one of that size and protection), and failing that
- * to the exec that built the image. Each call makes at most one region,
- * except fixed mappings, which own their whole range. */
+ * that address, else one of that size and protection). In the first
+ * snapshot after an exec, what the kernel's exec itself maps (the
+ * program, its bss, the stack, the special mappings) is the exec's.
+ * Anything else is unknown (null): without --notify-all most mmap calls
+ * stay in the kernel and are never logged, and calling such a region the
+ * exec's would be a guess. Each call makes at most one region, except
+ * fixed mappings, which own their whole range. */
 #include "state/as.h"
 #include "common/util.h"
 
@@ -231,10 +235,13 @@ static long match_change(const struct as_log *log, const struct as_region *r)
 }
 
 /* In the first snapshot after an exec, what the kernel's exec made: the
- * program's own mappings and the special ones. The dynamic loader's
- * mappings of libraries are mmap calls. */
-static bool made_by_exec(const struct as_region *r, const char *exe)
+ * program's own mappings, the anonymous rest of its bss right after its
+ * last file page (fs/binfmt_elf.c maps it with the segments), and the
+ * special ones. The dynamic loader's mappings of libraries are mmap
+ * calls. */
+static bool made_by_exec(const struct as_model *m, size_t i, const char *exe)
 {
+	const struct as_region *r = &m->r[i], *prev = i ? &m->r[i - 1] : NULL;
 	switch (r->kind) {
 	case AS_STACK:
 	case AS_VDSO:
@@ -243,6 +250,9 @@ static bool made_by_exec(const struct as_region *r, const char *exe)
 		return true;
 	case AS_FILE:
 		return exe && r->path && strcmp(r->path, exe) == 0;
+	case AS_ANON:
+		return exe && prev && prev->end == r->start && prev->kind == AS_FILE &&
+		       prev->path && strcmp(prev->path, exe) == 0;
 	default:
 		return false;
 	}
@@ -277,7 +287,7 @@ void as_provenance(struct as_model *fresh, const struct as_model *old, const str
 		if (o) {
 			r->created = o->created;
 			r->changed = o->changed;
-		} else if (exec_ns && made_by_exec(r, exe)) {
+		} else if (exec_ns && made_by_exec(fresh, i, exe)) {
 			r->created = (struct as_origin){MV_SC_execve, exec_ns};
 		} else if ((m = match_fixed(log, r)) >= 0 ||
 			   (m = match_size(log, used, r, r->end - r->start, true)) >= 0) {
@@ -308,9 +318,6 @@ void as_provenance(struct as_model *fresh, const struct as_model *old, const str
 		else if (i + 1 < fresh->n && same_mapping(r, &fresh->r[i + 1]))
 			r->created = fresh->r[i + 1].created;
 	}
-	for (size_t i = 0; i < fresh->n && exec_ns; i++)
-		if (fresh->r[i].created.sc == MV_SC_UNKNOWN)
-			fresh->r[i].created = (struct as_origin){MV_SC_execve, exec_ns};
 	for (size_t i = 0; i < fresh->n; i++) {
 		struct as_region *r = &fresh->r[i];
 		long m = match_change(log, r);

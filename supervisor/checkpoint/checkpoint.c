@@ -4,12 +4,14 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "common/crc32c.h"
+#include "common/fault.h"
 #include "supervisor/reload/evict.h"
 
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/utsname.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- committing ------------------------------------------------------- */
@@ -77,6 +79,33 @@ static int commit(struct ckpt *c)
 
 /* ---- the job ---------------------------------------------------------- */
 
+/* Between two steps: has a client cancelled the job (job_cancel)? Then
+ * it fails with -ECANCELED, which takes the failure path: every thread
+ * resumed, the temporary directory removed, no image published. Once
+ * the commit has begun, a cancel comes too late and is ignored. */
+static int check_cancel(struct ckpt *c)
+{
+	if (!job_cancel_asked(c->j))
+		return 0;
+	return ckpt_fail(c, -ECANCELED, NULL, "cancelled by a client");
+}
+
+/* Fault point ckpt_stall: the job waits up to 3 s while it holds the
+ * program stopped, as a slow copy would, then fails (timeout). A cancel
+ * meanwhile ends the wait: the cancel tests stop a job here. */
+static int stall_point(struct ckpt *c)
+{
+	if (!fault_hit("ckpt_stall"))
+		return 0;
+	for (int i = 0; i < 300; i++) {
+		if (job_cancel_asked(c->j))
+			return check_cancel(c);
+		struct timespec ts = {0, 10 * 1000000};
+		nanosleep(&ts, NULL);
+	}
+	return ckpt_fail(c, -ETIMEDOUT, MV_E_TIMEOUT, "the job stalled (fault injected)");
+}
+
 /* An image without a single process is no checkpoint: the program ended
  * before it could be stopped, or while it was held. */
 static int require_a_process(struct ckpt *c)
@@ -122,7 +151,7 @@ static json_t *result_json(struct ckpt *c)
 	uint64_t synced = c->t_end > c->t_resumed ? c->t_end - c->t_resumed : 0;
 	return json_pack(
 	    "{s:s, s:s, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
-	    "s:I, s:I, s:f, s:b, s:s, s:s}",
+	    "s:I, s:I, s:I, s:b, s:s, s:s}",
 	    "dir", c->req->dir.dir, "id", c->im.id, "processes", procs, "threads",
 	    (json_int_t)t->threads, "regions", (json_int_t)t->regions, "extents",
 	    (json_int_t)t->extents, "bytes", (json_int_t)t->data_bytes, "shared_bytes",
@@ -132,8 +161,8 @@ static json_t *result_json(struct ckpt *c)
 	    (json_int_t)(c->t_stopped - c->pause_start), "layout_ns",
 	    (json_int_t)(c->t_planned - c->t_stopped), "copy_ns",
 	    (json_int_t)(c->t_copied - c->t_planned), "sync_ns", (json_int_t)synced, "elapsed_ns",
-	    (json_int_t)busy, "rate", busy ? (double)t->data_bytes / ((double)busy / 1e9) : 0.0,
-	    "direct", pagesw_direct(c->w), "checksum", crc32c_impl(), "layout_source",
+	    (json_int_t)busy, "rate", (json_int_t)mv_rate(t->data_bytes, busy), "direct",
+	    pagesw_direct(c->w), "checksum", crc32c_impl(), "layout_source",
 	    c->layout_how ? c->layout_how : "");
 }
 
@@ -210,17 +239,29 @@ static int attempt(struct job *j, bool live, uint64_t t_start, const char *fallb
 			  strerror(-rc));
 		goto out_remove;
 	}
-	rc = ckpt_stop_all(&c);
+	rc = check_cancel(&c);
+	if (rc == 0)
+		rc = ckpt_stop_all(&c);
+	if (rc == 0)
+		rc = stall_point(&c);
+	if (rc == 0)
+		rc = check_cancel(&c);
 	if (rc == 0)
 		rc = ckpt_plan_all(&c);
+	if (rc == 0)
+		rc = check_cancel(&c);
+	bool copied = false; /* copy_stage ran: with --live, it resumed the program */
 	if (rc == 0) {
 		/* Page checksums follow the extents (docs/image-format.md). */
 		c.im.sums_off = c.off;
 		c.im.sums = xcalloc(MV_MAX(img_sums_count(c.off), 1), sizeof(*c.im.sums));
 		pagesw_set_sums(c.w, c.im.sums);
 		rc = copy_stage(&c, live, &live_json);
+		copied = true;
 	}
-	if (rc == -ECANCELED && live) {
+	/* -ECANCELED is also a client's cancel (check_cancel), which ends
+	 * the job instead of starting it again stopped. */
+	if (rc == -ECANCELED && live && !job_cancel_asked(j)) {
 		snprintf(why_out, why_len, "%s", c.live_why);
 		*pause_ns = c.pause_end - c.pause_start;
 		pagesw_close(c.w);
@@ -230,14 +271,17 @@ static int attempt(struct job *j, bool live, uint64_t t_start, const char *fallb
 		return rc;
 	}
 	/* --evict keeps the program stopped until the image is durable and
-	 * its pages are dropped and registered; --live has resumed it. */
-	if (!c.req->evict && !live)
+	 * its pages are dropped and registered; --live has resumed it, unless
+	 * the job ended (failed, cancelled) before its copy. */
+	if (!c.req->evict && !(live && copied))
 		ckpt_resume_all(&c);
 	pagesw_flush_now(c.w);
 	if (rc == 0)
 		rc = ckpt_settle(&c);
 	if (rc == 0)
 		rc = require_a_process(&c);
+	if (rc == 0)
+		rc = check_cancel(&c);
 	if (rc == 0)
 		rc = commit(&c);
 	struct evict_stats est = {0};
@@ -294,7 +338,7 @@ int checkpoint_run(struct job *j)
 	char why[256] = "";
 	uint64_t pause = 0;
 	int rc = attempt(j, req->live, t0, NULL, why, sizeof(why), &pause);
-	if (rc == -ECANCELED && req->live) {
+	if (rc == -ECANCELED && req->live && !job_cancel_asked(j)) {
 		for (size_t i = 0; i < req->n; i++) {
 			req->pidfds[i] = spare[i];
 			spare[i] = -1;

@@ -1,5 +1,6 @@
-/* memvisor ctl: the command-line client of the control socket. Tables for
- * people, the raw result with --json for scripts.
+/* memvisor ctl: the command-line client of the control socket. Text for
+ * people (--no-legend: tables without headers), the result itself with
+ * --json[=short|pretty] for scripts.
  *
  * The words are read in two passes against tables (options.h): ctl's own
  * options up to the command's name, then the command's words (ctl_commands.c)
@@ -7,11 +8,13 @@
  * request's args, ctl's fills struct client_opts.
  *
  * Exit status (enum ctl_exit): 0 ok, 1 the supervisor answered with an
- * error, 2 usage, 3 cannot connect. */
+ * error, 2 usage, 3 cannot connect; 130 (128 + SIGINT) when Ctrl-C ends a
+ * client following a job (ctl_follow.c). */
 #include "supervisor/cli/ctl.h"
 #include "common/util.h"
 #include "supervisor/cli/ctl_commands.h"
 #include "supervisor/cli/ctl_conn.h"
+#include "supervisor/cli/ctl_events.h"
 #include "supervisor/cli/ctl_find.h"
 #include "supervisor/cli/ctl_follow.h"
 #include "supervisor/cli/ctl_show.h"
@@ -23,10 +26,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct client_opts {
 	const char *socket;
-	bool json;
+	const char *name;
+	enum cli_json json;
+	struct ctl_show_opts show;
 	bool wait;
 	int timeout_ms;
 };
@@ -39,11 +45,22 @@ static const struct cli_arg common_args[] = {
      .kind = CLI_STRING,
      .key = "socket",
      .help = "the supervisor's socket (default: the only one running)"},
+    {.name = "name",
+     .short_name = 'n',
+     .arg = "NAME",
+     .kind = CLI_STRING,
+     .key = "name",
+     .help = "the supervisor started with run --name NAME"},
     {.name = "json",
      .short_name = 'j',
-     .kind = CLI_FLAG,
+     .arg = "[=MODE]",
+     .kind = CLI_JSON_MODE,
      .key = "json",
-     .help = "print the raw JSON result (one line per event for events)"},
+     .help = "print the result as JSON: short (one line; one per event), pretty"},
+    {.name = "no-legend",
+     .kind = CLI_FLAG,
+     .key = "no_legend",
+     .help = "tables without column headers and summary lines"},
     {.name = "timeout",
      .short_name = 't',
      .arg = "SECONDS",
@@ -87,9 +104,10 @@ static void usage(FILE *f)
 	}
 	fprintf(f, "\nRun 'memvisor ctl COMMAND --help' for a command's options; ctl's own\n"
 		   "options may also follow the command.\n"
-		   "The socket is found from --socket, then $MEMVISOR_SOCKET, then the only\n"
-		   "running memvisor of this user.\n"
-		   "Exit status: 0 ok, 1 error reply, 2 usage, 3 cannot connect.\n");
+		   "The socket is found from --socket or --name, then $MEMVISOR_SOCKET, then\n"
+		   "the only running memvisor of this user.\n"
+		   "Exit status: 0 ok, 1 error reply, 2 usage, 3 cannot connect; 130 when\n"
+		   "Ctrl-C ends a client following a job (the job goes on).\n");
 }
 
 /* The usage line of c; with all, also of the other commands named with
@@ -116,7 +134,7 @@ static void cmd_help(const struct ctl_command *c)
 	cmd_synopsis(stdout, c, false);
 	printf("%c%s.\n\nOptions:\n", toupper((unsigned char)c->summary[0]), c->summary + 1);
 	cli_print_args(stdout, c->args, c->n_args);
-	if (c->job)
+	if (c->job && !c->cancel)
 		cli_print_args(stdout, wait_args, ARRAY_SIZE(wait_args));
 	cli_print_args(stdout, common_args, ARRAY_SIZE(common_args));
 	cli_print_args(stdout, help_args, ARRAY_SIZE(help_args));
@@ -130,7 +148,7 @@ static int parse_cmd(const struct ctl_command *c, int argc, char **argv, json_t 
 	struct cli_table t[] = {
 	    {c->args, c->n_args, args},
 	    {common_args, ARRAY_SIZE(common_args), copts},
-	    {wait_args, c->job ? ARRAY_SIZE(wait_args) : 0, copts},
+	    {wait_args, c->job && !c->cancel ? ARRAY_SIZE(wait_args) : 0, copts},
 	    {help_args, ARRAY_SIZE(help_args), NULL},
 	};
 	char prog[64];
@@ -143,33 +161,64 @@ static struct client_opts client_opts(json_t *copts)
 	json_t *timeout = json_object_get(copts, "timeout_ms");
 	return (struct client_opts){
 	    .socket = cli_string(copts, "socket"),
-	    .json = cli_flag(copts, "json"),
+	    .name = cli_string(copts, "name"),
+	    .json = cli_json_mode(copts, "json", CLI_JSON_SHORT),
+	    .show = {.legend = !cli_flag(copts, "no_legend"), .tty = isatty(STDOUT_FILENO)},
 	    .wait = cli_flag(copts, "wait"),
 	    .timeout_ms = timeout ? (int)json_integer_value(timeout) : 30000,
 	};
 }
 
-/* --list: every live socket, with the pid and command line it serves. */
-static int list_sockets(void)
+/* One live socket as --list shows it: what its hello says. */
+static json_t *describe_socket(const char *path)
+{
+	json_t *o = json_pack("{s:s, s:n, s:n, s:[]}", "socket", path, "pid", "name", "command");
+	struct ctl_conn c;
+	json_t *r = NULL;
+	if (ctl_conn_open(path, 2000, &c) != CTL_EXIT_OK)
+		return o;
+	if (ctl_conn_call(&c, "hello", NULL, &r) == CTL_EXIT_OK) {
+		json_object_set(o, "pid", json_object_get(r, "pid"));
+		if (json_is_string(json_object_get(r, "name")))
+			json_object_set(o, "name", json_object_get(r, "name"));
+		json_object_set(o, "command", json_object_get(r, "command"));
+		json_decref(r);
+	}
+	ctl_conn_close(&c);
+	return o;
+}
+
+/* --list: every live socket, with the name, pid and command line it
+ * serves. */
+static int list_sockets(const struct client_opts *o)
 {
 	size_t n;
 	char **v = ctl_find_live(&n);
-	for (size_t i = 0; i < n; i++) {
-		struct ctl_conn c;
-		json_t *r = NULL;
-		printf("%s", v[i]);
-		if (ctl_conn_open(v[i], 2000, &c) == CTL_EXIT_OK) {
-			if (ctl_conn_call(&c, "hello", NULL, &r) == CTL_EXIT_OK) {
-				printf("  pid %lld: ",
-				       (long long)json_integer_value(json_object_get(r, "pid")));
-				ctl_show_cmdline(json_object_get(r, "command"), 60);
-				json_decref(r);
-			}
-			ctl_conn_close(&c);
-		}
+	json_t *all = json_array();
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(all, describe_socket(v[i]));
+	ctl_find_free(v);
+	if (o->json) {
+		cli_json_print(stdout, all, o->json);
+		json_decref(all);
+		return CTL_EXIT_OK;
+	}
+	if (o->show.legend)
+		printf("%-16s %7s  %-40s %s\n", "NAME", "PID", "SOCKET", "COMMAND");
+	size_t i;
+	json_t *s;
+	json_array_foreach(all, i, s)
+	{
+		json_t *name = json_object_get(s, "name"), *pid = json_object_get(s, "pid");
+		char p[24] = "-";
+		if (json_is_integer(pid))
+			snprintf(p, sizeof(p), "%lld", (long long)json_integer_value(pid));
+		printf("%-16s %7s  %-40s ", json_is_string(name) ? json_string_value(name) : "-", p,
+		       json_string_value(json_object_get(s, "socket")));
+		ctl_show_cmdline(json_object_get(s, "command"), 60);
 		printf("\n");
 	}
-	ctl_find_free(v);
+	json_decref(all);
 	return CTL_EXIT_OK;
 }
 
@@ -183,13 +232,20 @@ static int request(const struct ctl_command *c, struct ctl_conn *conn, json_t *a
 	int rc = ctl_conn_call(conn, cmd, json_incref(req), &result);
 	if (rc)
 		return rc;
-	if (o->wait)
-		rc = ctl_follow_job(conn, json_integer_value(json_object_get(result, c->job)),
-				    o->json, c->image ? cli_string(result, "dir") : NULL);
-	else if (o->json)
-		ctl_show_line(result);
-	else
-		c->show(result);
+	if (o->wait || c->cancel) {
+		struct ctl_follow f = {
+		    .id = json_integer_value(json_object_get(result, c->job)),
+		    .json = o->json,
+		    .show = o->show,
+		    .image_dir = c->image ? cli_string(result, "dir") : NULL,
+		    .cancel = c->cancel,
+		};
+		rc = ctl_follow_job(conn, &f);
+	} else if (o->json) {
+		cli_json_print(stdout, result, o->json);
+	} else {
+		c->show(result, &o->show);
+	}
 	json_decref(result);
 	return rc;
 }
@@ -197,14 +253,16 @@ static int request(const struct ctl_command *c, struct ctl_conn *conn, json_t *a
 static int run_cmd(const struct ctl_command *c, json_t *args, const struct client_opts *o)
 {
 	_cleanup_free_ char *path = NULL;
-	int rc = ctl_find_socket(o->socket, &path);
+	int rc = ctl_find_socket(o->socket, o->name, &path);
 	if (rc)
 		return rc;
 	struct ctl_conn conn;
 	if ((rc = ctl_conn_open(path, o->timeout_ms, &conn)))
 		return rc;
+	conn.json_errors = o->json != CLI_JSON_OFF;
 	signal(SIGPIPE, SIG_IGN);
-	rc = c->show ? request(c, &conn, args, o) : ctl_follow_events(&conn, o->json);
+	rc = c->show ? request(c, &conn, args, o)
+		     : ctl_events_follow(&conn, args, o->json, &o->show);
 	ctl_conn_close(&conn);
 	return rc;
 }
@@ -224,6 +282,8 @@ static const struct ctl_command *find_cmd(int n, char **words, json_t *args, jso
 		return NULL;
 	}
 	int rc = parse_cmd(c, n - used + 1, words + used - 1, args, copts);
+	if (rc == 0 && c->check)
+		rc = c->check(args);
 	if (rc == CLI_HELP_ASKED)
 		cmd_help(c);
 	else if (rc < 0)
@@ -249,8 +309,14 @@ int ctl_client_main(int argc, char **argv)
 				"(see memvisor ctl --help)\n");
 	if (rc)
 		return rc < 0 ? CTL_EXIT_USAGE : CTL_EXIT_OK;
-	if (cli_flag(copts, "list"))
-		return list_sockets();
+	if (cli_string(copts, "socket") && cli_string(copts, "name")) {
+		fprintf(stderr, "memvisor ctl: --socket and --name: choose one\n");
+		return CTL_EXIT_USAGE;
+	}
+	if (cli_flag(copts, "list")) {
+		struct client_opts o = client_opts(copts);
+		return list_sockets(&o);
+	}
 	if (first >= argc) {
 		usage(stderr);
 		return CTL_EXIT_USAGE;

@@ -2,11 +2,12 @@
  * request and its arguments. */
 #include "supervisor/cli/ctl_commands.h"
 #include "common/util.h"
+#include "supervisor/cli/ctl_events.h"
 #include "supervisor/cli/ctl_show.h"
 
 #include <string.h>
 
-#define ARGS(a) a, ARRAY_SIZE(a)
+#define ARGS(a) .args = a, .n_args = ARRAY_SIZE(a)
 
 static const struct cli_arg regions_args[] = {
     {.arg = "PID", .kind = CLI_PID, .key = "pid"},
@@ -19,6 +20,34 @@ static const struct cli_arg regions_args[] = {
 
 static const struct cli_arg stats_args[] = {
     {.arg = "PID", .kind = CLI_PID, .key = "pid", .flags = CLI_OPTIONAL},
+};
+
+/* The filter is the client's (ctl_events.h): nothing is sent. */
+static const struct cli_arg events_args[] = {
+    {.name = "pid",
+     .arg = "PID",
+     .kind = CLI_PID,
+     .key = "pids",
+     .flags = CLI_MANY,
+     .help = "only the events of this process (repeat for several)"},
+    {.name = "tree",
+     .arg = "PID",
+     .kind = CLI_PID,
+     .key = "trees",
+     .flags = CLI_MANY,
+     .help = "only the events of this process and its descendants, new ones too"},
+    {.name = "syscall",
+     .arg = "NAME[,NAME]",
+     .kind = CLI_STRING,
+     .key = "syscalls",
+     .flags = CLI_MANY,
+     .help = "only calls of these system calls (and no other event, unless --type)"},
+    {.name = "type",
+     .arg = "TYPE[,TYPE]",
+     .kind = CLI_STRING,
+     .key = "types",
+     .flags = CLI_MANY,
+     .help = "only these events: call, start, exec, exit, job, evict_unservable"},
 };
 
 static const struct cli_arg job_args[] = {
@@ -77,28 +106,80 @@ static const struct cli_arg call_args[] = {
 };
 
 const struct ctl_command ctl_commands[] = {
-    {"hello", "hello", NULL, 0, ctl_show_hello, NULL, false, "versions, pid, kernel features"},
-    {"status", "status", NULL, 0, ctl_show_status, NULL, false, "uptime, processes, totals, jobs"},
-    {"ps", "ps", NULL, 0, ctl_show_ps, NULL, false, "every supervised process"},
-    {"regions", "regions", ARGS(regions_args), ctl_show_regions, NULL, false,
-     "a process's address space, as the kernel has it now"},
-    {"stats", "stats", ARGS(stats_args), ctl_show_stats, NULL, false,
-     "calls by syscall and verdict, bytes, service time"},
-    {"events", "events", NULL, 0, NULL, NULL, false, "follow the event stream (Ctrl-C to stop)"},
-    {"policy", "policy", NULL, 0, ctl_show_raw, NULL, false, "show the active policy"},
-    {"policy set", "policy_set", ARGS(policy_set_args), ctl_show_raw, NULL, false,
-     "replace the active policy"},
-    {"job", "job", ARGS(job_args), ctl_show_job, "id", false,
-     "a job's progress or result; --wait follows it to the end"},
-    {"checkpoint", "checkpoint", ARGS(checkpoint_args), ctl_show_checkpoint_started, "job", true,
-     "write the memory of the processes to an image in DIR"},
-    {"reload", "reload", ARGS(reload_args), ctl_show_reload_started, "job", false,
-     "load evicted memory back in the background"},
-    {"jobs", "jobs", NULL, 0, ctl_show_jobs, NULL, false, "every job of this run"},
-    {"metrics", "metrics", NULL, 0, ctl_show_metrics, NULL, false,
-     "counters and gauges in the Prometheus text format"},
-    {"call", NULL, ARGS(call_args), ctl_show_raw, NULL, false,
-     "send any request; prints the raw result"},
+    {.name = "hello",
+     .request = "hello",
+     .show = ctl_show_hello,
+     .summary = "versions, pid, kernel features"},
+    {.name = "status",
+     .request = "status",
+     .show = ctl_show_status,
+     .summary = "uptime, processes, totals, jobs"},
+    {.name = "ps", .request = "ps", .show = ctl_show_ps, .summary = "every supervised process"},
+    {.name = "regions",
+     .request = "regions",
+     ARGS(regions_args),
+     .show = ctl_show_regions,
+     .summary = "a process's address space, as the kernel has it now"},
+    {.name = "stats",
+     .request = "stats",
+     ARGS(stats_args),
+     .show = ctl_show_stats,
+     .summary = "calls by syscall and verdict, bytes, service time"},
+    {.name = "events",
+     .request = "events",
+     ARGS(events_args),
+     .check = ctl_events_check,
+     .summary = "follow the event stream, maybe filtered (Ctrl-C to stop)"},
+    {.name = "policy",
+     .request = "policy",
+     .show = ctl_show_policy,
+     .summary = "show the active policy"},
+    {.name = "policy set",
+     .request = "policy_set",
+     ARGS(policy_set_args),
+     .show = ctl_show_policy_set,
+     .summary = "replace the active policy"},
+    {.name = "job",
+     .request = "job",
+     ARGS(job_args),
+     .show = ctl_show_job,
+     .job = "id",
+     .summary = "a job's progress or result; --wait follows it to the end"},
+    {.name = "job cancel",
+     .request = "job_cancel",
+     ARGS(job_args),
+     .show = ctl_show_job,
+     .job = "id",
+     .cancel = true,
+     .summary = "stop a running checkpoint: program resumed, nothing written"},
+    {.name = "job unthrottle",
+     .request = "job_unthrottle",
+     ARGS(job_args),
+     .show = ctl_show_unthrottled,
+     .job = "id",
+     .summary = "lift a running reload's --rate limit (a reload cannot be cancelled)"},
+    {.name = "checkpoint",
+     .request = "checkpoint",
+     ARGS(checkpoint_args),
+     .show = ctl_show_checkpoint_started,
+     .job = "job",
+     .image = true,
+     .summary = "write the memory of the processes to an image in DIR"},
+    {.name = "reload",
+     .request = "reload",
+     ARGS(reload_args),
+     .show = ctl_show_reload_started,
+     .job = "job",
+     .summary = "load evicted memory back in the background"},
+    {.name = "jobs", .request = "jobs", .show = ctl_show_jobs, .summary = "every job of this run"},
+    {.name = "metrics",
+     .request = "metrics",
+     .show = ctl_show_metrics,
+     .summary = "counters and gauges in the Prometheus text format"},
+    {.name = "call",
+     ARGS(call_args),
+     .show = ctl_show_raw,
+     .summary = "send any request; prints the raw result"},
 };
 
 const size_t ctl_commands_count = ARRAY_SIZE(ctl_commands);

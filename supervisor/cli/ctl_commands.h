@@ -4,6 +4,7 @@
 #ifndef MV_CLI_CTL_COMMANDS_H
 #define MV_CLI_CTL_COMMANDS_H
 
+#include "supervisor/cli/ctl_show.h"
 #include "supervisor/cli/options.h"
 
 #include <jansson.h>
@@ -15,11 +16,17 @@ struct ctl_command {
 			      * give its args ("args"): `call` */
 	const struct cli_arg *args;
 	size_t n_args;
-	void (*show)(json_t *result); /* NULL: the reply starts a stream of events */
-	const char *job;	      /* the member of the result that names the job
-				       * --wait follows, or NULL: no --wait */
-	bool image;		      /* that job writes an image at the result's "dir" */
+	/* How its result is shown without --json; NULL: the reply starts a
+	 * stream of events. */
+	void (*show)(json_t *result, const struct ctl_show_opts *o);
+	const char *job; /* the member of the result that names the job
+			  * --wait follows, or NULL: no --wait */
+	bool image;	 /* that job writes an image at the result's "dir" */
 	const char *summary;
+	bool cancel; /* asks the job to stop, then follows it to its end */
+	/* Checks the words beyond what the table can (names): 0, or
+	 * -EINVAL after saying what is wrong. NULL: nothing more. */
+	int (*check)(json_t *args);
 };
 
 extern const struct ctl_command ctl_commands[];

@@ -201,10 +201,18 @@ int ctl_conn_call(struct ctl_conn *c, const char *cmd, json_t *args, json_t **re
 			json_decref(msg);
 			return CTL_EXIT_OK;
 		}
+		/* The message is for people; the code is for scripts, which
+		 * get the error object itself with --json. */
 		json_t *err = json_object_get(msg, "error");
-		fprintf(stderr, "memvisor ctl: %s: %s\n",
-			json_string_value(json_object_get(err, "code")),
-			json_string_value(json_object_get(err, "message")));
+		const char *m = json_string_value(json_object_get(err, "message"));
+		if (c->json_errors) {
+			char *line = json_dumps(err, JSON_COMPACT | JSON_SORT_KEYS);
+			fprintf(stderr, "%s\n", line ? line : "{}");
+			free(line);
+		} else {
+			fprintf(stderr, "memvisor ctl: %s\n",
+				m && *m ? m : json_string_value(json_object_get(err, "code")));
+		}
 		json_decref(msg);
 		return CTL_EXIT_REPLY;
 	}

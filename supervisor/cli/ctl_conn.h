@@ -18,8 +18,9 @@ struct ctl_conn {
 	char *buf; /* received bytes not yet returned as lines */
 	size_t len, cap;
 	int timeout_ms;
-	bool gone;	/* memvisor closed the connection (EOF, reset, EPIPE) */
-	bool quiet_eof; /* the caller says what that means (ctl_follow_job) */
+	bool gone;	  /* memvisor closed the connection (EOF, reset, EPIPE) */
+	bool quiet_eof;	  /* the caller says what that means (ctl_follow_job) */
+	bool json_errors; /* an error reply goes to stderr as its JSON object */
 };
 
 /* Connect to path after checking that the socket, its directory and what
@@ -40,7 +41,8 @@ json_t *ctl_conn_read(struct ctl_conn *c, bool wait_forever);
 
 /* Send a request (args may be NULL; its reference is taken) and wait for
  * its reply, skipping events. CTL_EXIT_OK with a new reference in *result;
- * CTL_EXIT_REPLY after printing the error reply; CTL_EXIT_CONNECT when
+ * CTL_EXIT_REPLY after printing the error reply on stderr ("memvisor ctl:
+ * MESSAGE", or {"code","message"} with json_errors); CTL_EXIT_CONNECT when
  * memvisor is gone or silent. */
 int ctl_conn_call(struct ctl_conn *c, const char *cmd, json_t *args, json_t **result);
 

@@ -3,6 +3,7 @@
 #include "common/util.h"
 #include "supervisor/cli/ctl_conn.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,8 +65,58 @@ void ctl_find_free(char **v)
 	free(v);
 }
 
-int ctl_find_socket(const char *given, char **out)
+int ctl_name_check(const char *name, char *why, size_t len)
 {
+	size_t n = strlen(name);
+	bool digits = true;
+	for (const char *p = name; *p; p++) {
+		if (!isalnum((unsigned char)*p) && !strchr("._-", *p)) {
+			snprintf(why, len, "'%c' is not allowed in a name", *p);
+			return -EINVAL;
+		}
+		digits &= isdigit((unsigned char)*p) != 0;
+	}
+	if (n == 0 || n > CTL_NAME_MAX)
+		snprintf(why, len, "a name has 1 to %d characters", CTL_NAME_MAX);
+	else if (name[0] == '.' || name[0] == '-')
+		snprintf(why, len, "a name does not start with '%c'", name[0]);
+	else if (digits)
+		snprintf(why, len, "a name is not only digits (PID.sock is a pid's socket)");
+	else
+		return 0;
+	return -EINVAL;
+}
+
+/* The live socket of the memvisor named name, in any of the directories. */
+static int find_named(const char *name, char **out)
+{
+	char dirs[3][4096], why[256];
+	size_t nd = socket_dirs(dirs);
+	if (ctl_name_check(name, why, sizeof(why)) < 0) {
+		fprintf(stderr, "memvisor ctl: --name: '%s' is not a name: %s\n", name, why);
+		return CTL_EXIT_USAGE;
+	}
+	for (size_t d = 0; d < nd; d++) {
+		char path[8192], whyp[8400] = "";
+		snprintf(path, sizeof(path), "%s/%s.sock", dirs[d], name);
+		int fd = ctl_conn_connect(path, whyp, sizeof(whyp));
+		if (fd == -EPERM)
+			fprintf(stderr, "memvisor ctl: skipping %s: %s\n", path, whyp);
+		if (fd < 0)
+			continue;
+		close(fd);
+		*out = xstrdup(path);
+		return CTL_EXIT_OK;
+	}
+	fprintf(stderr, "memvisor ctl: no running memvisor is named %s (looked in %s%s%s)\n", name,
+		dirs[0], nd > 1 ? " and " : "", nd > 1 ? dirs[1] : "");
+	return CTL_EXIT_CONNECT;
+}
+
+int ctl_find_socket(const char *given, const char *name, char **out)
+{
+	if (!given && name)
+		return find_named(name, out);
 	const char *s = given ? given : getenv("MEMVISOR_SOCKET");
 	if (s && *s) {
 		*out = xstrdup(s);
@@ -88,7 +139,9 @@ int ctl_find_socket(const char *given, char **out)
 		ctl_find_free(v);
 		return CTL_EXIT_CONNECT;
 	}
-	fprintf(stderr, "memvisor ctl: %zu memvisors are running; choose one with --socket:\n", n);
+	fprintf(stderr,
+		"memvisor ctl: %zu memvisors are running; choose one with --socket (or --name):\n",
+		n);
 	for (size_t i = 0; i < n; i++)
 		fprintf(stderr, "  %s\n", v[i]);
 	ctl_find_free(v);

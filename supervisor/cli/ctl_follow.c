@@ -1,8 +1,9 @@
-/* memvisor ctl: following the event stream, or a job until it ends. */
+/* memvisor ctl: following a job until it ends. */
 #include "supervisor/cli/ctl_follow.h"
 #include "common/util.h"
 #include "supervisor/cli/ctl_show.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -13,26 +14,6 @@ static const char *member(json_t *o, const char *key)
 {
 	const char *s = json_string_value(json_object_get(o, key));
 	return s ? s : "-";
-}
-
-int ctl_follow_events(struct ctl_conn *c, bool raw)
-{
-	json_t *res;
-	int rc = ctl_conn_call(c, "events", NULL, &res);
-	if (rc)
-		return rc;
-	json_decref(res);
-	setvbuf(stdout, NULL, _IOLBF, 0);
-	for (;;) {
-		json_t *e = ctl_conn_read(c, true);
-		if (!e)
-			return CTL_EXIT_OK; /* the supervisor exited */
-		if (raw)
-			ctl_show_line(e);
-		else
-			ctl_show_event(e);
-		json_decref(e);
-	}
 }
 
 /* memvisor went away while we followed job id: it exits once the
@@ -59,33 +40,116 @@ static int job_lost(long long id, const char *dir, bool tty)
 	return CTL_EXIT_REPLY;
 }
 
-/* A bar on a terminal, a line a second (and at every phase) otherwise. */
-int ctl_follow_job(struct ctl_conn *c, long long id, bool raw, const char *dir)
+/* Ctrl-C while following a job ends the client, not the job: say so, and
+ * how to follow or stop it, as the last thing the client does. The
+ * message is made before the handler can run (only write(2) and _exit(2)
+ * are async-signal-safe), and updated with the signal blocked once the
+ * job's kind is known. A client started with SIGINT ignored (a
+ * background job of a script) keeps ignoring it. */
+static char interrupt_msg[600];
+static size_t interrupt_len;
+
+static void on_interrupt(int sig)
 {
-	bool tty = isatty(STDERR_FILENO);
+	ssize_t n = write(STDERR_FILENO, interrupt_msg, interrupt_len);
+	(void)n;
+	_exit(128 + sig);
+}
+
+static void interrupt_say(long long id, const char *kind, bool cancelling, bool tty)
+{
+	sigset_t set, old;
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigprocmask(SIG_BLOCK, &set, &old);
+	const char *erase = tty ? "\r\033[K" : "";
+	int n;
+	if (cancelling)
+		n = snprintf(
+		    interrupt_msg, sizeof(interrupt_msg),
+		    "%sjob %lld is being cancelled; `memvisor ctl job %lld --wait` follows "
+		    "it\n",
+		    erase, id, id);
+	else if (strcmp(kind, "reload") == 0)
+		n = snprintf(interrupt_msg, sizeof(interrupt_msg),
+			     "%sjob %lld continues; `memvisor ctl job %lld --wait` follows it (a "
+			     "reload cannot be cancelled; `memvisor ctl job unthrottle %lld` lifts "
+			     "its rate limit)\n",
+			     erase, id, id, id);
+	else
+		n = snprintf(interrupt_msg, sizeof(interrupt_msg),
+			     "%sjob %lld continues; `memvisor ctl job %lld --wait` follows it, "
+			     "`memvisor ctl job cancel %lld` stops it\n",
+			     erase, id, id, id);
+	interrupt_len = n > 0 ? MV_MIN((size_t)n, sizeof(interrupt_msg) - 1) : 0;
+	sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
+static void interrupt_catch(void)
+{
+	struct sigaction sa, old;
+	if (sigaction(SIGINT, NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+		return;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_interrupt;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+}
+
+/* The job has ended in state: show it, say what it means for the
+ * follower, and return the exit status. */
+static int job_ended(json_t *j, const struct ctl_follow *f)
+{
+	const char *state = member(j, "state");
+	if (f->json)
+		cli_json_print(stdout, j, f->json);
+	else
+		ctl_show_job(j, &f->show);
+	json_t *e = json_object_get(j, "error");
+	if (e)
+		fprintf(stderr, "memvisor ctl: job %lld failed: %s\n", f->id, member(e, "message"));
+	if (f->cancel && strcmp(state, "cancelled") == 0) {
+		if (!f->json)
+			printf("job %lld cancelled: every thread was resumed and no image was "
+			       "written\n",
+			       f->id);
+		return CTL_EXIT_OK;
+	}
+	if (f->cancel) {
+		fprintf(stderr, "memvisor ctl: job %lld ended (%s) before the cancel took effect\n",
+			f->id, state);
+		return CTL_EXIT_REPLY;
+	}
+	if (strcmp(state, "cancelled") == 0)
+		fprintf(stderr, "memvisor ctl: job %lld was cancelled\n", f->id);
+	return strcmp(state, "done") == 0 ? CTL_EXIT_OK : CTL_EXIT_REPLY;
+}
+
+/* A bar on a terminal, a line a second (and at every phase) otherwise. */
+int ctl_follow_job(struct ctl_conn *c, const struct ctl_follow *f)
+{
+	bool tty = isatty(STDERR_FILENO), known = false;
 	char phase[32] = "";
 	uint64_t last = 0;
 	c->quiet_eof = true;
+	interrupt_say(f->id, "", f->cancel, tty);
+	interrupt_catch();
 	for (;;) {
 		json_t *j = NULL;
-		int rc = ctl_conn_call(c, "job", json_pack("{s:I}", "id", (json_int_t)id), &j);
+		int rc = ctl_conn_call(c, "job", json_pack("{s:I}", "id", (json_int_t)f->id), &j);
 		if (rc == CTL_EXIT_CONNECT && c->gone)
-			return job_lost(id, dir, tty);
+			return job_lost(f->id, f->image_dir, tty);
 		if (rc)
 			return rc;
-		const char *state = member(j, "state");
-		if (strcmp(state, "running") != 0) {
+		if (!known) {
+			interrupt_say(f->id, member(j, "kind"), f->cancel, tty);
+			known = true;
+		}
+		if (strcmp(member(j, "state"), "running") != 0) {
 			if (tty)
 				fprintf(stderr, "\r\033[K");
-			if (raw)
-				ctl_show_line(j);
-			else
-				ctl_show_job(j);
-			json_t *e = json_object_get(j, "error");
-			if (e)
-				fprintf(stderr, "memvisor ctl: job %lld failed: %s: %s\n", id,
-					member(e, "code"), member(e, "message"));
-			rc = strcmp(state, "done") == 0 ? CTL_EXIT_OK : CTL_EXIT_REPLY;
+			rc = job_ended(j, f);
 			json_decref(j);
 			return rc;
 		}

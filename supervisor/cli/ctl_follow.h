@@ -1,21 +1,30 @@
-/* memvisor ctl: following what goes on after the reply, on an open
- * connection: the event stream, or a job until it ends. */
+/* memvisor ctl: following a job until it ends, on an open connection
+ * (the event stream: ctl_events.h). */
 #ifndef MV_CLI_CTL_FOLLOW_H
 #define MV_CLI_CTL_FOLLOW_H
 
 #include "supervisor/cli/ctl_conn.h"
+#include "supervisor/cli/ctl_show.h"
+#include "supervisor/cli/options.h"
 
 #include <stdbool.h>
 
-/* Subscribe and print every event until memvisor exits (raw: one JSON
- * line each). CTL_EXIT_OK then, or what the subscription failed with. */
-int ctl_follow_events(struct ctl_conn *c, bool raw);
+/* How to follow a job. */
+struct ctl_follow {
+	long long id;
+	enum cli_json json; /* the final job object as JSON, unless OFF */
+	struct ctl_show_opts show;
+	const char *image_dir; /* where a checkpoint job writes its image (said
+				* when memvisor went away), or NULL */
+	bool cancel;	       /* a cancel was asked: "cancelled" is the good end */
+};
 
-/* Poll job id until it ends: its progress on stderr, then its result on
- * stdout (raw: the final job object as one JSON line). CTL_EXIT_OK when
- * the job is done, CTL_EXIT_REPLY when it failed or memvisor went away
- * before saying how it ended. image_dir: where a checkpoint job writes
- * its image (said when memvisor went away), or NULL. */
-int ctl_follow_job(struct ctl_conn *c, long long id, bool raw, const char *image_dir);
+/* Poll job f->id until it ends: its progress on stderr, then its result
+ * on stdout. CTL_EXIT_OK when the job is done (cancelled, with
+ * f->cancel), CTL_EXIT_REPLY when it failed, ended otherwise, or memvisor
+ * went away before saying how it ended. Ctrl-C (or SIGTERM) leaves the
+ * job running: the client says how to follow or cancel it and exits 130
+ * (143). */
+int ctl_follow_job(struct ctl_conn *c, const struct ctl_follow *f);
 
 #endif

@@ -2,10 +2,14 @@
  * times; and as scripts read them (--json), one line each. */
 #include "supervisor/cli/ctl_show.h"
 #include "common/util.h"
+#include "common/syscalls.h"
+#include "policy/callargs.h"
+#include "policy/names.h"
+#include "supervisor/cli/options.h"
 
 #include <inttypes.h>
-#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -23,6 +27,12 @@ static const char *jstr(json_t *o, const char *key)
 static long long jint(json_t *o, const char *key)
 {
 	return json_integer_value(json_object_get(o, key));
+}
+
+/* A member in nanoseconds, as seconds. */
+static double jsecs(json_t *o, const char *key)
+{
+	return (double)jint(o, key) / 1e9;
 }
 
 void ctl_show_cmdline(json_t *argv, int width)
@@ -50,31 +60,60 @@ static void fmt_ns(uint64_t ns, char *buf, size_t len)
 		snprintf(buf, len, "%.1f ms", (double)ns / 1e6);
 }
 
-static void render_job_line(json_t *j)
+/* How long a running job should still take, at its rate so far, as
+ * ", ETA 1m05s" into buf; "" when that cannot be told (nothing done yet,
+ * no total). */
+static const char *eta(json_t *j, char *buf, size_t len)
 {
-	char a[32], b[32];
-	double rate = json_real_value(json_object_get(j, "rate"));
-	printf("  job %lld %-10s %-8s %-12s %s / %s (%.1f MB/s, %.1f s)\n", jint(j, "id"),
-	       jstr(j, "kind"), jstr(j, "state"), jstr(j, "phase"),
-	       hsize(json_object_get(j, "done"), a, sizeof(a)),
-	       hsize(json_object_get(j, "total"), b, sizeof(b)), rate / 1e6,
-	       json_real_value(json_object_get(j, "elapsed")));
-	json_t *e = json_object_get(j, "error");
-	if (e)
-		printf("    error: %s: %s\n", jstr(e, "code"), jstr(e, "message"));
+	long long done = jint(j, "done"), total = jint(j, "total"), rate = jint(j, "rate");
+	buf[0] = '\0';
+	if (strcmp(jstr(j, "state"), "running") != 0 || done <= 0 || rate <= 0 || total <= done)
+		return buf;
+	long long s = (long long)((double)(total - done) / (double)rate + 0.5);
+	if (s < 60)
+		snprintf(buf, len, ", ETA %lld s", s);
+	else if (s < 3600)
+		snprintf(buf, len, ", ETA %lldm%02llds", s / 60, s % 60);
+	else
+		snprintf(buf, len, ", ETA %lldh%02lldm", s / 3600, s / 60 % 60);
+	return buf;
 }
 
-static void render_jobs_list(json_t *jobs)
+/* A job on one line: its state, and while it runs, its phase (once it
+ * has ended the phase is the state again); on a terminal, an ETA. */
+static void render_job_line(json_t *j, const struct ctl_show_opts *o)
+{
+	char a[32], b[32], state[48], left[32] = "";
+	double rate = (double)jint(j, "rate");
+	if (o->tty)
+		eta(j, left, sizeof(left));
+	if (strcmp(jstr(j, "state"), "running") == 0)
+		snprintf(state, sizeof(state), "running, %s%s", jstr(j, "phase"),
+			 json_is_true(json_object_get(j, "cancelling")) ? ", cancelling" : "");
+	else
+		snprintf(state, sizeof(state), "%s", jstr(j, "state"));
+	printf("  job %lld %-10s %-20s %s / %s (%.1f MB/s, %.1f s%s)\n", jint(j, "id"),
+	       jstr(j, "kind"), state, hsize(json_object_get(j, "done"), a, sizeof(a)),
+	       hsize(json_object_get(j, "total"), b, sizeof(b)), rate / 1e6, jsecs(j, "elapsed_ns"),
+	       left);
+	json_t *e = json_object_get(j, "error");
+	if (e)
+		printf("    error: %s\n", jstr(e, "message"));
+}
+
+static void render_jobs_list(json_t *jobs, const struct ctl_show_opts *o)
 {
 	size_t i;
 	json_t *j;
-	json_array_foreach(jobs, i, j) render_job_line(j);
+	json_array_foreach(jobs, i, j) render_job_line(j, o);
 }
 
-void ctl_show_hello(json_t *r)
+void ctl_show_hello(json_t *r, const struct ctl_show_opts *o)
 {
 	printf("memvisor %s (protocol %lld), supervisor pid %lld\n", jstr(r, "memvisor"),
 	       jint(r, "protocol"), jint(r, "pid"));
+	if (json_is_string(json_object_get(r, "name")))
+		printf("name:    %s\n", jstr(r, "name"));
 	printf("command: ");
 	ctl_show_cmdline(json_object_get(r, "command"), 0);
 	printf("\nsocket:  %s\n", jstr(r, "socket"));
@@ -100,7 +139,7 @@ void ctl_show_hello(json_t *r)
 	printf("\n");
 }
 
-void ctl_show_status(json_t *r)
+void ctl_show_status(json_t *r, const struct ctl_show_opts *o)
 {
 	char a[32], b[32];
 	json_t *t = json_object_get(r, "totals");
@@ -109,7 +148,7 @@ void ctl_show_status(json_t *r)
 	printf("\ncommand pid:   %lld (%s", jint(r, "command_pid"), jstr(r, "command_state"));
 	if (json_is_integer(json_object_get(r, "exit_status")))
 		printf(", exit status %lld", jint(r, "exit_status"));
-	printf(")\nuptime:        %.1f s\n", json_real_value(json_object_get(r, "uptime")));
+	printf(")\nuptime:        %.1f s\n", jsecs(r, "uptime_ns"));
 	printf("processes:     %lld running, %lld seen\n", jint(r, "processes"),
 	       jint(r, "processes_seen"));
 	printf("memory:        %s mapped, %s committed\n",
@@ -120,14 +159,15 @@ void ctl_show_status(json_t *r)
 	json_t *jobs = json_object_get(r, "jobs");
 	if (json_array_size(jobs)) {
 		printf("jobs:\n");
-		render_jobs_list(jobs);
+		render_jobs_list(jobs, o);
 	}
 }
 
-void ctl_show_ps(json_t *r)
+void ctl_show_ps(json_t *r, const struct ctl_show_opts *o)
 {
-	printf("%7s %7s %4s %-12s %10s %10s %8s  %s\n", "PID", "PPID", "THR", "STATE", "MAPPED",
-	       "COMMITTED", "CALLS", "COMMAND");
+	if (o->legend)
+		printf("%7s %7s %4s %-12s %10s %10s %8s  %s\n", "PID", "PPID", "THR", "STATE",
+		       "MAPPED", "COMMITTED", "CALLS", "COMMAND");
 	size_t i;
 	json_t *p;
 	json_array_foreach(json_object_get(r, "processes"), i, p)
@@ -142,36 +182,56 @@ void ctl_show_ps(json_t *r)
 	}
 }
 
-void ctl_show_regions(json_t *r)
+/* An address as the table shows it: the hex digits of "0x...". */
+static const char *hex_digits(json_t *o, const char *key)
+{
+	const char *s = jstr(o, key);
+	return strncmp(s, "0x", 2) == 0 ? s + 2 : s;
+}
+
+void ctl_show_regions(json_t *r, const struct ctl_show_opts *o)
 {
 	char a[32], b[32], c[32];
-	printf("%-14s %-14s %10s %-4s %-6s %-8s %10s %-10s %s\n", "START", "END", "SIZE", "PROT",
-	       "SHARE", "KIND", "COMMITTED", "CREATED", "PATH");
 	size_t i;
 	json_t *g;
+	/* As wide as the widest address: [vsyscall] is at ffffffffff600000,
+	 * 16 digits where user mappings have 12. */
+	int w = 12;
+	json_array_foreach(json_object_get(r, "regions"), i, g)
+	{
+		w = MV_MAX(w, (int)strlen(hex_digits(g, "start")));
+		w = MV_MAX(w, (int)strlen(hex_digits(g, "end")));
+	}
+	if (o->legend)
+		printf("%-*s %-*s %10s %-4s %-6s %-8s %10s %-10s %s\n", w, "START", w, "END",
+		       "SIZE", "PROT", "SHARE", "KIND", "COMMITTED", "CREATED", "PATH");
 	json_array_foreach(json_object_get(r, "regions"), i, g)
 	{
 		json_t *cb = json_object_get(g, "created_by");
-		printf("%-14s %-14s %10s %-4s %-6s %-8s %10s %-10s %s\n", jstr(g, "start") + 2,
-		       jstr(g, "end") + 2, hsize(json_object_get(g, "size"), a, sizeof(a)),
+		printf("%-*s %-*s %10s %-4s %-6s %-8s %10s %-10s %s\n", w, hex_digits(g, "start"),
+		       w, hex_digits(g, "end"), hsize(json_object_get(g, "size"), a, sizeof(a)),
 		       jstr(g, "prot"),
 		       json_is_true(json_object_get(g, "shared")) ? "shared" : "priv",
 		       jstr(g, "kind"), hsize(json_object_get(g, "committed"), b, sizeof(b)),
 		       json_is_object(cb) ? jstr(cb, "syscall") : "-",
 		       json_is_string(json_object_get(g, "path")) ? jstr(g, "path") : "");
 	}
+	if (!o->legend)
+		return;
 	fmt_ns((uint64_t)jint(r, "reconcile_ns"), c, sizeof(c));
-	printf("%lld regions, %s mapped, %s committed (pid %lld, read with %s in %s)\n",
-	       jint(r, "count"), hsize(json_object_get(r, "mapped"), a, sizeof(a)),
+	printf("%lld %s, %s mapped, %s committed (pid %lld, read with %s in %s)\n",
+	       jint(r, "count"), mv_plural(jint(r, "count"), "region", "regions"),
+	       hsize(json_object_get(r, "mapped"), a, sizeof(a)),
 	       hsize(json_object_get(r, "committed"), b, sizeof(b)), jint(r, "pid"),
 	       jstr(r, "source"), c);
 }
 
-static void render_stat_block(json_t *s)
+static void render_stat_block(json_t *s, const struct ctl_show_opts *o)
 {
 	static const char *const verdicts[] = {"allow", "log", "deny", "kill"};
-	printf("  %-18s %9s %9s %9s %9s %12s\n", "SYSCALL", "ALLOW", "LOG", "DENY", "KILL",
-	       "BYTES");
+	if (o->legend)
+		printf("  %-18s %9s %9s %9s %9s %12s\n", "SYSCALL", "ALLOW", "LOG", "DENY", "KILL",
+		       "BYTES");
 	const char *name;
 	json_t *by;
 	json_t *bytes = json_object_get(s, "bytes");
@@ -185,26 +245,32 @@ static void render_stat_block(json_t *s)
 			printf(" %9lld", jint(by, verdicts[i]));
 		printf(" %12s\n", b);
 	}
+	if (!o->legend)
+		return;
 	json_t *h = json_object_get(s, "service_ns");
 	char p50[32], p99[32], p999[32], mx[32];
 	fmt_ns((uint64_t)jint(h, "p50"), p50, sizeof(p50));
 	fmt_ns((uint64_t)jint(h, "p99"), p99, sizeof(p99));
 	fmt_ns((uint64_t)jint(h, "p999"), p999, sizeof(p999));
 	fmt_ns((uint64_t)jint(h, "max"), mx, sizeof(mx));
-	printf("  %lld calls; service time p50 %s, p99 %s, p99.9 %s, max %s\n", jint(s, "total"),
-	       p50, p99, p999, mx);
+	printf("  %lld %s; service time p50 %s, p99 %s, p99.9 %s, max %s\n", jint(s, "total"),
+	       mv_plural(jint(s, "total"), "call", "calls"), p50, p99, p999, mx);
 }
 
-void ctl_show_stats(json_t *r)
+void ctl_show_stats(json_t *r, const struct ctl_show_opts *o)
 {
 	if (json_object_get(r, "totals")) {
-		printf("all processes (%lld notifications):\n", jint(r, "notifications"));
-		render_stat_block(json_object_get(r, "totals"));
+		if (o->legend)
+			printf(
+			    "all processes (%lld %s):\n", jint(r, "notifications"),
+			    mv_plural(jint(r, "notifications"), "notification", "notifications"));
+		render_stat_block(json_object_get(r, "totals"), o);
 		return;
 	}
-	printf("pid %lld (%s)%s:\n", jint(r, "pid"), jstr(r, "exe"),
-	       json_is_true(json_object_get(r, "exited")) ? ", exited" : "");
-	render_stat_block(json_object_get(r, "stats"));
+	if (o->legend)
+		printf("pid %lld (%s)%s:\n", jint(r, "pid"), jstr(r, "exe"),
+		       json_is_true(json_object_get(r, "exited")) ? ", exited" : "");
+	render_stat_block(json_object_get(r, "stats"), o);
 }
 
 static double ms(json_t *o, const char *key)
@@ -225,11 +291,12 @@ static void render_live(json_t *lv)
 		       jstr(lv, "fallback"), ms(lv, "live_pause_ns"));
 		return;
 	}
-	printf("  live: %s copied while it ran, %s during the pause; %lld writes waited "
-	       "(%lld pages copied first for them)\n",
+	printf("  live: %s copied while it ran, %s during the pause; %lld %s waited "
+	       "(%lld %s copied first for them)\n",
 	       hsize(json_object_get(lv, "live_bytes"), a, sizeof(a)),
 	       hsize(json_object_get(lv, "paused_bytes"), b, sizeof(b)), jint(lv, "write_faults"),
-	       jint(lv, "kept_pages"));
+	       mv_plural(jint(lv, "write_faults"), "write", "writes"), jint(lv, "kept_pages"),
+	       mv_plural(jint(lv, "kept_pages"), "page", "pages"));
 	size_t i;
 	json_t *p;
 	json_array_foreach(json_object_get(lv, "paused"), i, p)
@@ -241,9 +308,11 @@ static void render_checkpoint_result(json_t *res)
 {
 	char a[32], b[32], c[32];
 	printf("image %s (id %s)\n", jstr(res, "dir"), jstr(res, "id"));
-	printf("  %zu processes, %lld threads, %lld regions, %lld extents\n",
-	       json_array_size(json_object_get(res, "processes")), jint(res, "threads"),
-	       jint(res, "regions"), jint(res, "extents"));
+	long long np = (long long)json_array_size(json_object_get(res, "processes"));
+	printf("  %lld %s, %lld %s, %lld %s, %lld %s\n", np, mv_plural(np, "process", "processes"),
+	       jint(res, "threads"), mv_plural(jint(res, "threads"), "thread", "threads"),
+	       jint(res, "regions"), mv_plural(jint(res, "regions"), "region", "regions"),
+	       jint(res, "extents"), mv_plural(jint(res, "extents"), "extent", "extents"));
 	printf("  %s written (%s committed in the processes), %s of it shared memory\n",
 	       hsize(json_object_get(res, "bytes"), a, sizeof(a)),
 	       hsize(json_object_get(res, "committed"), b, sizeof(b)),
@@ -251,14 +320,14 @@ static void render_checkpoint_result(json_t *res)
 	printf("  paused %.1f ms (stop %.1f, layout %.1f, copy %.1f); synced %.1f ms after; "
 	       "%.1f ms in all, %.0f MB/s\n",
 	       ms(res, "pause_ns"), ms(res, "stop_ns"), ms(res, "layout_ns"), ms(res, "copy_ns"),
-	       ms(res, "sync_ns"), ms(res, "elapsed_ns"),
-	       json_real_value(json_object_get(res, "rate")) / 1e6);
+	       ms(res, "sync_ns"), ms(res, "elapsed_ns"), (double)jint(res, "rate") / 1e6);
 	render_live(json_object_get(res, "live"));
 	json_t *ev = json_object_get(res, "evicted");
 	if (ev)
-		printf("  evicted: %s in %lld regions (%lld left resident; shared memory stays "
+		printf("  evicted: %s in %lld %s (%lld left resident; shared memory stays "
 		       "resident)\n",
 		       hsize(json_object_get(ev, "bytes"), a, sizeof(a)), jint(ev, "regions"),
+		       mv_plural(jint(ev, "regions"), "region", "regions"),
 		       jint(ev, "kept_regions"));
 	size_t i;
 	json_t *p;
@@ -270,78 +339,237 @@ static void render_checkpoint_result(json_t *res)
 			printf("  process %lld: gone (exited during the checkpoint)\n",
 			       jint(p, "pid"));
 		else
-			printf("  process %lld: %lld threads, %s, paused %.1f ms\n", jint(p, "pid"),
-			       jint(p, "threads"), hsize(json_object_get(p, "bytes"), a, sizeof(a)),
-			       ms(p, "pause_ns"));
+			printf("  process %lld: %lld %s, %s, paused %.1f ms\n", jint(p, "pid"),
+			       jint(p, "threads"),
+			       mv_plural(jint(p, "threads"), "thread", "threads"),
+			       hsize(json_object_get(p, "bytes"), a, sizeof(a)), ms(p, "pause_ns"));
 	}
 }
 
-void ctl_show_job(json_t *r)
+/* A reload's result (docs/protocol-reload.md). */
+static void render_reload_result(json_t *res)
 {
-	render_job_line(r);
-	json_t *res = json_object_get(r, "result");
-	if (res && strcmp(jstr(r, "kind"), "checkpoint") == 0) {
-		render_checkpoint_result(res);
-	} else if (res) {
-		char *s = json_dumps(res, JSON_INDENT(2) | JSON_SORT_KEYS);
-		printf("%s\n", s);
+	char a[32], b[32], c[32];
+	long long spaces = jint(res, "spaces");
+	printf("reload of %s (id %s)\n", jstr(res, "dir"), jstr(res, "id"));
+	printf("  %s loaded back into %lld address %s (%lld of them gone before their turn)\n",
+	       hsize(json_object_get(res, "bytes"), a, sizeof(a)), spaces,
+	       mv_plural(spaces, "space", "spaces"), jint(res, "gone"));
+	printf("  verified in %.1f ms; %s read in %.1f s (%.0f MB/s)\n", ms(res, "verify_ns"),
+	       hsize(json_object_get(res, "read_bytes"), b, sizeof(b)), jsecs(res, "load_ns"),
+	       (double)jint(res, "read_rate") / 1e6);
+	fmt_ns((uint64_t)jint(res, "fault_p99_ns"), c, sizeof(c));
+	printf("  %lld demand %s meanwhile (p99 %s)\n", jint(res, "faults"),
+	       mv_plural(jint(res, "faults"), "fault", "faults"), c);
+	if (jint(res, "huge_bytes"))
+		printf("  huge pages: %s of %s collapsed again in %.1f s\n",
+		       hsize(json_object_get(res, "huge_restored_bytes"), a, sizeof(a)),
+		       hsize(json_object_get(res, "huge_bytes"), b, sizeof(b)),
+		       jsecs(res, "huge_ns"));
+}
+
+/* ---- policy ----------------------------------------------------------- */
+
+static const char *yes_no(json_t *o, const char *key)
+{
+	return json_is_true(json_object_get(o, key)) ? "yes" : "no";
+}
+
+/* A JSON value as a rule's condition shows it: arrays joined with ",". */
+static void print_value(json_t *v)
+{
+	size_t i;
+	json_t *x;
+	if (json_is_array(v)) {
+		json_array_foreach(v, i, x)
+		{
+			printf("%s", i ? "," : "");
+			print_value(x);
+		}
+	} else if (json_is_string(v)) {
+		printf("%s", json_string_value(v));
+	} else {
+		char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+		printf("%s", s ? s : "?");
 		free(s);
 	}
 }
 
-void ctl_show_jobs(json_t *r)
+/* An action and its errno: "allow", "deny EPERM". */
+static const char *action(json_t *o, char *buf, size_t len)
 {
-	render_jobs_list(json_object_get(r, "jobs"));
+	bool err = json_is_string(json_object_get(o, "errno"));
+	snprintf(buf, len, "%s%s%s", jstr(o, "action"), err ? " " : "",
+		 err ? jstr(o, "errno") : "");
+	return buf;
 }
 
-void ctl_show_raw(json_t *r)
+static void render_rules(json_t *rules)
 {
-	char *s = json_dumps(r, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_ENCODE_ANY);
-	printf("%s\n", s);
-	free(s);
+	size_t i;
+	json_t *r;
+	json_array_foreach(rules, i, r)
+	{
+		char act[48];
+		bool named = json_is_string(json_object_get(r, "name"));
+		printf("  %-18s %-14s ", named ? jstr(r, "name") : "(unnamed)",
+		       action(r, act, sizeof(act)));
+		print_value(json_object_get(r, "syscalls"));
+		const char *k;
+		json_t *v;
+		json_object_foreach(r, k, v)
+		{
+			bool shown = !strcmp(k, "name") || !strcmp(k, "syscalls") ||
+				     !strcmp(k, "action") || !strcmp(k, "errno");
+			if (shown || json_is_null(v) || (json_is_array(v) && !json_array_size(v)))
+				continue;
+			printf(" %s=", k);
+			print_value(v);
+		}
+		printf("\n");
+	}
 }
 
-void ctl_show_line(json_t *r)
+static void render_limits(json_t *limits)
 {
-	char *s = json_dumps(r, JSON_COMPACT | JSON_ENCODE_ANY);
-	printf("%s\n", s);
-	free(s);
+	const char *k;
+	json_t *v;
+	bool any = false;
+	printf("limits:      ");
+	json_object_foreach(limits, k, v)
+	{
+		char b[32];
+		if (!json_is_integer(v))
+			continue;
+		if (strcmp(k, "max_regions") == 0) /* a count; the others are bytes */
+			snprintf(b, sizeof(b), "%lld", (long long)json_integer_value(v));
+		else
+			hsize(v, b, sizeof(b));
+		printf("%s%s %s", any ? ", " : "", k, b);
+		any = true;
+	}
+	printf("%s\n", any ? "" : "none");
 }
 
-void ctl_show_reload_started(json_t *r)
+void ctl_show_policy(json_t *r, const struct ctl_show_opts *o)
+{
+	json_t *p = json_object_get(r, "policy"), *l = json_object_get(r, "launch");
+	json_t *e = json_object_get(r, "enforcement");
+	char when[32] = "?";
+	time_t secs = (time_t)(jint(r, "loaded_ns") / 1000000000);
+	struct tm tm;
+	if (localtime_r(&secs, &tm))
+		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+	printf("policy:      %s (generation %lld, active since %s)\n", jstr(r, "source"),
+	       jint(r, "generation"), when);
+	if (json_is_string(json_object_get(p, "description")))
+		printf("description: %s\n", jstr(p, "description"));
+	char act[48];
+	printf("default:     %s\n", action(json_object_get(p, "default"), act, sizeof(act)));
+	json_t *rules = json_object_get(p, "rules");
+	printf("rules:%s\n", json_array_size(rules) ? "" : "       none");
+	render_rules(rules);
+	printf("wx:          %s", jstr(p, "wx"));
+	if (json_array_size(json_object_get(p, "wx_allow"))) {
+		printf(", except ");
+		print_value(json_object_get(p, "wx_allow"));
+	}
+	printf("\n");
+	render_limits(json_object_get(p, "limits"));
+	printf("launch:      notify-all %s, PR_SET_MDWE %s, Landlock on /proc/PID %s, RLIMIT_AS "
+	       "guard %s\n",
+	       yes_no(l, "notify_all"), yes_no(l, "mdwe"), yes_no(l, "landlock_proc_pid"),
+	       yes_no(l, "rlimit_as_guard"));
+	printf("enforcement: %lld %s, %lld %s\n", jint(e, "denials"),
+	       mv_plural(jint(e, "denials"), "denial", "denials"), jint(e, "kills"),
+	       mv_plural(jint(e, "kills"), "kill", "kills"));
+}
+
+void ctl_show_policy_set(json_t *r, const struct ctl_show_opts *o)
+{
+	printf("policy %s is active (generation %lld)\n", jstr(r, "source"), jint(r, "generation"));
+}
+
+void ctl_show_job(json_t *r, const struct ctl_show_opts *o)
+{
+	render_job_line(r, o);
+	json_t *res = json_object_get(r, "result");
+	if (res && strcmp(jstr(r, "kind"), "checkpoint") == 0)
+		render_checkpoint_result(res);
+	else if (res && strcmp(jstr(r, "kind"), "reload") == 0)
+		render_reload_result(res);
+	else if (res)
+		cli_json_print(stdout, res, CLI_JSON_PRETTY);
+}
+
+void ctl_show_jobs(json_t *r, const struct ctl_show_opts *o)
+{
+	render_jobs_list(json_object_get(r, "jobs"), o);
+}
+
+void ctl_show_raw(json_t *r, const struct ctl_show_opts *o)
+{
+	cli_json_print(stdout, r, CLI_JSON_PRETTY);
+}
+
+void ctl_show_reload_started(json_t *r, const struct ctl_show_opts *o)
 {
 	printf("reload job %lld started: %s (follow it with: memvisor ctl job %lld --wait)\n",
 	       jint(r, "job"), jstr(r, "dir"), jint(r, "job"));
 }
 
-void ctl_show_checkpoint_started(json_t *r)
+void ctl_show_unthrottled(json_t *r, const struct ctl_show_opts *o)
+{
+	printf("job %lld (%s): its rate limit is lifted; it loads as fast as it can\n",
+	       jint(r, "id"), jstr(r, "kind"));
+}
+
+void ctl_show_checkpoint_started(json_t *r, const struct ctl_show_opts *o)
 {
 	printf("checkpoint job %lld started: %s (follow it with: memvisor ctl job %lld --wait)\n",
 	       jint(r, "job"), jstr(r, "dir"), jint(r, "job"));
 }
 
-void ctl_show_metrics(json_t *r)
+void ctl_show_metrics(json_t *r, const struct ctl_show_opts *o)
 {
 	/* The exposition as it is: what a scraper or a textfile would get. */
 	fputs(jstr(r, "text"), stdout);
 }
 
-void ctl_show_event(json_t *e)
+/* The family of flag names a call event's flags argument uses
+ * (policy/names.h); the JSON has the flags in hex. */
+static enum names_family call_flags_family(json_t *e)
 {
-	double t = json_real_value(json_object_get(e, "time"));
-	time_t secs = (time_t)t;
+	enum mv_sc sc = syscalls_by_name(jstr(e, "syscall"));
+	bool i386 = strcmp(jstr(e, "abi"), "i386") == 0;
+	return sc == MV_SC_UNKNOWN ? NAMES_NONE
+				   : callargs_layout(sc, i386 ? MV_ABI_I386 : MV_ABI_X86_64).family;
+}
+
+void ctl_show_event(json_t *e, const struct ctl_show_opts *o)
+{
+	long long t = jint(e, "time_ns");
+	time_t secs = (time_t)(t / 1000000000);
 	struct tm tm;
 	localtime_r(&secs, &tm);
 	printf("%02d:%02d:%02d.%03d ", tm.tm_hour, tm.tm_min, tm.tm_sec,
-	       (int)(fmod(t, 1.0) * 1000));
+	       (int)(t % 1000000000 / 1000000));
 	const char *kind = jstr(e, "event");
 	if (strcmp(kind, "call") == 0) {
 		printf("%-6lld %-14s %-6s", jint(e, "pid"), jstr(e, "syscall"), jstr(e, "verdict"));
+		enum names_family fam = call_flags_family(e);
 		const char *k;
 		json_t *v;
 		json_object_foreach(json_object_get(e, "args"), k, v)
 		{
-			if (json_is_string(v))
+			char names[256];
+			bool flags = !strcmp(k, "flags") || !strcmp(k, "shmflg");
+			if (flags && json_is_string(v) && fam != NAMES_NONE)
+				printf(" %s=%s", k,
+				       names_flags_format(fam,
+							  strtoull(json_string_value(v), NULL, 16),
+							  names, sizeof(names)));
+			else if (json_is_string(v))
 				printf(" %s=%s", k, json_string_value(v));
 			else
 				printf(" %s=%lld", k, (long long)json_integer_value(v));
@@ -350,10 +578,11 @@ void ctl_show_event(json_t *e)
 			printf(" rule=%s", jstr(e, "rule"));
 	} else if (strcmp(kind, "job") == 0) {
 		printf("job    ");
-		render_job_line(e);
+		render_job_line(e, o);
 		return;
 	} else if (strcmp(kind, "dropped") == 0) {
-		printf("(%lld events dropped: this reader fell behind)", jint(e, "count"));
+		printf("(%lld %s dropped: this reader fell behind)", jint(e, "count"),
+		       mv_plural(jint(e, "count"), "event", "events"));
 	} else {
 		printf("%-6lld %-14s", jint(e, "pid"), kind);
 		ctl_show_cmdline(json_object_get(e, "cmdline"), 80);
@@ -370,11 +599,11 @@ void ctl_show_progress(json_t *j, bool tty)
 	double frac = total > 0 ? done / total : 0.0;
 	hsize(json_object_get(j, "done"), a, sizeof(a));
 	hsize(json_object_get(j, "total"), b, sizeof(b));
-	double rate = json_real_value(json_object_get(j, "rate")) / 1e6;
+	double rate = (double)jint(j, "rate") / 1e6;
 	if (!tty) {
 		fprintf(stderr, "job %lld %s %s: %.0f%% %s / %s, %.0f MB/s, %.1f s\n",
 			jint(j, "id"), jstr(j, "kind"), jstr(j, "phase"), frac * 100, a, b, rate,
-			json_real_value(json_object_get(j, "elapsed")));
+			jsecs(j, "elapsed_ns"));
 		return;
 	}
 	char bar[31];
@@ -382,6 +611,7 @@ void ctl_show_progress(json_t *j, bool tty)
 	for (int i = 0; i < 30; i++)
 		bar[i] = i < full ? '#' : '.';
 	bar[30] = '\0';
-	fprintf(stderr, "\r\033[K%s %-9s [%s] %3.0f%% %s / %s %.0f MB/s", jstr(j, "kind"),
-		jstr(j, "phase"), bar, frac * 100, a, b, rate);
+	char left[32];
+	fprintf(stderr, "\r\033[K%s %-9s [%s] %3.0f%% %s / %s %.0f MB/s%s", jstr(j, "kind"),
+		jstr(j, "phase"), bar, frac * 100, a, b, rate, eta(j, left, sizeof(left)));
 }

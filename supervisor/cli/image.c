@@ -10,6 +10,7 @@
 #include "supervisor/cli/options.h"
 #include "supervisor/image/read.h"
 
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
@@ -22,9 +23,10 @@ static const struct cli_arg image_args[] = {
     {.arg = "COMMAND", .kind = CLI_STRING, .key = "command"},
     {.arg = "DIR", .kind = CLI_STRING, .key = "dir"},
     {.name = "json",
-     .kind = CLI_FLAG,
+     .arg = "[=MODE]",
+     .kind = CLI_JSON_MODE,
      .key = "json",
-     .help = "print the result as one line of JSON"},
+     .help = "print the result as JSON: short (one line, the default) or pretty"},
     {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "show this help"},
 };
 
@@ -94,9 +96,12 @@ static void info_text(const char *dir, const struct imgread *r)
 	printf("size:      %s of pages (%s of data), %s of manifest\n",
 	       human(im->pages_size, a, sizeof(a)), human(t->data_bytes, b, sizeof(b)),
 	       human(r->manifest_size, c, sizeof(c)));
-	printf("contents:  %zu processes (%zu gone), %zu threads, %zu regions, %zu extents, %zu "
-	       "shared objects\n",
-	       t->processes, t->gone, t->threads, t->regions, t->extents, t->objects);
+	printf("contents:  %zu %s (%zu gone), %zu %s, %zu %s, %zu %s, %zu shared %s\n",
+	       t->processes, mv_plural((long long)t->processes, "process", "processes"), t->gone,
+	       t->threads, mv_plural((long long)t->threads, "thread", "threads"), t->regions,
+	       mv_plural((long long)t->regions, "region", "regions"), t->extents,
+	       mv_plural((long long)t->extents, "extent", "extents"), t->objects,
+	       mv_plural((long long)t->objects, "object", "objects"));
 	printf("by kind:  ");
 	for (int k = 0; k < AS_KIND_COUNT; k++)
 		if (t->by_kind[k])
@@ -111,7 +116,7 @@ static void info_text(const char *dir, const struct imgread *r)
 			       "-", "-", "-");
 			continue;
 		}
-		printf("%7d %7d %4zu %7zu %10s %10s %7.1fms  ", p->pid, p->ppid, p->n_t, p->n_r,
+		printf("%7d %7d %4zu %7zu %10s %10s %6.1f ms  ", p->pid, p->ppid, p->n_t, p->n_r,
 		       human(proc_bytes(p), a, sizeof(a)), human(proc_committed(p), b, sizeof(b)),
 		       (double)p->pause_ns / 1e6);
 		print_cmdline(p, 50);
@@ -161,15 +166,31 @@ static json_t *info_json(const char *dir, const struct imgread *r)
 	    (json_int_t)t->committed, "by_kind", kinds, "process_list", procs);
 }
 
-static void print_json(json_t *o)
+static void print_json(json_t *o, enum cli_json mode)
 {
-	char *s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
-	printf("%s\n", s);
-	free(s);
+	cli_json_print(stdout, o, mode);
 	json_decref(o);
 }
 
-static int cmd_info(const char *dir, bool json)
+/* A directory without a manifest is no image: say that, rather than what
+ * the first file read of it found missing (its pages file). 0, or
+ * EXIT_BAD after saying why. */
+static int require_image(const char *dir)
+{
+	_cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		fprintf(stderr, "memvisor image: %s: %s\n", dir, strerror(errno));
+		return EXIT_BAD;
+	}
+	if (faccessat(fd, IMG_MANIFEST, F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT) {
+		fprintf(stderr, "memvisor image: %s: not a memvisor image (no %s)\n", dir,
+			IMG_MANIFEST);
+		return EXIT_BAD;
+	}
+	return EXIT_GOOD;
+}
+
+static int cmd_info(const char *dir, enum cli_json json)
 {
 	struct imgread r;
 	struct mv_err err = {0};
@@ -180,7 +201,7 @@ static int cmd_info(const char *dir, bool json)
 		return EXIT_BAD;
 	}
 	if (json)
-		print_json(info_json(dir, &r));
+		print_json(info_json(dir, &r), json);
 	else
 		info_text(dir, &r);
 	imgread_close(&r);
@@ -197,7 +218,7 @@ static void on_progress(uint64_t done, uint64_t total, void *arg)
 		fprintf(stderr, "\r              \r");
 }
 
-static int cmd_verify(const char *dir, bool json)
+static int cmd_verify(const char *dir, enum cli_json json)
 {
 	struct imgread r;
 	struct mv_err err = {0};
@@ -205,17 +226,20 @@ static int cmd_verify(const char *dir, bool json)
 	int rc = imgread_open(dir, &r, &err);
 	if (rc == 0)
 		rc = imgread_verify(&r, on_progress, NULL, &err);
-	double secs = (double)(mv_now_ns() - t0) / 1e9;
+	uint64_t elapsed = mv_now_ns() - t0;
 	if (json) {
 		print_json(
-		    rc == 0 ? json_pack("{s:s, s:b, s:I, s:I, s:f}", "dir", dir, "ok", 1, "extents",
+		    rc == 0 ? json_pack("{s:s, s:b, s:I, s:I, s:I}", "dir", dir, "ok", 1, "extents",
 					(json_int_t)r.im.recorded.extents, "bytes",
-					(json_int_t)r.im.recorded.data_bytes, "seconds", secs)
-			    : json_pack("{s:s, s:b, s:s}", "dir", dir, "ok", 0, "error", err.msg));
+					(json_int_t)r.im.recorded.data_bytes, "elapsed_ns",
+					(json_int_t)elapsed)
+			    : json_pack("{s:s, s:b, s:s}", "dir", dir, "ok", 0, "error", err.msg),
+		    json);
 	} else if (rc == 0) {
 		char a[32];
-		printf("%s: ok: %zu extents, %s checked in %.2f s\n", dir, r.im.recorded.extents,
-		       human(r.im.recorded.data_bytes, a, sizeof(a)), secs);
+		printf("%s: ok: %zu %s, %s checked in %.2f s\n", dir, r.im.recorded.extents,
+		       mv_plural((long long)r.im.recorded.extents, "extent", "extents"),
+		       human(r.im.recorded.data_bytes, a, sizeof(a)), (double)elapsed / 1e9);
 	}
 	if (rc < 0)
 		fprintf(stderr, "memvisor image: %s: %s\n", dir, err.msg);
@@ -241,10 +265,14 @@ int image_main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	const char *sub = cli_string(o, "command"), *dir = cli_string(o, "dir");
+	bool known = strcmp(sub, "info") == 0 || strcmp(sub, "verify") == 0;
+	if (known && (rc = require_image(dir)) != EXIT_GOOD)
+		return rc;
+	enum cli_json json = cli_json_mode(o, "json", CLI_JSON_SHORT);
 	if (strcmp(sub, "info") == 0)
-		return cmd_info(dir, cli_flag(o, "json"));
+		return cmd_info(dir, json);
 	if (strcmp(sub, "verify") == 0)
-		return cmd_verify(dir, cli_flag(o, "json"));
+		return cmd_verify(dir, json);
 	fprintf(stderr, "memvisor image: unknown command '%s' (info or verify)\n", sub);
 	return EXIT_USAGE;
 }

@@ -1,4 +1,8 @@
-/* memvisor: run a command with its memory system calls supervised. */
+/* memvisor: run a command with its memory system calls supervised.
+ *
+ * A usage error exits 2, as in every subcommand, except in `run`, which
+ * exits like env(1): 125 for its own failures, 126 and 127 when the
+ * command cannot be run or found. */
 #include "common/fault.h"
 #include "common/util.h"
 #include "supervisor/cli/check.h"
@@ -31,14 +35,16 @@ static void usage(FILE *f)
 		   "Commands:\n");
 	for (size_t i = 0; i < ARRAY_SIZE(subcommands); i++)
 		fprintf(f, "  %-8s %s\n", subcommands[i].name, subcommands[i].summary);
-	fprintf(f, "\nRun 'memvisor COMMAND --help' for a command's options.\n");
+	fprintf(f, "\nRun 'memvisor COMMAND --help' for a command's options.\n"
+		   "Exit status: 2 for a usage error; otherwise each command's own (see its\n"
+		   "--help): run exits with the command's status, like env(1).\n");
 }
 
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
 		usage(stderr);
-		return 125;
+		return 2;
 	}
 	const char *cmd = argv[1];
 	if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
@@ -57,5 +63,5 @@ int main(int argc, char **argv)
 		if (strcmp(cmd, subcommands[i].name) == 0)
 			return subcommands[i].main(argc - 1, argv + 1);
 	fprintf(stderr, "memvisor: unknown command '%s' (see memvisor --help)\n", cmd);
-	return 125;
+	return 2;
 }

@@ -15,39 +15,18 @@
 #include <string.h>
 #include <unistd.h>
 
-void cli_getopt_tables(const struct cli_opt *opts, size_t n, struct option *longopts,
-		       char *shortopts)
-{
-	char *s = shortopts;
-	*s++ = '+';
-	*s++ = ':';
-	for (size_t i = 0; i < n; i++) {
-		longopts[i] = (struct option){opts[i].name, opts[i].has_arg, NULL, opts[i].val};
-		if (opts[i].val > 0 && opts[i].val < 256) {
-			*s++ = (char)opts[i].val;
-			if (opts[i].has_arg == required_argument)
-				*s++ = ':';
-		}
-	}
-	*s = '\0';
-	longopts[n] = (struct option){0, 0, 0, 0};
-}
-
+/* An optional value ("[=MODE]") is written against the name: it must
+ * be given with '='. */
 static void print_row(FILE *f, int short_name, const char *name, const char *arg, const char *help)
 {
 	char left[64];
+	const char *sep = !arg ? "" : arg[0] == '[' ? "" : " ";
 	if (short_name > 0 && short_name < 256)
-		snprintf(left, sizeof(left), "-%c, --%s%s%s", short_name, name, arg ? " " : "",
+		snprintf(left, sizeof(left), "-%c, --%s%s%s", short_name, name, sep,
 			 arg ? arg : "");
 	else
-		snprintf(left, sizeof(left), "    --%s%s%s", name, arg ? " " : "", arg ? arg : "");
+		snprintf(left, sizeof(left), "    --%s%s%s", name, sep, arg ? arg : "");
 	fprintf(f, "  %-30s %s\n", left, help);
-}
-
-void cli_print_opts(FILE *f, const struct cli_opt *opts, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		print_row(f, opts[i].val, opts[i].name, opts[i].arg, opts[i].help);
 }
 
 void cli_print_args(FILE *f, const struct cli_arg *args, size_t n)
@@ -163,6 +142,15 @@ static int read_json_object(const char *s, json_t **v, char *why, size_t n)
 	return -EINVAL;
 }
 
+/* s is NULL when the option came without its optional value. */
+static int read_json_mode(const char *s, json_t **v, char *why, size_t n)
+{
+	if (s && strcmp(s, "short") != 0 && strcmp(s, "pretty") != 0)
+		return -EINVAL;
+	*v = json_string(s ? s : "");
+	return 0;
+}
+
 static const struct {
 	int (*read)(const char *s, json_t **v, char *why, size_t n);
 	const char *noun; /* what s is not, when read says -EINVAL */
@@ -179,6 +167,7 @@ static const struct {
     [CLI_SIZE] = {read_size, "a size"},
     [CLI_RATE] = {read_rate, "a number of MB/s"},
     [CLI_JSON_OBJECT] = {read_json_object, "a JSON object"},
+    [CLI_JSON_MODE] = {read_json_mode, "short or pretty"},
 };
 
 /* Check s as a's kind says and set it in out; -errno after a message. */
@@ -231,14 +220,18 @@ static void optmap_build(struct optmap *m, const struct cli_table *t, size_t nt,
 			const struct cli_arg *a = &t[k].args[i];
 			if (!a->name || m->n == MAX_OPTS)
 				continue;
-			int has_arg = a->kind <= CLI_FLAG ? no_argument : required_argument;
+			int has_arg = a->kind <= CLI_FLAG	 ? no_argument
+				      : a->kind == CLI_JSON_MODE ? optional_argument
+								 : required_argument;
 			int val = a->short_name ? a->short_name : 256 + (int)m->n;
 			m->longopts[m->n] = (struct option){a->name, has_arg, NULL, val};
 			m->arg[m->n] = a;
 			m->out[m->n++] = t[k].out;
 			if (a->short_name) {
 				*s++ = (char)a->short_name;
-				if (has_arg)
+				if (has_arg != no_argument)
+					*s++ = ':';
+				if (has_arg == optional_argument)
 					*s++ = ':';
 			}
 		}
@@ -365,6 +358,27 @@ bool cli_flag(json_t *o, const char *key)
 const char *cli_string(json_t *o, const char *key)
 {
 	return json_string_value(json_object_get(o, key));
+}
+
+enum cli_json cli_json_mode(json_t *o, const char *key, enum cli_json dflt)
+{
+	const char *s = cli_string(o, key);
+	if (!s)
+		return CLI_JSON_OFF;
+	if (!*s)
+		return dflt;
+	return strcmp(s, "pretty") == 0 ? CLI_JSON_PRETTY : CLI_JSON_SHORT;
+}
+
+void cli_json_print(FILE *f, json_t *v, enum cli_json mode)
+{
+	/* Keys in the object's own order: the replies put what matters
+	 * first, and a policy's canonical form has its order. */
+	size_t flags = JSON_ENCODE_ANY;
+	flags |= mode == CLI_JSON_PRETTY ? JSON_INDENT(2) : JSON_COMPACT;
+	char *s = json_dumps(v, flags);
+	fprintf(f, "%s\n", s ? s : "null");
+	free(s);
 }
 
 void cli_json_freep(json_t **o)

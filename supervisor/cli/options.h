@@ -1,12 +1,10 @@
 /* Command-line options from tables, the one way every subcommand reads
  * its words: getopt_long arguments and help text made from a table.
  *
- * Two table forms. struct cli_opt is the plain one: the caller runs
- * getopt_long itself and switches on the values (run). struct cli_arg
- * also says what each option's argument and each operand is and which
- * member of a JSON object it sets, so that cli_parse reads the whole
- * command line: `--opt=value` and `--opt value`, options before or after
- * operands, values checked, -h/--help. */
+ * A table (struct cli_arg) says what each option's argument and each
+ * operand is and which member of a JSON object it sets, so that
+ * cli_parse reads the whole command line: `--opt=value` and `--opt
+ * value`, options before or after operands, values checked, -h/--help. */
 #ifndef MV_CLI_H
 #define MV_CLI_H
 
@@ -14,23 +12,6 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdio.h>
-
-struct cli_opt {
-	const char *name;
-	int has_arg; /* no_argument / required_argument */
-	int val;     /* short option character, or a value > 255 for long-only */
-	const char *arg;
-	const char *help;
-};
-
-/* Fill longopts (n + 1 entries) and a getopt short-option string (size >= 3n + 2)
- * from the table. The short string starts with '+' (stop at the first
- * non-option) and ':' (report missing arguments as ':'). */
-void cli_getopt_tables(const struct cli_opt *opts, size_t n, struct option *longopts,
-		       char *shortopts);
-
-/* Print the options of a table, aligned. */
-void cli_print_opts(FILE *f, const struct cli_opt *opts, size_t n);
 
 /* Parse a non-negative decimal number of seconds ("2", "0.5") into ms. 0 or -EINVAL. */
 int cli_parse_seconds_ms(const char *s, int *ms);
@@ -50,6 +31,8 @@ enum cli_kind {
 	CLI_SIZE,	     /* bytes, with an optional K, M, G or T: an integer */
 	CLI_RATE,	     /* a non-negative number of MB/s: a real */
 	CLI_JSON_OBJECT,     /* a JSON object */
+	CLI_JSON_MODE,	     /* --json[=short|pretty], as systemd's tools: the mode
+			      * given, or "" without one (the command's default) */
 };
 
 enum {
@@ -96,13 +79,25 @@ int cli_parse(const char *prog, const struct cli_table *t, size_t nt, int argc, 
 const char *cli_synopsis(const struct cli_arg *args, size_t n, bool with_options, char *buf,
 			 size_t len);
 
-/* Print the options of a table, aligned like cli_print_opts. */
+/* Print the options of a table, aligned. */
 void cli_print_args(FILE *f, const struct cli_arg *args, size_t n);
 
 /* A member of a parsed object: true when the flag was given; the string
  * given, or NULL. */
 bool cli_flag(json_t *o, const char *key);
 const char *cli_string(json_t *o, const char *key);
+
+/* How to print JSON (a CLI_JSON_MODE option): not at all, on one line,
+ * or indented. */
+enum cli_json { CLI_JSON_OFF, CLI_JSON_SHORT, CLI_JSON_PRETTY };
+
+/* The mode of a CLI_JSON_MODE member: OFF when it was not given, dflt
+ * when it was given without a mode. */
+enum cli_json cli_json_mode(json_t *o, const char *key, enum cli_json dflt);
+
+/* Print v as JSON on f in mode (SHORT when OFF) and a newline: one line,
+ * or indented; keys in v's own order. */
+void cli_json_print(FILE *f, json_t *v, enum cli_json mode);
 
 /* _cleanup_json_ json_t *o: dropped at the end of the scope. */
 void cli_json_freep(json_t **o);

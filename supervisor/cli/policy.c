@@ -21,9 +21,10 @@ static const struct cli_arg policy_args[] = {
      .key = "notify_all",
      .help = "explain as under run --notify-all"},
     {.name = "json",
-     .kind = CLI_FLAG,
+     .arg = "[=MODE]",
+     .kind = CLI_JSON_MODE,
      .key = "json",
-     .help = "print the policy in its canonical JSON form"},
+     .help = "print the policy in its canonical JSON form: pretty (the default) or short"},
     {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "show this help"},
 };
 
@@ -38,7 +39,7 @@ static void usage(FILE *f)
 		"\nExit status: 0 if every FILE is valid, 1 if one is not, 2 for usage errors.\n");
 }
 
-static int check_one(const char *path, bool explain, bool notify_all, bool json)
+static int check_one(const char *path, bool explain, bool notify_all, enum cli_json json)
 {
 	struct policy *p;
 	struct pol_diag d = {0};
@@ -50,8 +51,7 @@ static int check_one(const char *path, bool explain, bool notify_all, bool json)
 		return 1;
 	if (json) {
 		json_t *j = policy_to_json(p);
-		json_dumpf(j, stdout, JSON_INDENT(2));
-		putchar('\n');
+		cli_json_print(stdout, j, json);
 		json_decref(j);
 	} else {
 		printf("%s: ok\n", path);
@@ -82,7 +82,7 @@ static int check_all(json_t *o)
 	int status = 0;
 	for (size_t i = 0; i < json_array_size(files); i++)
 		status |= check_one(json_string_value(json_array_get(files, i)), explain,
-				    notify_all, cli_flag(o, "json"));
+				    notify_all, cli_json_mode(o, "json", CLI_JSON_PRETTY));
 	return status;
 }
 

@@ -7,6 +7,7 @@
 #include "common/syscalls.h"
 #include "common/util.h"
 #include "policy/filter.h"
+#include "supervisor/cli/ctl_find.h"
 #include "supervisor/cli/options.h"
 #include "supervisor/ctl/metrics.h"
 #include "supervisor/ctl/server.h"
@@ -40,126 +41,181 @@ extern char **environ;
  * the terminal already delivers its own to the command's process group). */
 static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH};
 
-enum { OPT_KILL_GRACE = 256, OPT_NOTIFY_ALL, OPT_METRICS_FILE, OPT_METRICS_INTERVAL };
-
-static const struct cli_opt run_opts[] = {
-    {"socket", required_argument, 's', "PATH",
-     "control socket (default $XDG_RUNTIME_DIR/memvisor/PID.sock)"},
-    {"policy", required_argument, 'p', "FILE", "policy file (docs/policy.md)"},
-    {"log", required_argument, 'l', "FILE", "log to FILE instead of stderr"},
-    {"log-level", required_argument, 'L', "LEVEL", "error, warn (default), info or debug"},
-    {"stats-json", required_argument, 'j', "FILE", "write per-process counters to FILE at exit"},
-    {"kill-descendants", no_argument, 'k', NULL, "when the command exits, end what it left behind"},
-    {"kill-grace", required_argument, OPT_KILL_GRACE, "SECONDS",
-     "SIGTERM to SIGKILL delay for --kill-descendants (default 2)"},
-    {"user", required_argument, 'u', "USER[:GROUP]",
-     "run the command as USER (memvisor keeps its uid; needs root)"},
-    {"notify-all", no_argument, OPT_NOTIFY_ALL, NULL,
-     "notify every memory call (complete statistics; no kernel fast path)"},
-    {"metrics-file", required_argument, OPT_METRICS_FILE, "FILE",
-     "keep Prometheus metrics in FILE, rewritten every few seconds and at exit"},
-    {"metrics-interval", required_argument, OPT_METRICS_INTERVAL, "SECONDS",
-     "how often --metrics-file is rewritten (default 5)"},
-    {"help", no_argument, 'h', NULL, "show this help"},
+/* run's options end at the first operand, the command: what follows is
+ * the command's own (`memvisor run ls -l`). */
+static const struct cli_arg run_args[] = {
+    {.name = "socket",
+     .short_name = 's',
+     .arg = "PATH",
+     .kind = CLI_STRING,
+     .key = "socket",
+     .help = "control socket (default $XDG_RUNTIME_DIR/memvisor/PID.sock)"},
+    {.name = "name",
+     .short_name = 'n',
+     .arg = "NAME",
+     .kind = CLI_STRING,
+     .key = "name",
+     .help = "name this supervisor for ctl --name: its socket is NAME.sock"},
+    {.name = "policy",
+     .short_name = 'p',
+     .arg = "FILE",
+     .kind = CLI_STRING,
+     .key = "policy",
+     .help = "policy file (docs/policy.md)"},
+    {.name = "log",
+     .short_name = 'l',
+     .arg = "FILE",
+     .kind = CLI_STRING,
+     .key = "log",
+     .help = "log to FILE instead of stderr"},
+    {.name = "log-level",
+     .short_name = 'L',
+     .arg = "LEVEL",
+     .kind = CLI_STRING,
+     .key = "log_level",
+     .help = "error, warn (default), info or debug"},
+    {.name = "stats-json",
+     .short_name = 'j',
+     .arg = "FILE",
+     .kind = CLI_STRING,
+     .key = "stats_json",
+     .help = "write per-process counters to FILE at exit"},
+    {.name = "kill-descendants",
+     .short_name = 'k',
+     .kind = CLI_FLAG,
+     .key = "kill_descendants",
+     .help = "when the command exits, end what it left behind"},
+    {.name = "kill-grace",
+     .arg = "SECONDS",
+     .kind = CLI_SECONDS,
+     .key = "kill_grace_ms",
+     .help = "SIGTERM to SIGKILL delay for --kill-descendants (default 2)"},
+    {.name = "user",
+     .short_name = 'u',
+     .arg = "USER[:GROUP]",
+     .kind = CLI_STRING,
+     .key = "user",
+     .help = "run the command as USER (memvisor keeps its uid; needs root)"},
+    {.name = "notify-all",
+     .kind = CLI_FLAG,
+     .key = "notify_all",
+     .help = "notify every memory call (complete statistics; no kernel fast path)"},
+    {.name = "metrics-file",
+     .arg = "FILE",
+     .kind = CLI_STRING,
+     .key = "metrics_file",
+     .help = "keep Prometheus metrics in FILE, rewritten every few seconds and at exit"},
+    {.name = "metrics-interval",
+     .arg = "SECONDS",
+     .kind = CLI_STRING,
+     .key = "metrics_interval",
+     .help = "how often --metrics-file is rewritten (default 5)"},
+    {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "show this help"},
 };
 
-void run_usage(FILE *f)
+#define RUN_SYNOPSIS "Usage: memvisor run [OPTION]... [--] COMMAND [ARG]..."
+
+static void run_usage(FILE *f)
 {
-	fprintf(f, "Usage: memvisor run [OPTION]... [--] COMMAND [ARG]...\n"
-		   "Run COMMAND with its memory system calls supervised.\n\n");
-	cli_print_opts(f, run_opts, ARRAY_SIZE(run_opts));
+	fprintf(f, RUN_SYNOPSIS "\nRun COMMAND with its memory system calls supervised.\n\n");
+	cli_print_args(f, run_args, ARRAY_SIZE(run_args));
 	fprintf(f, "\nExit status: the command's; 128+N if it was killed by signal N;\n"
-		   "125 if memvisor fails; 126 if COMMAND cannot run; 127 if it is not found.\n");
+		   "125 if memvisor fails (a usage error too, as for env(1)); 126 if COMMAND\n"
+		   "cannot run; 127 if it is not found.\n");
 }
 
+/* A string member of the parsed options, kept for the run's life. */
+static const char *opt_string(json_t *o, const char *key)
+{
+	const char *s = cli_string(o, key);
+	return s ? xstrdup(s) : NULL;
+}
+
+/* --name: a valid name (ctl_find.h), and no --socket beside it, which
+ * would put the socket where ctl --name does not look. */
+static int check_name(json_t *v)
+{
+	const char *name = cli_string(v, "name");
+	char why[128];
+	if (!name)
+		return 0;
+	if (cli_string(v, "socket")) {
+		fprintf(stderr, "memvisor run: --name and --socket: choose one (--name puts the "
+				"socket in the runtime directory as NAME.sock)\n");
+		return -EINVAL;
+	}
+	if (ctl_name_check(name, why, sizeof(why)) < 0) {
+		fprintf(stderr, "memvisor run: --name: '%s' is not a name: %s\n", name, why);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* --metrics-interval: at least 0.1 s, and only with --metrics-file. */
+static int check_metrics(json_t *v, struct mv_opts *o)
+{
+	const char *interval = cli_string(v, "metrics_interval");
+	o->metrics_interval_ms = 5000;
+	if (interval && !cli_string(v, "metrics_file")) {
+		fprintf(stderr, "memvisor run: --metrics-interval needs --metrics-file\n");
+		return -EINVAL;
+	}
+	if (interval && (cli_parse_seconds_ms(interval, &o->metrics_interval_ms) < 0 ||
+			 o->metrics_interval_ms < 100)) {
+		fprintf(stderr,
+			"memvisor run: --metrics-interval: '%s' is not a number of seconds of at "
+			"least 0.1\n",
+			interval);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Read run's words into o. 0; CLI_HELP_ASKED after printing the help;
+ * -EINVAL after saying what is wrong. */
 static int parse_run_opts(int argc, char **argv, struct mv_opts *o)
 {
-	struct option longopts[ARRAY_SIZE(run_opts) + 1];
-	char shortopts[3 * ARRAY_SIZE(run_opts) + 3];
-	cli_getopt_tables(run_opts, ARRAY_SIZE(run_opts), longopts, shortopts);
+	_cleanup_json_ json_t *v = json_object();
+	struct cli_table t = {run_args, ARRAY_SIZE(run_args), v};
+	int first;
+	int rc = cli_parse("memvisor run", &t, 1, argc, argv, &first);
+	if (rc == CLI_HELP_ASKED) {
+		run_usage(stdout);
+		return rc;
+	}
+	if (rc == 0 && first >= argc) {
+		fprintf(stderr, "memvisor run: no command given\n");
+		rc = -EINVAL;
+	}
+	const char *level = cli_string(v, "log_level");
 	o->log_level = MV_LOG_WARN;
-	o->kill_grace_ms = 2000;
-	optind = 1;
-	opterr = 0;
-	int c;
-	while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
-		switch (c) {
-		case 's':
-			o->socket_path = optarg;
-			break;
-		case 'p':
-			o->policy_path = optarg;
-			break;
-		case 'l':
-			o->log_path = optarg;
-			break;
-		case 'L':
-			if (log_parse_level(optarg, &o->log_level) < 0) {
-				fprintf(stderr,
-					"memvisor: --log-level: '%s' is not one of error, warn, "
-					"info, debug\n",
-					optarg);
-				return -EINVAL;
-			}
-			break;
-		case 'j':
-			o->stats_json = optarg;
-			break;
-		case 'k':
-			o->kill_descendants = true;
-			break;
-		case OPT_KILL_GRACE:
-			if (cli_parse_seconds_ms(optarg, &o->kill_grace_ms) < 0) {
-				fprintf(stderr,
-					"memvisor: --kill-grace: '%s' is not a number of seconds\n",
-					optarg);
-				return -EINVAL;
-			}
-			break;
-		case OPT_NOTIFY_ALL:
-			o->notify_all = true;
-			break;
-		case OPT_METRICS_FILE:
-			o->metrics_file = optarg;
-			break;
-		case OPT_METRICS_INTERVAL:
-			if (cli_parse_seconds_ms(optarg, &o->metrics_interval_ms) < 0 ||
-			    o->metrics_interval_ms < 100) {
-				fprintf(stderr,
-					"memvisor: --metrics-interval: '%s' is not a number of "
-					"seconds of at least 0.1\n",
-					optarg);
-				return -EINVAL;
-			}
-			break;
-		case 'u':
-			o->user = optarg;
-			break;
-		case 'h':
-			run_usage(stdout);
-			exit(0);
-		case ':':
-			fprintf(stderr, "memvisor: option '%s' needs an argument\n",
-				argv[optind - 1]);
-			return -EINVAL;
-		default:
-			fprintf(stderr, "memvisor: unknown option '%s' (see memvisor run --help)\n",
-				argv[optind - 1]);
-			return -EINVAL;
-		}
+	if (rc == 0 && level && log_parse_level(level, &o->log_level) < 0) {
+		fprintf(stderr,
+			"memvisor run: --log-level: '%s' is not one of error, warn, info, debug\n",
+			level);
+		rc = -EINVAL;
 	}
-	if (optind >= argc) {
-		fprintf(stderr, "memvisor: run: no command given (see memvisor run --help)\n");
-		return -EINVAL;
+	if (rc == 0)
+		rc = check_name(v);
+	if (rc == 0)
+		rc = check_metrics(v, o);
+	if (rc < 0) {
+		fprintf(stderr, RUN_SYNOPSIS " (see memvisor run --help)\n");
+		return rc;
 	}
-	if (o->metrics_interval_ms && !o->metrics_file) {
-		fprintf(stderr, "memvisor: --metrics-interval needs --metrics-file\n");
-		return -EINVAL;
-	}
-	if (!o->metrics_interval_ms)
-		o->metrics_interval_ms = 5000;
-	o->argc = argc - optind;
-	o->argv = argv + optind;
+	json_t *grace = json_object_get(v, "kill_grace_ms");
+	o->kill_grace_ms = grace ? (int)json_integer_value(grace) : 2000;
+	o->socket_path = opt_string(v, "socket");
+	o->name = opt_string(v, "name");
+	o->policy_path = opt_string(v, "policy");
+	o->log_path = opt_string(v, "log");
+	o->stats_json = opt_string(v, "stats_json");
+	o->metrics_file = opt_string(v, "metrics_file");
+	o->user = opt_string(v, "user");
+	o->kill_descendants = cli_flag(v, "kill_descendants");
+	o->notify_all = cli_flag(v, "notify_all");
+	o->argc = argc - first;
+	o->argv = argv + first;
 	return 0;
 }
 
@@ -617,20 +673,30 @@ static int run_abandon(struct mv *mv)
 int run_main(int argc, char **argv)
 {
 	struct mv *mv = xcalloc(1, sizeof(*mv));
+	int rc;
 	mv->listener = mv->sigfd = mv->reaper_rd = mv->reaper_wr = mv->launch_sock = -1;
 	mv->exits_epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (mv->exits_epfd < 0) {
 		fprintf(stderr, "memvisor: epoll_create1: %s\n", strerror(errno));
 		return run_abandon(mv);
 	}
-	if (parse_run_opts(argc, argv, &mv->opts) < 0)
+	rc = parse_run_opts(argc, argv, &mv->opts);
+	if (rc == CLI_HELP_ASKED) {
+		run_abandon(mv);
+		return 0;
+	}
+	if (rc < 0)
 		return run_abandon(mv);
-	int rc = log_open(mv->opts.log_path, mv->opts.log_level);
+	rc = log_open(mv->opts.log_path, mv->opts.log_level);
 	if (rc < 0) {
 		fprintf(stderr, "memvisor: cannot open log file %s: %s\n", mv->opts.log_path,
 			strerror(-rc));
 		return run_abandon(mv);
 	}
+	/* Every file the run writes is checked before the command starts
+	 * (as strace -o opens its file): --log above, --stats-json here. */
+	if (mv->opts.stats_json && statsjson_check(mv->opts.stats_json) < 0)
+		return run_abandon(mv);
 	if ((rc = syscalls_init()) < 0) {
 		fprintf(stderr, "memvisor: cannot resolve system call numbers: %s\n",
 			strerror(-rc));
@@ -653,7 +719,7 @@ int run_main(int argc, char **argv)
 	if (ctl_server_start(mv) < 0) {
 		/* An explicit --socket must work; the default place is a
 		 * convenience, and the command can run without it. */
-		if (mv->opts.socket_path)
+		if (mv->opts.socket_path || mv->opts.name)
 			return run_abandon(mv);
 		fprintf(stderr, "memvisor: warning: running without a control socket\n");
 	}

@@ -6,6 +6,5 @@
 
 /* argv[0] is "run". Returns the process exit code. */
 int run_main(int argc, char **argv);
-void run_usage(FILE *f);
 
 #endif

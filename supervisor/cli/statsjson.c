@@ -6,6 +6,8 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static json_t *proc_json(const struct proc *p)
 {
@@ -15,9 +17,9 @@ static json_t *proc_json(const struct proc *p)
 	json_object_set_new(o, "exe", p->exe ? json_string(p->exe) : json_null());
 	json_object_set_new(o, "cmdline", render_cmdline(p));
 	json_object_set_new(o, "execs", json_integer(p->execs));
-	json_object_set_new(o, "start", json_real((double)p->seen_ns / 1e9));
-	json_object_set_new(o, "end",
-			    p->exit_ns ? json_real((double)p->exit_ns / 1e9) : json_null());
+	json_object_set_new(o, "start_ns", json_integer((json_int_t)p->seen_ns));
+	json_object_set_new(o, "end_ns",
+			    p->exit_ns ? json_integer((json_int_t)p->exit_ns) : json_null());
 	json_object_set_new(o, "exit_status",
 			    p->wait_status >= 0 ? json_integer(mv_exit_code(p->wait_status))
 						: json_null());
@@ -29,7 +31,8 @@ static json_t *build(struct mv *mv, int exit_code)
 {
 	json_t *root = json_object();
 	json_object_set_new(root, "memvisor_version", json_string(MV_VERSION));
-	json_object_set_new(root, "format", json_integer(1));
+	/* 2: times are integer nanoseconds (*_ns); 1 had seconds as reals. */
+	json_object_set_new(root, "format", json_integer(2));
 	json_t *cmd = json_array();
 	for (int i = 0; i < mv->opts.argc; i++)
 		json_array_append_new(cmd, json_string(mv->opts.argv[i]));
@@ -37,8 +40,8 @@ static json_t *build(struct mv *mv, int exit_code)
 	json_object_set_new(root, "exit_status", json_integer(exit_code));
 	json_object_set_new(root, "socket",
 			    mv->socket_path ? json_string(mv->socket_path) : json_null());
-	json_object_set_new(root, "duration",
-			    json_real((double)(mv_now_ns() - mv->start_ns) / 1e9));
+	json_object_set_new(root, "duration_ns",
+			    json_integer((json_int_t)(mv_now_ns() - mv->start_ns)));
 
 	json_t *procs, *totals;
 	pthread_mutex_lock(&mv->lock);
@@ -50,6 +53,28 @@ static json_t *build(struct mv *mv, int exit_code)
 	json_object_set_new(root, "totals", totals);
 	json_object_set_new(root, "processes", procs);
 	return root;
+}
+
+int statsjson_check(const char *path)
+{
+	struct stat st;
+	int rc = 0;
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+		rc = -EISDIR;
+	} else {
+		_cleanup_free_ char *tmp = NULL;
+		int fd = mv_create_beside(path, &tmp);
+		if (fd < 0) {
+			rc = fd;
+		} else {
+			close(fd);
+			unlink(tmp);
+		}
+	}
+	if (rc < 0)
+		fprintf(stderr, "memvisor: cannot write --stats-json %s: %s\n", path,
+			strerror(-rc));
+	return rc;
 }
 
 int statsjson_write(struct mv *mv, const char *path, int exit_code)

@@ -19,7 +19,9 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#define PROTOCOL_VERSION 1
+/* 2: every time is integer nanoseconds (*_ns), every rate integer bytes
+ * a second; 1 had seconds as reals. */
+#define PROTOCOL_VERSION 2
 
 /* ---- arguments ------------------------------------------------------ */
 
@@ -137,8 +139,9 @@ static int ctl_cmd_hello(struct mv *mv, struct ctl_call *call, json_t *args, jso
 	for (size_t i = 0; i < n; i++)
 		json_array_append_new(
 		    cmds, json_pack("{s:s, s:s}", "name", t[i].name, "summary", t[i].summary));
-	*result = json_pack("{s:s, s:i, s:i, s:o, s:s, s:o, s:o}", "memvisor", MV_VERSION,
-			    "protocol", PROTOCOL_VERSION, "pid", mv->self, "command",
+	*result = json_pack("{s:s, s:i, s:i, s:o, s:o, s:s, s:o, s:o}", "memvisor", MV_VERSION,
+			    "protocol", PROTOCOL_VERSION, "pid", mv->self, "name",
+			    mv->opts.name ? json_string(mv->opts.name) : json_null(), "command",
 			    command_json(mv), "socket", mv->socket_path ? mv->socket_path : "",
 			    "features", features_json(&mv->feat), "commands", cmds);
 	return 0;
@@ -190,8 +193,8 @@ static int ctl_cmd_status(struct mv *mv, struct ctl_call *call, json_t *args, js
 		      (json_int_t)committed, "notifications", (json_int_t)mv->notifications,
 		      "denials", (json_int_t)denials, "kills", (json_int_t)kills);
 	*result = json_pack(
-	    "{s:f, s:o, s:i, s:s, s:o, s:i, s:I, s:o, s:o}", "uptime",
-	    (double)(mv_now_ns() - mv->start_ns) / 1e9, "command", command_json(mv), "command_pid",
+	    "{s:I, s:o, s:i, s:s, s:o, s:i, s:I, s:o, s:o}", "uptime_ns",
+	    (json_int_t)(mv_now_ns() - mv->start_ns), "command", command_json(mv), "command_pid",
 	    mv->cmd_pid, "command_state", mv->cmd_exited ? "exited" : "running", "exit_status",
 	    mv->cmd_exited ? json_integer(mv_exit_code(mv->cmd_status)) : json_null(), "processes",
 	    (int)n, "processes_seen", (json_int_t)mv->procs.n_seen, "totals", totals, "jobs",
@@ -244,13 +247,14 @@ static int ctl_cmd_ps(struct mv *mv, struct ctl_call *call, json_t *args, json_t
 		if (p)
 			json_array_append_new(
 			    list,
-			    json_pack("{s:i, s:i, s:i, s:s, s:o, s:o, s:I, s:I, s:I, s:i, s:f}",
+			    json_pack("{s:i, s:i, s:i, s:s, s:o, s:o, s:I, s:I, s:I, s:i, s:I}",
 				      "pid", p->pid, "ppid", st.ppid, "threads", st.num_threads,
 				      "state", state_word(st.state), "exe",
 				      p->exe ? json_string(p->exe) : json_null(), "cmdline",
 				      render_cmdline(p), "mapped", (json_int_t)mapped, "committed",
 				      (json_int_t)committed, "calls", (json_int_t)p->notified_calls,
-				      "execs", (int)p->execs, "started", (double)p->seen_ns / 1e9));
+				      "execs", (int)p->execs, "started_ns",
+				      (json_int_t)p->seen_ns));
 		pthread_mutex_unlock(&mv->lock);
 	}
 	*result = json_pack("{s:o}", "processes", list);
@@ -268,8 +272,7 @@ static void origin_json_w(struct jw *w, const char *key, const struct as_origin 
 	}
 	jw_obj(w);
 	jw_kstr(w, "syscall", syscalls_name(o->sc));
-	jw_key(w, "time");
-	jw_f64(w, (double)o->time_ns / 1e9);
+	jw_ku64(w, "time_ns", o->time_ns);
 	jw_obj_end(w);
 }
 
@@ -373,8 +376,7 @@ static int ctl_cmd_regions(struct mv *mv, struct ctl_call *call, json_t *args, j
 	jw_obj(&w);
 	jw_ki64(&w, "pid", pid);
 	jw_kstr(&w, "source", cost.how);
-	jw_key(&w, "time");
-	jw_f64(&w, (double)m->reconciled_ns / 1e9);
+	jw_ku64(&w, "time_ns", m->reconciled_ns);
 	jw_ku64(&w, "reconcile_ns", cost.total_ns);
 	jw_ku64(&w, "count", m->n);
 	jw_ku64(&w, "mapped", m->mapped);
@@ -446,26 +448,58 @@ static int ctl_cmd_events(struct mv *mv, struct ctl_call *call, json_t *args, js
 	return 0;
 }
 
-static int ctl_cmd_job(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,
-		       struct mv_err *err)
+/* The job args.id names, with mv->lock held (the caller unlocks); NULL
+ * with err filled (bad_request) when there is none. */
+static struct job *arg_job_locked(struct mv *mv, json_t *args, struct mv_err *err)
 {
 	long long id = 0;
 	if (ctl_arg_int(args, "id", &id, err) < 0)
-		return -1;
-	pthread_mutex_lock(&mv->lock);
+		return NULL;
 	bool valid = id > 0 && id < INT32_MAX;
 	struct job *j = valid ? jobs_find_locked(mv, (int)id) : NULL;
-	bool forgotten = valid && jobs_forgotten_locked(mv, (int)id);
+	if (!j && valid && jobs_forgotten_locked(mv, (int)id))
+		ctl_fail(err, MV_E_BAD_REQUEST,
+			 "args.id: job %lld is no longer kept (memvisor keeps the last 64 "
+			 "finished jobs)",
+			 id);
+	else if (!j)
+		ctl_fail(err, MV_E_BAD_REQUEST, "args.id: no job %lld", id);
+	return j;
+}
+
+static int ctl_cmd_job(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,
+		       struct mv_err *err)
+{
+	pthread_mutex_lock(&mv->lock);
+	struct job *j = arg_job_locked(mv, args, err);
 	*result = j ? job_json_locked(j) : NULL;
 	pthread_mutex_unlock(&mv->lock);
-	if (forgotten)
-		return ctl_fail(err, MV_E_BAD_REQUEST,
-				"args.id: job %lld is no longer kept (memvisor keeps the last 64 "
-				"finished jobs)",
-				id);
-	if (!*result)
-		return ctl_fail(err, MV_E_BAD_REQUEST, "args.id: no job %lld", id);
-	return 0;
+	return *result ? 0 : -1;
+}
+
+/* job_cancel and job_unthrottle: the flag is set here; the worker acts
+ * on it (jobs.h). The result is the job as it is now. */
+static int job_ask(struct mv *mv, json_t *args, bool unthrottle, json_t **result,
+		   struct mv_err *err)
+{
+	pthread_mutex_lock(&mv->lock);
+	struct job *j = arg_job_locked(mv, args, err);
+	int rc = j ? job_cancel_locked(j, unthrottle, err) : -1;
+	*result = rc == 0 ? job_json_locked(j) : NULL;
+	pthread_mutex_unlock(&mv->lock);
+	return rc;
+}
+
+static int ctl_cmd_job_cancel(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,
+			      struct mv_err *err)
+{
+	return job_ask(mv, args, false, result, err);
+}
+
+static int ctl_cmd_job_unthrottle(struct mv *mv, struct ctl_call *call, json_t *args,
+				  json_t **result, struct mv_err *err)
+{
+	return job_ask(mv, args, true, result, err);
 }
 
 static int ctl_cmd_jobs(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,
@@ -517,6 +551,10 @@ static const struct ctl_cmd table[] = {
     {"policy_set", ctl_cmd_policy_set,
      "validate a policy file and make it active: {\"path\":FILE}"},
     {"job", ctl_cmd_job, "a job's progress or result: {\"id\":N}"},
+    {"job_cancel", ctl_cmd_job_cancel,
+     "stop a running checkpoint: program resumed, nothing written: {\"id\":N}"},
+    {"job_unthrottle", ctl_cmd_job_unthrottle,
+     "let a running reload load as fast as it can: {\"id\":N}"},
     {"jobs", ctl_cmd_jobs, "every job of this run"},
     {"checkpoint", ctl_cmd_checkpoint,
      "write the processes' memory to an image: {\"dir\":PATH, [\"pids\":[N...]], [\"force\":true], "

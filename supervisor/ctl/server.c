@@ -553,7 +553,9 @@ static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
 
 /* ---- the socket file ------------------------------------------------ */
 
-static char *default_path(pid_t self)
+/* The socket in the runtime directory: NAME.sock for a run with --name,
+ * else PID.sock. */
+static char *default_path(pid_t self, const char *name)
 {
 	const char *xdg = getenv("XDG_RUNTIME_DIR");
 	char dir[4096];
@@ -563,9 +565,12 @@ static char *default_path(pid_t self)
 		snprintf(dir, sizeof(dir), "/run/memvisor");
 	else
 		snprintf(dir, sizeof(dir), "/tmp/memvisor-%u", geteuid());
-	size_t n = strlen(dir) + 32;
+	size_t n = strlen(dir) + (name ? strlen(name) : 0) + 32;
 	char *path = xmalloc(n);
-	snprintf(path, n, "%s/%d.sock", dir, self);
+	if (name)
+		snprintf(path, n, "%s/%s.sock", dir, name);
+	else
+		snprintf(path, n, "%s/%d.sock", dir, self);
 	return path;
 }
 
@@ -638,7 +643,8 @@ static int server_start(struct mv *mv)
 	s->fd = -1;
 	mv->ctl = s;
 	/* Only a socket that was created is announced in --stats-json. */
-	s->path = mv->opts.socket_path ? xstrdup(mv->opts.socket_path) : default_path(mv->self);
+	s->path = mv->opts.socket_path ? xstrdup(mv->opts.socket_path)
+				       : default_path(mv->self, mv->opts.name);
 	struct sockaddr_un a = {.sun_family = AF_UNIX};
 	if (strlen(s->path) >= sizeof(a.sun_path)) {
 		fprintf(stderr, "memvisor: socket path too long (%zu bytes, limit %zu): %s\n",
@@ -657,6 +663,11 @@ static int server_start(struct mv *mv)
 			    "memvisor: %s; refusing to put the control socket there (remove it, "
 			    "or choose a socket with --socket)\n",
 			    why);
+		else if (rc == -EADDRINUSE && mv->opts.name)
+			fprintf(
+			    stderr,
+			    "memvisor: the name %s is taken: a running memvisor listens on %s\n",
+			    mv->opts.name, s->path);
 		else if (rc == -EADDRINUSE)
 			fprintf(stderr, "memvisor: socket %s is in use by a running memvisor\n",
 				s->path);

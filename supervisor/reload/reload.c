@@ -62,10 +62,11 @@ static int verify(struct reload *r)
 	return rc;
 }
 
-/* Sleep as long as the loader is ahead of the rate. */
+/* Sleep as long as the loader is ahead of the rate (until a client lifts
+ * it: job_unthrottle). */
 static void pace(struct reload *r)
 {
-	if (r->req->rate <= 0)
+	if (r->req->rate <= 0 || atomic_load(&r->j->unthrottle))
 		return;
 	uint64_t read = __atomic_load_n(&r->bytes_read, __ATOMIC_RELAXED);
 	uint64_t due = r->t_loading + (uint64_t)((double)read / r->req->rate * 1e9);
@@ -211,26 +212,26 @@ static json_t *result_json(struct reload *r)
 {
 	uint64_t loaded, workers_ns, end = mv_now_ns();
 	json_t *o = fault_json(r, &loaded, &workers_ns);
-	double secs = (double)(end - r->t_loading - r->huge_ns) / 1e9;
+	uint64_t load_ns = end - r->t_loading - r->huge_ns;
 	json_object_update_new(
-	    o,
-	    json_pack("{s:s, s:s, s:i, s:i, s:I, s:I, s:I, s:I, s:f, s:f, s:f}", "dir", r->req->dir,
-		      "id", r->req->id, "spaces", (int)r->n, "gone", (int)r->gone, "pages_loaded",
-		      (json_int_t)(loaded / IMG_PAGE), "pages_total",
-		      (json_int_t)(r->total / IMG_PAGE), "bytes", (json_int_t)loaded, "read_bytes",
-		      (json_int_t)r->bytes_read, "verify_s", (double)(r->t_loading - r->t0) / 1e9,
-		      "load_s", secs, "read_rate", secs > 0 ? (double)r->bytes_read / secs : 0.0));
+	    o, json_pack("{s:s, s:s, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "dir",
+			 r->req->dir, "id", r->req->id, "spaces", (int)r->n, "gone", (int)r->gone,
+			 "pages_loaded", (json_int_t)(loaded / IMG_PAGE), "pages_total",
+			 (json_int_t)(r->total / IMG_PAGE), "bytes", (json_int_t)loaded,
+			 "read_bytes", (json_int_t)r->bytes_read, "verify_ns",
+			 (json_int_t)(r->t_loading - r->t0), "load_ns", (json_int_t)load_ns,
+			 "read_rate", (json_int_t)mv_rate(r->bytes_read, load_ns)));
 	/* CPU per GiB installed: what the loading takes from the program
 	 * on a machine with few CPUs (collapsing huge pages included). */
 	double gib = (double)loaded / (double)(1ull << 30);
-	double cpu = (double)(r->cpu_ns + workers_ns) / 1e9;
+	double cpu_ns = (double)(r->cpu_ns + workers_ns);
 	json_object_update_new(o,
-			       json_pack("{s:f, s:f, s:f}", "loader_cpu_s", (double)r->cpu_ns / 1e9,
-					 "workers_cpu_s", (double)workers_ns / 1e9, "cpu_s_per_gib",
-					 gib > 0 ? cpu / gib : 0.0));
-	json_object_update_new(o, json_pack("{s:I, s:I, s:f}", "huge_bytes", (json_int_t)r->huge,
+			       json_pack("{s:I, s:I, s:I}", "loader_cpu_ns", (json_int_t)r->cpu_ns,
+					 "workers_cpu_ns", (json_int_t)workers_ns, "cpu_ns_per_gib",
+					 (json_int_t)(gib > 0 ? cpu_ns / gib + 0.5 : 0)));
+	json_object_update_new(o, json_pack("{s:I, s:I, s:I}", "huge_bytes", (json_int_t)r->huge,
 					    "huge_restored_bytes", (json_int_t)r->huge_restored,
-					    "huge_s", (double)r->huge_ns / 1e9));
+					    "huge_ns", (json_int_t)r->huge_ns));
 	return o;
 }
 

@@ -1168,7 +1168,7 @@ json_t *enforce_show(struct mv *mv)
 	pthread_mutex_lock(&e->lock);
 	json_object_set_new(o, "source", json_string(e->policy->source));
 	json_object_set_new(o, "generation", json_integer((json_int_t)e->generation));
-	json_object_set_new(o, "loaded", json_real((double)e->loaded_wall_ns / 1e9));
+	json_object_set_new(o, "loaded_ns", json_integer((json_int_t)e->loaded_wall_ns));
 	json_object_set_new(o, "policy", policy_to_json(e->policy));
 	json_t *k = json_object();
 	json_object_set_new(k, "notify_all", json_boolean(e->launch.notify_all));

@@ -78,7 +78,7 @@ void events_emit(struct mv *mv, const char *type, json_t *obj)
 		return;
 	}
 	json_object_set_new(obj, "event", json_string(type));
-	json_object_set_new(obj, "time", json_real((double)mv_wall_ns() / 1e9));
+	json_object_set_new(obj, "time_ns", json_integer((json_int_t)mv_wall_ns()));
 	push(mv, obj);
 }
 

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *const state_names[] = {"running", "done", "failed"};
+static const char *const state_names[] = {"running", "done", "failed", "cancelled"};
 _Static_assert(sizeof(((struct mv *)0)->jobs.forgotten) == sizeof(uint64_t[JOB_KINDS][JOB_STATES]),
 	       "mv->jobs.forgotten is sized by enum job_kind and enum job_state");
 static const char *const kind_names[] = {[JOB_CHECKPOINT] = "checkpoint", [JOB_RELOAD] = "reload"};
@@ -28,11 +28,6 @@ const char *job_state_name(enum job_state s)
  * without bound. */
 #define JOBS_KEEP_FINISHED 64
 
-static double secs(uint64_t ns)
-{
-	return (double)ns / 1e9;
-}
-
 json_t *job_json_locked(const struct job *j)
 {
 	uint64_t end = j->state == JOB_RUNNING ? mv_now_ns() : j->finished_ns;
@@ -44,9 +39,13 @@ json_t *job_json_locked(const struct job *j)
 	json_object_set_new(o, "phase", json_string(j->phase));
 	json_object_set_new(o, "done", json_integer((json_int_t)j->done));
 	json_object_set_new(o, "total", json_integer((json_int_t)j->total));
-	json_object_set_new(o, "elapsed", json_real(secs(elapsed)));
-	json_object_set_new(o, "rate", json_real(elapsed ? (double)j->done / secs(elapsed) : 0.0));
-	json_object_set_new(o, "started", json_real(secs(j->started_wall_ns)));
+	json_object_set_new(o, "elapsed_ns", json_integer((json_int_t)elapsed));
+	json_object_set_new(o, "rate", json_integer((json_int_t)mv_rate(j->done, elapsed)));
+	json_object_set_new(o, "started_ns", json_integer((json_int_t)j->started_wall_ns));
+	if (j->state == JOB_RUNNING && atomic_load(&j->cancel))
+		json_object_set_new(o, "cancelling", json_true());
+	if (j->state == JOB_RUNNING && atomic_load(&j->unthrottle))
+		json_object_set_new(o, "unthrottled", json_true());
 	if (j->progress)
 		json_object_update(o, j->progress);
 	if (j->state == JOB_DONE && j->result)
@@ -73,7 +72,11 @@ static void *job_thread(void *arg)
 	struct mv *mv = j->mv;
 	pthread_mutex_lock(&mv->lock);
 	j->finished_ns = mv_now_ns();
-	if (rc < 0) {
+	bool cancelled = rc == -ECANCELED && atomic_load(&j->cancel);
+	if (cancelled) {
+		j->state = JOB_CANCELLED;
+		snprintf(j->phase, sizeof(j->phase), "cancelled");
+	} else if (rc < 0) {
 		j->state = JOB_FAILED;
 		if (!mv_err_isset(&j->err))
 			mv_err_set(&j->err, rc, MV_E_INTERNAL, "%s", strerror(-rc));
@@ -84,7 +87,9 @@ static void *job_thread(void *arg)
 	}
 	emit_locked(j);
 	pthread_mutex_unlock(&mv->lock);
-	if (rc < 0)
+	if (cancelled)
+		log_info("%s job %d cancelled", job_kind_name(j->kind), j->id);
+	else if (rc < 0)
 		log_warn("%s job %d failed: %s", job_kind_name(j->kind), j->id, j->err.msg);
 	else
 		log_info("%s job %d done", job_kind_name(j->kind), j->id);
@@ -139,6 +144,34 @@ void job_progress(struct job *j, const char *phase, uint64_t done, uint64_t tota
 	if (new_phase || mv_now_ns() - j->last_event_ns >= 200 * 1000000ull)
 		emit_locked(j);
 	pthread_mutex_unlock(&mv->lock);
+}
+
+bool job_cancel_asked(struct job *j)
+{
+	return atomic_load(&j->cancel);
+}
+
+int job_cancel_locked(struct job *j, bool unthrottle, struct mv_err *err)
+{
+	if (j->state != JOB_RUNNING)
+		return mv_err_set(err, -1, MV_E_INVALID, "job %d has already ended (%s)", j->id,
+				  state_names[j->state]);
+	if (!unthrottle && j->kind == JOB_RELOAD)
+		return mv_err_set(
+		    err, -1, MV_E_INVALID,
+		    "job %d is a reload, which cannot be cancelled: the evicted memory "
+		    "has to come back (what is not loaded yet is served on demand); "
+		    "'job unthrottle %d' lifts its rate limit so that it ends sooner",
+		    j->id, j->id);
+	if (unthrottle && j->kind != JOB_RELOAD)
+		return mv_err_set(err, -1, MV_E_INVALID,
+				  "job %d is a %s, which has no rate limit to lift (cancel it with "
+				  "'job cancel %d')",
+				  j->id, job_kind_name(j->kind), j->id);
+	atomic_store(unthrottle ? &j->unthrottle : &j->cancel, true);
+	log_info("%s job %d: %s asked", job_kind_name(j->kind), j->id,
+		 unthrottle ? "no rate limit" : "cancel");
+	return 0;
 }
 
 void job_fail(struct job *j, const char *code, const char *fmt, ...)

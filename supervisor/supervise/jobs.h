@@ -2,7 +2,13 @@
  * started by a control command that answers at once with the job id.
  * Progress is published under mv->lock, shown by `job ID` and `status`,
  * and streamed as "job" events (at most every 200 ms, and at every phase
- * change and at the end). */
+ * change and at the end).
+ *
+ * A client may ask a running job to stop (`job_cancel`): the flag is
+ * read by the worker between its steps, which then undoes what it did
+ * and returns -ECANCELED (state "cancelled"). A reload cannot be
+ * cancelled (the evicted memory has to come back), but may be asked to
+ * stop holding to its rate (`job_unthrottle`). */
 #ifndef MV_JOBS_H
 #define MV_JOBS_H
 
@@ -11,8 +17,9 @@
 
 #include <jansson.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 
-enum job_state { JOB_RUNNING, JOB_DONE, JOB_FAILED, JOB_STATES };
+enum job_state { JOB_RUNNING, JOB_DONE, JOB_FAILED, JOB_CANCELLED, JOB_STATES };
 enum job_kind { JOB_CHECKPOINT, JOB_RELOAD, JOB_KINDS };
 
 /* "checkpoint", "reload": the protocol's names. */
@@ -29,9 +36,11 @@ struct job {
 	uint64_t done, total; /* bytes */
 	uint64_t started_ns, finished_ns, started_wall_ns;
 	uint64_t last_event_ns;
-	json_t *result;	   /* set by the worker before it returns 0 */
-	json_t *progress;  /* optional extra progress fields (worker-owned, under lock) */
-	struct mv_err err; /* set with job_fail */
+	json_t *result;		/* set by the worker before it returns 0 */
+	json_t *progress;	/* optional extra progress fields (worker-owned, under lock) */
+	struct mv_err err;	/* set with job_fail */
+	atomic_bool cancel;	/* a client asked it to stop (job_cancel) */
+	atomic_bool unthrottle; /* a client lifted its rate cap (job_unthrottle) */
 	int (*run)(struct job *j);
 	void *ctx;
 	void (*ctx_free)(void *ctx);
@@ -48,6 +57,10 @@ int jobs_start(struct mv *mv, enum job_kind kind, int (*run)(struct job *), void
 
 /* Worker: report progress (takes mv->lock). */
 void job_progress(struct job *j, const char *phase, uint64_t done, uint64_t total);
+
+/* Worker: has a client asked the job to stop? Read between steps; run()
+ * then undoes what it did and returns -ECANCELED. */
+bool job_cancel_asked(struct job *j);
 
 /* Worker: record why the job failed; run() then returns a negative value. */
 void job_fail(struct job *j, const char *code, const char *fmt, ...)
@@ -66,6 +79,11 @@ json_t *jobs_json_locked(struct mv *mv, bool running_only);
 /* Every job of this run by kind and state now, the forgotten ones
  * included (metrics). */
 void jobs_count_locked(struct mv *mv, uint64_t n[JOB_KINDS][JOB_STATES]);
+
+/* Main thread: ask running job j to stop (a checkpoint) or to stop
+ * holding to its rate (unthrottle; a reload). 0, or -1 with err filled
+ * (invalid: the job has ended, or is a reload asked to stop). */
+int job_cancel_locked(struct job *j, bool unthrottle, struct mv_err *err);
 
 /* Main thread: join finished workers (on every wake-up), and forget the
  * finished jobs beyond the last 64. */

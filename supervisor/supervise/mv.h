@@ -27,6 +27,7 @@
 
 struct mv_opts {
 	const char *socket_path;
+	const char *name; /* --name: the socket is NAME.sock in the default place */
 	const char *policy_path;
 	const char *log_path;
 	enum mv_log_level log_level;
@@ -96,7 +97,7 @@ struct mv {
 		int last_id;
 		bool closed; /* jobs_wait_all has begun */
 		/* Finished jobs no longer kept, by enum job_kind and job_state. */
-		uint64_t forgotten[2][3];
+		uint64_t forgotten[2][4];
 	} jobs;
 	struct evict *evict;	     /* evicted memory (reload/evict.h) */
 	struct pagesw_pool *staging; /* checkpoint buffers (image/pagesw.h) */

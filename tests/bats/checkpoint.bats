@@ -82,7 +82,7 @@ start_checkpointed() { # CKPT_PATTERN-ARGS...
 	start_checkpointed --dense 8 --sparse 64 --threads 2
 	run "$MEMVISOR" image info "$TMP/img"
 	assert_success
-	assert_output --partial "1 processes (0 gone), 3 threads"
+	assert_output --partial "1 process (0 gone), 3 threads"
 	assert_output --regexp "by kind: +anon"
 	assert_line --regexp "^ +$PID +[0-9]+ +3 "
 	assert_output --partial "map_files whole  /memfd:ckpt_pattern"
@@ -164,9 +164,9 @@ start_checkpointed() { # CKPT_PATTERN-ARGS...
 	assert_output --partial '"code":"bad_request"'
 	run req "{\"dir\":\"$TMP/x\",\"buffer\":1}"
 	assert_output --partial '"code":"bad_request"'
-	run ctl checkpoint "$TMP/no/such/dir/img"
+	run ctl --json checkpoint "$TMP/no/such/dir/img"
 	assert_failure 1
-	assert_output --partial "invalid"
+	assert_output --partial '"code":"invalid"'
 	assert_output --partial "No such file or directory"
 	touch "$TMP/file"
 	run ctl checkpoint "$TMP/file/img"
@@ -189,7 +189,7 @@ start_checkpointed() { # CKPT_PATTERN-ARGS...
 	job=$(json_get - 'd["job"]' <<<"$output")
 	run ctl checkpoint "$TMP/img2"
 	assert_failure 1
-	assert_output --partial "busy: a checkpoint is already running"
+	assert_output --partial "memvisor ctl: a checkpoint is already running"
 	ctl --json status >"$TMP/status.json"
 	[ "$(json_get "$TMP/status.json" "[j['kind'] for j in d['jobs']]")" = '["checkpoint"]' ] ||
 		ctl job "$job" | grep -q done # it may have finished already on a fast disk
@@ -262,9 +262,9 @@ start_checkpointed() { # CKPT_PATTERN-ARGS...
 	start_fed "$WL/ckpt_churn" big 512
 	child=$(awk '/^child/{print $2}' "$TMP/out")
 	job=$(raw checkpoint-kill "{\"dir\":\"$TMP/img2\",\"buffer\":16777216,\"pids\":[$PID,$child]}" "$child")
-	run ctl job "$job" --wait
+	run ctl --json job "$job" --wait
 	assert_failure 1
-	assert_output --partial "no_such_process"
+	assert_output --partial '"code":"no_such_process"'
 	assert_output --partial "process $child exited during the checkpoint"
 	[ ! -e "$TMP/img2" ]
 	no_temp_image
@@ -342,7 +342,7 @@ start_checkpointed() { # CKPT_PATTERN-ARGS...
 			seen[image]=$((${seen[image]:-0} + 1))
 			;;
 		1)
-			grep -q "no_such_process: the program exited during the checkpoint" "$TMP/ck.err" ||
+			grep -q "job [0-9]* failed: the program exited during the checkpoint" "$TMP/ck.err" ||
 				{ echo "checkpoint $i: $(cat "$TMP/ck.err")"; false; }
 			[ ! -e "$TMP/img$i" ]
 			seen[exited]=$((${seen[exited]:-0} + 1))
@@ -383,7 +383,7 @@ start_checkpointed() { # CKPT_PATTERN-ARGS...
 		"$MEMVISOR" image verify "$TMP/img" >/dev/null
 	else
 		[ $rc = 1 ]
-		grep -q "no_such_process" "$TMP/ck.err"
+		grep -q "the program exited during the checkpoint" "$TMP/ck.err"
 	fi
 }
 
@@ -434,9 +434,9 @@ start_checkpointed() { # CKPT_PATTERN-ARGS...
 	mkdir "$TMP/small"
 	mount -t tmpfs -o size=16m tmpfs "$TMP/small" || skip "cannot mount a tmpfs here"
 	start_fed "$WL/ckpt_pattern" --dense 64 --sparse 16 --threads 2
-	run ctl checkpoint "$TMP/small/img" --wait
+	run ctl --json checkpoint "$TMP/small/img" --wait
 	assert_failure 1
-	assert_output --partial "io_error"
+	assert_output --partial '"code":"io_error"'
 	assert_output --partial "No space left on device"
 	# Nothing left behind, nothing that looks like an image.
 	[ -z "$(ls -A "$TMP/small")" ]
@@ -458,9 +458,9 @@ start_checkpointed() { # CKPT_PATTERN-ARGS...
 		MV_ARGS=()
 		MEMVISOR_FAULT=$point start_fed "$WL/ckpt_pattern" --dense 16 --sparse 64 --threads 2
 		fds=$(fd_count)
-		run ctl checkpoint "$TMP/img" --wait
+		run ctl --json checkpoint "$TMP/img" --wait
 		assert_failure 1
-		assert_output --partial "$code"
+		assert_output --partial "\"code\":\"$code\""
 		[ ! -e "$TMP/img" ]
 		no_temp_image
 		not_traced "$PID"

@@ -119,7 +119,8 @@ sent() {
 	check "--pid: 'all' is not a process id" "checkpoint" checkpoint d --pid all
 	check "'x' is not a job id" "job [OPTION]... ID" job x
 	check "unknown option '--wait'" "ps [OPTION]..." ps --wait
-	check "option '--json' takes no argument" "ps" ps --json=pretty
+	check "--json: 'fancy' is not short or pretty" "ps" ps --json=fancy
+	check "unexpected argument 'pretty'" "ps" ps --json pretty
 	check "unexpected argument 'frob'" "policy [OPTION]..." policy frob
 	assert_output --partial "memvisor ctl policy set [OPTION]... FILE"
 	check "no FILE given" "policy [OPTION]..." policy set
@@ -131,7 +132,8 @@ sent() {
 }
 
 @test "-h and --help on every command print its usage and exit 0, without connecting" {
-	for cmd in hello status ps regions stats events policy "policy set" job checkpoint reload jobs call; do
+	for cmd in hello status ps regions stats events policy "policy set" job "job cancel" "job unthrottle" \
+		checkpoint reload jobs call; do
 		for h in -h --help; do
 			# shellcheck disable=SC2086
 			run "$MEMVISOR" ctl --socket "$TMP/none.sock" $cmd $h
@@ -237,4 +239,107 @@ stop_mappings() {
 	assert_success
 	[ "$(json_get /dev/stdin 'd["state"]' <<<"$output")" = done ]
 	stop_mappings
+}
+
+@test "a bare memvisor and an unknown command are usage errors (2); run's own stay 125, like env(1)" {
+	run "$MEMVISOR"
+	[ "$status" -eq 2 ]
+	assert_output --partial "Usage: memvisor COMMAND"
+	run "$MEMVISOR" frobnicate
+	[ "$status" -eq 2 ]
+	assert_output --partial "unknown command 'frobnicate'"
+	run "$MEMVISOR" run --bogus true
+	[ "$status" -eq 125 ]
+	assert_output --partial "Usage: memvisor run [OPTION]..."
+	run "$MEMVISOR" image
+	[ "$status" -eq 2 ]
+	run "$MEMVISOR" policy
+	[ "$status" -eq 2 ]
+	run "$MEMVISOR" ctl
+	[ "$status" -eq 2 ]
+}
+
+@test "run: --opt=value and --opt value are the same; options end at the command" {
+	run "$MEMVISOR" run --stats-json="$TMP/a.json" --kill-grace=0.5 --log-level=error -- true
+	assert_success
+	run "$MEMVISOR" run --stats-json "$TMP/b.json" --kill-grace 0.5 --log-level error true
+	assert_success
+	[ "$(json_get "$TMP/a.json" 'd["command"]')" = "$(json_get "$TMP/b.json" 'd["command"]')" ]
+	# The command's own options are its own, not run's.
+	run "$MEMVISOR" run sh -c 'echo "$1"' sh --help
+	assert_success
+	assert_output "--help"
+	run "$MEMVISOR" run --kill-grace=soon true
+	[ "$status" -eq 125 ]
+	assert_output --partial "--kill-grace: 'soon' is not a number of seconds"
+	run "$MEMVISOR" run --stats-json
+	[ "$status" -eq 125 ]
+	assert_output --partial "option '--stats-json' needs an argument"
+}
+
+@test "ctl --json, -j and --json=short print one line; --json=pretty the same result indented" {
+	start_fake
+	one=$("$MEMVISOR" ctl --socket "$FAKE" ps --json)
+	[ "$one" = '{"job":7,"dir":null}' ]
+	[ "$("$MEMVISOR" ctl --socket "$FAKE" -j ps)" = "$one" ]
+	[ "$("$MEMVISOR" ctl --socket "$FAKE" ps --json=short)" = "$one" ]
+	run "$MEMVISOR" ctl --socket "$FAKE" --json=pretty ps
+	assert_success
+	[ "${#lines[@]}" -gt 1 ]
+	[ "$(json_get /dev/stdin 'd' <<<"$output")" = "$(json_get /dev/stdin 'd' <<<"$one")" ]
+	# image and policy take the same modes.
+	echo '{"version": 1}' >"$TMP/p.json"
+	run "$MEMVISOR" policy check --json=short "$TMP/p.json"
+	assert_success
+	[ "${#lines[@]}" -eq 1 ]
+	run "$MEMVISOR" policy check --json "$TMP/p.json"
+	[ "${#lines[@]}" -gt 1 ]
+	run "$MEMVISOR" image info --json=loud "$TMP"
+	[ "$status" -eq 2 ]
+	assert_output --partial "--json: 'loud' is not short or pretty"
+}
+
+@test "run --name NAME and ctl -n NAME: a supervisor by name; names are checked and not shared" {
+	mkfifo "$TMP/go"
+	"$MEMVISOR" run --name web-1 -- sh -c "read x <'$TMP/go'" </dev/null &
+	mv=$!
+	remember_pid $mv
+	wait_for 10 test -S "$XDG_RUNTIME_DIR/memvisor/web-1.sock"
+	# A second memvisor, unnamed: ctl needs to be told which.
+	"$MEMVISOR" run -- sh -c "read x <'$TMP/go'" </dev/null &
+	remember_pid $!
+	wait_for 10 test -S "$XDG_RUNTIME_DIR/memvisor/$!.sock"
+	run "$MEMVISOR" ctl -n web-1 --json hello
+	assert_success
+	[ "$(json_get /dev/stdin 'd["name"]' <<<"$output")" = web-1 ]
+	[ "$(json_get /dev/stdin 'd["pid"]' <<<"$output")" = "$mv" ]
+	[ "$("$MEMVISOR" ctl status --name=web-1 --json | json_get - 'd["command"][0]')" = sh ]
+	run "$MEMVISOR" ctl --list
+	assert_success
+	assert_output --regexp "web-1 +$mv +$XDG_RUNTIME_DIR/memvisor/web-1.sock +sh -c"
+	assert_line --regexp "^- +[0-9]+ +$XDG_RUNTIME_DIR/memvisor/[0-9]+.sock"
+	# The name is taken while web-1 runs: refused before the command runs.
+	run "$MEMVISOR" run --name web-1 -- touch "$TMP/ran"
+	[ "$status" -eq 125 ]
+	assert_output --partial "the name web-1 is taken"
+	[ ! -e "$TMP/ran" ]
+	for bad in a/b .hidden -x 1234 "$(printf 'n%.0s' $(seq 65))" ""; do
+		run "$MEMVISOR" run --name "$bad" -- touch "$TMP/ran"
+		[ "$status" -eq 125 ] || { echo "--name '$bad': $status"; return 1; }
+		assert_output --partial "is not a name"
+		run "$MEMVISOR" ctl --name "$bad" ps
+		[ "$status" -eq 2 ] || { echo "ctl --name '$bad': $status"; return 1; }
+	done
+	[ ! -e "$TMP/ran" ]
+	run "$MEMVISOR" run --name x --socket "$TMP/s.sock" -- true
+	[ "$status" -eq 125 ]
+	assert_output --partial "--name and --socket: choose one"
+	run "$MEMVISOR" ctl -n nosuch ps
+	[ "$status" -eq 3 ]
+	assert_output --partial "no running memvisor is named nosuch"
+	echo go >"$TMP/go"
+	echo go >"$TMP/go"
+	wait $mv
+	# Gone with its memvisor: the name is free again.
+	[ ! -e "$XDG_RUNTIME_DIR/memvisor/web-1.sock" ]
 }

@@ -204,9 +204,9 @@ MV_ARGS=(--notify-all)
 	assert_success
 	assert_output --partial "\"pid\":$b"
 	# 1: an error reply; 2: usage; 3: cannot connect.
-	run "$MEMVISOR" ctl --socket "$XDG_RUNTIME_DIR/memvisor/$a.sock" regions 1
+	run "$MEMVISOR" ctl --json --socket "$XDG_RUNTIME_DIR/memvisor/$a.sock" regions 1
 	[ "$status" -eq 1 ]
-	assert_output --partial "no_such_process"
+	assert_output --partial '"code":"no_such_process"'
 	run "$MEMVISOR" ctl --socket "$XDG_RUNTIME_DIR/memvisor/$a.sock" regions notapid
 	[ "$status" -eq 2 ]
 	run "$MEMVISOR" ctl --socket "$XDG_RUNTIME_DIR/memvisor/$a.sock" frobnicate
@@ -225,7 +225,7 @@ MV_ARGS=(--notify-all)
 	run ctl --json hello
 	assert_success
 	echo "$output" >"$TMP/h.json"
-	[ "$(json_get "$TMP/h.json" 'd["protocol"]')" -eq 1 ]
+	[ "$(json_get "$TMP/h.json" 'd["protocol"]')" -eq 2 ]
 	[ "$(json_get "$TMP/h.json" 'd["pid"]')" -eq $MVPID ]
 	json_get "$TMP/h.json" 'd["features"]["user_notif"]' | grep -q sync_wake_up
 	run ctl --json status

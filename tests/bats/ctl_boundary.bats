@@ -28,9 +28,9 @@ teardown() {
 	wait_for 10 test -s "$TMP/raw"
 	wait_for 10 grep -q '^rc' "$TMP/orphan"
 	cat "$TMP/direct" "$TMP/orphan" "$TMP/raw"
-	grep -q 'forbidden: requests from a supervised process are refused' "$TMP/direct"
+	grep -q 'memvisor ctl: requests from a supervised process are refused' "$TMP/direct"
 	grep -q '^rc 1$' "$TMP/direct"
-	grep -q 'forbidden' "$TMP/orphan"
+	grep -q 'refused' "$TMP/orphan"
 	grep -q '^rc 1$' "$TMP/orphan"
 	grep -q '"code":"forbidden"' "$TMP/raw"
 	# From outside the tree, the same socket answers, and the quota holds.

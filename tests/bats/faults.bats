@@ -47,7 +47,7 @@ survives() { # POINT[:N]
 	MEMVISOR_FAULT=ctl_alloc:1 start_fed "$WL/mappings"
 	run ctl status
 	assert_failure 1
-	assert_output --partial "internal: out of memory"
+	assert_output --partial "memvisor ctl: out of memory"
 	run ctl status
 	assert_success
 	stop_fed
@@ -55,9 +55,9 @@ survives() { # POINT[:N]
 
 @test "procmap_read failing: regions answers an error, the next query works" {
 	MEMVISOR_FAULT=procmap_read:1 start_fed "$WL/mappings"
-	run ctl regions "$PID"
+	run ctl --json regions "$PID"
 	assert_failure 1
-	assert_output --partial "internal"
+	assert_output --partial '"code":"internal"'
 	run ctl --json regions "$PID"
 	assert_success
 	stop_fed

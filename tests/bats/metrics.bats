@@ -138,11 +138,11 @@ PY
 	for bad in 0 0.05 abc -1; do
 		run "$MEMVISOR" run --metrics-file "$TMP/m.prom" --metrics-interval "$bad" -- touch "$TMP/ran"
 		[ "$status" -eq 125 ]
-		assert_output "memvisor: --metrics-interval: '$bad' is not a number of seconds of at least 0.1"
+		assert_output --partial "memvisor run: --metrics-interval: '$bad' is not a number of seconds of at least 0.1"
 	done
 	run "$MEMVISOR" run --metrics-interval 1 -- touch "$TMP/ran"
 	[ "$status" -eq 125 ]
-	assert_output "memvisor: --metrics-interval needs --metrics-file"
+	assert_output --partial "memvisor run: --metrics-interval needs --metrics-file"
 	[ ! -e "$TMP/ran" ]
 	run "$MEMVISOR" ctl --socket "$SOCK" metrics extra
 	[ "$status" -eq 2 ]
@@ -192,16 +192,16 @@ PY
 	run ctl --json call help
 	assert_success
 	echo "$output" >"$TMP/help.json"
-	[ "$(json_get "$TMP/help.json" 'd["protocol"]')" = 1 ]
+	[ "$(json_get "$TMP/help.json" 'd["protocol"]')" = 2 ]
 	[ "$(json_get "$TMP/help.json" 'd["memvisor"]')" = "$(cat "$ROOT/VERSION")" ]
 	run json_get "$TMP/help.json" '[c["name"] for c in d["commands"]]'
-	assert_output '["hello", "status", "ps", "regions", "stats", "events", "policy", "policy_set", "job", "jobs", "checkpoint", "reload", "metrics", "help"]'
+	assert_output '["hello", "status", "ps", "regions", "stats", "events", "policy", "policy_set", "job", "job_cancel", "job_unthrottle", "jobs", "checkpoint", "reload", "metrics", "help"]'
 	# Each command it lists is one the socket knows, and hello lists the same.
 	[ "$(ctl --json hello | json_get - '[c["name"] for c in d["commands"]], d["protocol"]')" = \
 		"$(json_get "$TMP/help.json" '[c["name"] for c in d["commands"]], d["protocol"]')" ]
 	run ctl --json call help '{"command": "metrics"}'
 	assert_success
-	assert_output '{"memvisor":"'"$(cat "$ROOT/VERSION")"'","protocol":1,"commands":[{"name":"metrics","summary":"counters and gauges in the Prometheus text format"}]}'
+	assert_output '{"memvisor":"'"$(cat "$ROOT/VERSION")"'","protocol":2,"commands":[{"name":"metrics","summary":"counters and gauges in the Prometheus text format"}]}'
 	run ctl call help '{"command": "nope"}'
 	[ "$status" -eq 1 ]
 	assert_output --partial "no command 'nope' (help without it lists them)"

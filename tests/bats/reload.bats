@@ -247,15 +247,15 @@ native_out() { # COMMANDS...
 	# Damaged page checksums or manifest: refused at once.
 	flip_byte "$TMP/img/pages" $((sums - 100)) 0xff
 	flip_byte "$TMP/img/pages" $((sums + 2))
-	run ctl reload "$TMP/img"
+	run ctl --json reload "$TMP/img"
 	assert_failure
-	assert_output --partial corrupt_image
+	assert_output --partial '"code":"corrupt_image"'
 	assert_output --partial "page checksums are corrupt"
 	flip_byte "$TMP/img/pages" $((sums + 2))
 	flip_byte "$TMP/img/manifest.json" $(($(stat -c %s "$TMP/img/manifest.json") / 2))
-	run ctl reload "$TMP/img"
+	run ctl --json reload "$TMP/img"
 	assert_failure
-	assert_output --partial corrupt_image
+	assert_output --partial '"code":"corrupt_image"'
 	kill -9 "$PID"
 	stop_fed || true
 }
@@ -292,9 +292,9 @@ native_out() { # COMMANDS...
 	start --mib 8
 	ctl checkpoint "$TMP/other" --wait
 	evict "$TMP/img"
-	run ctl reload "$TMP/other"
+	run ctl --json reload "$TMP/other"
 	assert_failure
-	assert_output --partial "image_mismatch"
+	assert_output --partial '"code":"image_mismatch"'
 	run ctl reload "$TMP/nothing-here"
 	assert_failure
 	# And a checkpoint now would miss the evicted pages: refused.

@@ -50,8 +50,6 @@ bats_require_minimum_version 1.5.0
 	run "$MEMVISOR" run --log-level loud true
 	assert_failure 125
 	assert_output --partial "--log-level"
-	run "$MEMVISOR" frobnicate
-	assert_failure 125
 }
 
 @test "--help and --version" {

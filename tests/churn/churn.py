@@ -464,7 +464,9 @@ class Churn:
                     shutil.rmtree(img, ignore_errors=True)
                     st["gone"] += 1
                     break
-                if "busy" in msg:
+                # busy: "a checkpoint is already running", "memory is
+                # evicted to DIR: reload it first" (ctl prints no codes).
+                if "already running" in msg or "is evicted to" in msg:
                     shutil.rmtree(img, ignore_errors=True)
                     st["busy"] += 1
                     m = re.search(r"evicted to (\S+): reload", msg)
@@ -488,7 +490,9 @@ class Churn:
                 shutil.rmtree(old, ignore_errors=True)
             images = [img]
             time.sleep(rng.uniform(0, 0.3))
-            args = ["reload", img]
+            # --json: the reply (the job id) or, with --wait, the job's
+            # end with its fault counts, as JSON for account().
+            args = ["--json", "reload", img]
             if rng.random() < 0.5:
                 args += ["--rate", str(rng.choice(RATES))]
             if rng.random() < 0.5:
@@ -504,7 +508,7 @@ class Churn:
                 break
             if rc == 0:
                 st["reloads"] += 1
-                m = re.search(r"reload job (\d+) started", msg)
+                m = re.search(r'"job": ?(\d+)', msg)
                 if m:
                     pending = int(m.group(1))
                 account(msg)

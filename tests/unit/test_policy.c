@@ -228,6 +228,19 @@ static void test_names(void)
 	ok(names_flag(NAMES_MAP, "anon", &b) == 0 && b == 0x20, "ANON alias");
 	ok(names_flag(NAMES_SHM, "EXEC", &b) == 0 && b == 0100000, "SHM_EXEC");
 	ok(names_flag(NAMES_PROT, "MAYBE", &b) < 0, "unknown flag");
+	char buf[128];
+	ok(strcmp(names_flags_format(NAMES_MAP, 0x22, buf, sizeof(buf)), "MAP_PRIVATE|MAP_ANONYMOUS") ==
+	       0,
+	   "flags by name: the mapping type, then bits, the first spelling");
+	ok(strcmp(names_flags_format(NAMES_MAP, 0x3 | 0x10, buf, sizeof(buf)),
+		  "MAP_SHARED_VALIDATE|MAP_FIXED") == 0,
+	   "MAP_SHARED_VALIDATE is a type, not SHARED and PRIVATE");
+	ok(strcmp(names_flags_format(NAMES_MREMAP, 0x1 | 0x100, buf, sizeof(buf)),
+		  "MREMAP_MAYMOVE|0x100") == 0,
+	   "bits without a name in hex, last");
+	ok(strcmp(names_flags_format(NAMES_MLOCK, 0, buf, sizeof(buf)), "0") == 0, "no bits: 0");
+	ok(strcmp(names_flags_format(NAMES_NONE, 0x5, buf, sizeof(buf)), "0x5") == 0,
+	   "no family: hex");
 }
 
 /* pkey_mprotect is mprotect with a key: a rule on mprotect that did not

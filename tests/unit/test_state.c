@@ -172,12 +172,15 @@ static void test_provenance(void)
 	as_model_init(&ex);
 	region(&ex, 0x400000, 0x401000, AS_PROT_READ, AS_FILE);
 	ex.r[0].path = xstrdup("/bin/prog");
+	region(&ex, 0x401000, 0x403000, AS_PROT_READ | AS_PROT_WRITE, AS_ANON);
 	region(&ex, 0x7ffd0000, 0x7ffd1000, AS_PROT_READ | AS_PROT_WRITE, AS_STACK);
-	region(&ex, 0x7ffe0000, 0x7ffe1000, AS_PROT_READ | AS_PROT_WRITE, AS_ANON);
+	region(&ex, 0x7f0000000000, 0x7f0100000000, AS_PROT_READ | AS_PROT_WRITE, AS_ANON);
 	as_provenance(&ex, NULL, &log, 999, "/bin/prog");
 	ok(ex.r[0].created.sc == MV_SC_execve && ex.r[0].created.time_ns == 999, "program file from exec");
-	ok(ex.r[1].created.sc == MV_SC_execve, "stack from exec");
-	ok(ex.r[2].created.sc == MV_SC_execve, "unmatched region after exec: exec");
+	ok(ex.r[1].created.sc == MV_SC_execve, "its bss, right after it, from exec");
+	ok(ex.r[2].created.sc == MV_SC_execve, "stack from exec");
+	ok(ex.r[3].created.sc == MV_SC_UNKNOWN && ex.r[3].created.time_ns == 0,
+	   "an unmatched region after exec: unknown, not the exec's");
 
 	/* The ring keeps the newest AS_LOG_SIZE calls. */
 	as_log_clear(&log);
