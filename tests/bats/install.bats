@@ -101,6 +101,19 @@ setup() {
 	wait_for 10 test -S "$sock"
 	run complete_words memvisor ctl --socket "$XDG_RUNTIME_DIR/memvisor/"
 	assert_line "$sock"
+	# And by name: a named supervisor's, and an unnamed one's pid.
+	mkfifo "$TMP/go2"
+	memvisor run --name "compl-$$" -- sh -c "read x <'$TMP/go2'" </dev/null &
+	named=$!
+	remember_pid $named
+	wait_for 10 test -S "$XDG_RUNTIME_DIR/memvisor/compl-$$.sock"
+	run complete_words memvisor ctl --name compl
+	assert_output "compl-$$"
+	run complete_words memvisor ctl -n ''
+	assert_line "compl-$$"
+	assert_line "$MVPID"
+	run complete_words memvisor run --name ''
+	assert_output ''
 	# The pids ctl ps lists, on the socket of the line.
 	SOCK=$sock
 	wait_for 10 ctl_has '^ *[0-9]' ps
@@ -113,5 +126,7 @@ setup() {
 	# cannot know that /run/memvisor has no other).
 	[ "$(MEMVISOR_SOCKET=$sock complete_words memvisor ctl stats '')" = "$pids" ]
 	echo go >"$TMP/go"
+	echo go >"$TMP/go2"
 	wait $MVPID
+	wait $named
 }
