@@ -39,6 +39,7 @@ python3 -c '
 import json, sys
 d = json.load(open(sys.argv[1]))
 t = d["totals"]
-print("%d notifications, %d processes; service time p50 %d ns, p99 %d ns" % (
-    d["notifications"], len(d["processes"]), t["service_ns"]["p50"], t["service_ns"]["p99"]))
+n = len(d["processes"])
+print("%d notifications, %d process%s; service time p50 %d ns, p99 %d ns" % (
+    d["notifications"], n, "" if n == 1 else "es", t["service_ns"]["p50"], t["service_ns"]["p99"]))
 ' "$dir/stats.json"
