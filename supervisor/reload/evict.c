@@ -79,7 +79,8 @@ struct evspace {
 	char *dir;
 	pid_t pid, parent;
 	int uffd, pagesfd, stopfd;
-	int directfd;	      /* the pages file again, O_DIRECT (the loader), or -1 */
+	int directfd;	      /* the pages file again, O_DIRECT (the loader), or -1; fixed */
+	bool direct_refused;  /* atomic: a read through directfd failed with EINVAL */
 	int pidfd;	      /* the evicted process (-1 for a fork child): THP collapse */
 	struct evict_thp thp; /* under mu */
 	uint64_t probe;	      /* an address of the mm never registered (the vdso) */
@@ -393,16 +394,19 @@ static int read_pages(struct evspace *s, const struct ev_ext *e, uint32_t a, uin
 		ok[p / 64] &= ~(1ull << (p % 64));
 	/* The loader reads a range the page cache does not hold whole with
 	 * O_DIRECT (whole pages: buf is page-aligned). */
-	bool direct = bulk && s->directfd >= 0 && !cached(s->pagesfd, at, len);
+	bool direct = bulk && s->directfd >= 0 &&
+		      !__atomic_load_n(&s->direct_refused, __ATOMIC_RELAXED) &&
+		      !cached(s->pagesfd, at, len);
 	while (got < len) {
-		int fd = direct && s->directfd >= 0 ? s->directfd : s->pagesfd;
+		int fd = direct ? s->directfd : s->pagesfd;
 		ssize_t n = fault_hit("evict_read")
 				? (errno = EIO, -1)
 				: pread(fd, dst + got, len - got, at + (off_t)got);
-		if (n < 0 && errno == EINVAL && fd == s->directfd) {
-			/* A file system that refuses O_DIRECT reads here. */
-			close(s->directfd);
-			s->directfd = -1;
+		if (n < 0 && errno == EINVAL && direct) {
+			/* A file system that refuses O_DIRECT reads here. The
+			 * fd stays open: the other reader may be using it. */
+			__atomic_store_n(&s->direct_refused, true, __ATOMIC_RELAXED);
+			direct = false;
 			continue;
 		}
 		if (n < 0 && errno == EINTR)
