@@ -238,31 +238,6 @@ static int end_pass(struct reader *r, int rc)
 	return rc;
 }
 
-int ckpt_copy_all(struct ckpt *c)
-{
-	struct reader *r = xcalloc(1, sizeof(*r));
-	r->c = c;
-	job_progress(c->j, "copying", 0, c->total);
-	int rc = 0;
-	for (size_t i = 0; rc == 0 && i < c->n; i++) {
-		if (c->p[i].img < 0)
-			continue;
-		struct img_proc *ip = ckpt_iproc(c, i);
-		for (size_t k = 0; rc == 0 && k < ip->n_r; k++)
-			for (size_t x = 0;
-			     rc == 0 && !ckpt_live_region(c, i, k) && x < ip->r[k].ext.n; x++)
-				rc = copy_vm(r, i, ip->r[k].ext.v[x].addr, &ip->r[k].ext.v[x]);
-	}
-	for (size_t k = 0; rc == 0 && k < c->im.n_o; k++)
-		rc = copy_object(r, k);
-	rc = end_pass(r, rc);
-	c->t_copied = mv_now_ns();
-	log_debug("checkpoint: copy %.1f ms: read %.1f, waiting for buffers %.1f",
-		  (double)(c->t_copied - c->t_planned) / 1e6, (double)c->ns_read / 1e6,
-		  (double)c->ns_wait / 1e6);
-	return rc;
-}
-
 /* One extent of a write-protected region, while the program runs: read
  * it, then lift its protection (ckpt_live_commit); read again while a
  * layout change is under way. A process gone meanwhile leaves zeros
@@ -309,22 +284,53 @@ static int copy_live_extent(struct reader *r, size_t proc, struct img_extent *e)
 	return 0;
 }
 
-int ckpt_copy_live(struct ckpt *c)
+/* The extents of the processes' private regions, in pages-file order:
+ * those copied during the pause (r->live false: every region, or with
+ * --live those not write-protected), or those copied while the program
+ * runs (r->live). */
+static int copy_regions(struct reader *r)
 {
-	struct reader *r = xcalloc(1, sizeof(*r));
-	r->c = c;
-	r->live = true;
+	struct ckpt *c = r->c;
 	int rc = 0;
 	for (size_t i = 0; rc == 0 && i < c->n; i++) {
 		if (c->p[i].img < 0)
 			continue;
 		struct img_proc *ip = ckpt_iproc(c, i);
-		for (size_t k = 0; rc == 0 && k < ip->n_r; k++)
-			for (size_t x = 0;
-			     rc == 0 && ckpt_live_region(c, i, k) && x < ip->r[k].ext.n; x++)
-				rc = copy_live_extent(r, i, &ip->r[k].ext.v[x]);
+		for (size_t k = 0; rc == 0 && k < ip->n_r; k++) {
+			if (ckpt_live_region(c, i, k) != r->live)
+				continue;
+			for (size_t x = 0; rc == 0 && x < ip->r[k].ext.n; x++) {
+				struct img_extent *e = &ip->r[k].ext.v[x];
+				rc =
+				    r->live ? copy_live_extent(r, i, e) : copy_vm(r, i, e->addr, e);
+			}
+		}
 	}
-	return end_pass(r, rc);
+	return rc;
+}
+
+int ckpt_copy_all(struct ckpt *c)
+{
+	struct reader *r = xcalloc(1, sizeof(*r));
+	r->c = c;
+	job_progress(c->j, "copying", 0, c->total);
+	int rc = copy_regions(r);
+	for (size_t k = 0; rc == 0 && k < c->im.n_o; k++)
+		rc = copy_object(r, k);
+	rc = end_pass(r, rc);
+	c->t_copied = mv_now_ns();
+	log_debug("checkpoint: copy %.1f ms: read %.1f, waiting for buffers %.1f",
+		  (double)(c->t_copied - c->t_planned) / 1e6, (double)c->ns_read / 1e6,
+		  (double)c->ns_wait / 1e6);
+	return rc;
+}
+
+int ckpt_copy_live(struct ckpt *c)
+{
+	struct reader *r = xcalloc(1, sizeof(*r));
+	r->c = c;
+	r->live = true;
+	return end_pass(r, copy_regions(r));
 }
 
 /* After the writers are done with the extents (their checksums land in
