@@ -241,6 +241,17 @@ int mv_create_beside(const char *path, char **tmp)
 	return -EEXIST;
 }
 
+int mv_finish_beside(int fd, const char *tmp, const char *path, int rc)
+{
+	if (close(fd) < 0 && !rc)
+		rc = -errno;
+	if (!rc && rename(tmp, path) < 0)
+		rc = -errno;
+	if (rc)
+		unlink(tmp);
+	return rc;
+}
+
 int mv_open_append(const char *path, mode_t mode)
 {
 	/* A symlink of ours or root's (/dev/stderr) is followed; one another

@@ -90,6 +90,11 @@ char *mv_human_size(uint64_t bytes, char *buf, size_t len);
  * is ever opened. Returns the fd and sets *tmp (malloc'd), or -errno. */
 int mv_create_beside(const char *path, char **tmp);
 
+/* Finish a file made by mv_create_beside: close fd and, if rc (the
+ * writing's result) and the close are 0, rename tmp over path; on any
+ * failure remove tmp. Returns the first error (0 or -errno). */
+int mv_finish_beside(int fd, const char *tmp, const char *path, int rc);
+
 /* Open path for appending, creating it (mode) if missing, without
  * following a symlink that another user owns (what fs.protected_symlinks
  * does in sticky directories, everywhere), and never blocking on a FIFO.

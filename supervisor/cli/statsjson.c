@@ -93,12 +93,7 @@ int statsjson_write(struct mv *mv, const char *path, int exit_code)
 		if (json_dumpfd(root, fd, JSON_INDENT(2) | JSON_SORT_KEYS) < 0 ||
 		    write(fd, "\n", 1) != 1)
 			rc = errno ? -errno : -EIO;
-		if (close(fd) < 0 && !rc)
-			rc = -errno;
-		if (!rc && rename(tmp, path) < 0)
-			rc = -errno;
-		if (rc)
-			unlink(tmp);
+		rc = mv_finish_beside(fd, tmp, path, rc);
 	}
 	json_decref(root);
 	if (rc)

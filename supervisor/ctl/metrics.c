@@ -253,13 +253,7 @@ static int write_file(struct mv *mv)
 	if (fd < 0)
 		return fd;
 	int rc = fchmod(fd, 0644) < 0 ? -errno : mv_write_all(fd, text, strlen(text));
-	if (close(fd) < 0 && !rc)
-		rc = -errno;
-	if (!rc && rename(tmp, path) < 0)
-		rc = -errno;
-	if (rc)
-		unlink(tmp);
-	return rc;
+	return mv_finish_beside(fd, tmp, path, rc);
 }
 
 static void on_timer(struct ev_loop *loop, ev_timer *w, int revents)
