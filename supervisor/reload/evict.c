@@ -298,9 +298,14 @@ static void split_at(struct evspace *s, uint64_t addr)
 	insert_chunk(s, i + 1, tail);
 }
 
+static bool bit(const uint64_t *v, uint32_t p)
+{
+	return v[p / 64] >> (p % 64) & 1;
+}
+
 static bool page_loaded(const struct ev_ext *e, uint32_t p)
 {
-	return e->loaded[p / 64] >> (p % 64) & 1;
+	return bit(e->loaded, p);
 }
 
 static uint64_t owed_in(const struct evspace *s, const struct ev_chunk *c)
@@ -355,11 +360,6 @@ static void mark_loaded(struct evspace *s, uint32_t ext, uint32_t a, uint32_t b)
 }
 
 /* ---- serving pages --------------------------------------------------- */
-
-static bool bit(const uint64_t *v, uint32_t p)
-{
-	return v[p / 64] >> (p % 64) & 1;
-}
 
 /* Is [off, off+len) of fd in the page cache, every page? Asked with
  * cachestat(2) (Linux 6.5), which neither reads nor starts readahead
