@@ -300,13 +300,16 @@ stop_mappings() {
 }
 
 @test "run --name NAME and ctl -n NAME: a supervisor by name; names are checked and not shared" {
-	mkfifo "$TMP/go"
+	# One FIFO each: two readers of one FIFO can both end on the first
+	# line (one reads it, the other sees the writer close), and the
+	# second echo then waits for a reader for ever.
+	mkfifo "$TMP/go" "$TMP/go2"
 	"$MEMVISOR" run --name web-1 -- sh -c "read x <'$TMP/go'" </dev/null &
 	mv=$!
 	remember_pid $mv
 	wait_for 10 test -S "$XDG_RUNTIME_DIR/memvisor/web-1.sock"
 	# A second memvisor, unnamed: ctl needs to be told which.
-	"$MEMVISOR" run -- sh -c "read x <'$TMP/go'" </dev/null &
+	"$MEMVISOR" run -- sh -c "read x <'$TMP/go2'" </dev/null &
 	remember_pid $!
 	wait_for 10 test -S "$XDG_RUNTIME_DIR/memvisor/$!.sock"
 	run "$MEMVISOR" ctl -n web-1 --json hello
@@ -338,7 +341,7 @@ stop_mappings() {
 	[ "$status" -eq 3 ]
 	assert_output --partial "no running memvisor is named nosuch"
 	echo go >"$TMP/go"
-	echo go >"$TMP/go"
+	echo go >"$TMP/go2"
 	wait $mv
 	# Gone with its memvisor: the name is free again.
 	[ ! -e "$XDG_RUNTIME_DIR/memvisor/web-1.sock" ]
