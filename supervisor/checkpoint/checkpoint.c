@@ -214,7 +214,10 @@ static int copy_stage(struct ckpt *c, bool live, json_t **live_json)
 		if (rc == -ECANCELED)
 			ckpt_live_why_lost(c, c->live_why, sizeof(c->live_why));
 	}
-	ckpt_live_stop(c);
+	/* With --evict the protection stays until the evict has seen which
+	 * pages were written since the pause (ckpt_evict_live). */
+	if (rc < 0 || !c->req->evict)
+		ckpt_live_stop(c);
 	return rc;
 }
 
@@ -286,10 +289,29 @@ static int attempt(struct job *j, bool live, uint64_t t_start, const char *fallb
 		rc = commit(&c);
 	struct evict_stats est = {0};
 	int erc = 0;
-	if (rc == 0 && c.req->evict)
+	/* --live --evict: the program ran during the copy and the commit. */
+	bool again = live && copied && c.req->evict;
+	uint64_t clean = 0, written = 0, p1_start = c.pause_start, p1_end = c.pause_end;
+	uint64_t t_again = mv_now_ns();
+	if (rc == 0 && again)
+		erc = ckpt_evict_live(&c, &est, &clean, &written);
+	else if (rc == 0 && c.req->evict)
 		erc = ckpt_evict_all(&c, &est);
+	ckpt_live_stop(&c);
 	if (c.req->evict)
 		ckpt_resume_all(&c);
+	if (again) {
+		/* The result's pause is the first; the evict's is its own. */
+		uint64_t second = c.pause_end > t_again ? c.pause_end - t_again : 0;
+		c.pause_start = p1_start;
+		c.pause_end = p1_end;
+		if (live_json)
+			json_object_set_new(live_json, "evict",
+					    json_pack("{s:I, s:I, s:I}", "pause_ns",
+						      (json_int_t)second, "clean_bytes",
+						      (json_int_t)clean, "written_bytes",
+						      (json_int_t)written));
+	}
 	if (rc < 0)
 		goto out_remove;
 	if (erc < 0)

@@ -348,6 +348,7 @@ int ckpt_settle(struct ckpt *c)
 	for (size_t i = 0; i < c->n; i++) {
 		if (!c->p[i].died || c->p[i].img < 0)
 			continue;
+		ckpt_live_forget(c, i); /* it points into the record */
 		img_proc_forget(ckpt_iproc(c, i));
 		if (ckpt_proc_lost(c, &c->p[i]) < 0)
 			return -ESRCH;

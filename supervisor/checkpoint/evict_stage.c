@@ -2,6 +2,7 @@
  * every thread still stopped (supervisor/checkpoint/job.h, supervisor/reload/evict.h). */
 #include "supervisor/checkpoint/job.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "supervisor/reload/evict.h"
 
 #include <linux/kcmp.h>
@@ -75,12 +76,17 @@ static void skip(struct ckpt *c, size_t i, const char *why)
 	log_info("evict: process %d %s", c->p[i].pt.pid, why);
 }
 
-int ckpt_evict_all(struct ckpt *c, struct evict_stats *st)
+/* Evict every process we hold; views (or NULL: every region of each
+ * process's image record) limit each to the pages it may lose. */
+static int evict_each(struct ckpt *c, struct evict_stats *st, const struct img_proc *views,
+		      const bool *have)
 {
 	job_progress(c->j, "evicting", c->done, c->total);
 	for (size_t i = 0; i < c->n; i++) {
 		struct cproc *p = &c->p[i];
 		if (p->pt.gone || p->img < 0 || p->died || ckpt_proc_dead(p))
+			continue;
+		if (views && !have[i])
 			continue;
 		char err[512];
 		if (vfork_skip(c, i, err, sizeof(err))) {
@@ -88,8 +94,9 @@ int ckpt_evict_all(struct ckpt *c, struct evict_stats *st)
 			continue;
 		}
 		struct mv_err e = {0};
-		int rc = evict_proc_stopped(c->mv->evict, &p->pt, &c->im, ckpt_iproc(c, i),
-					    c->req->dir.dir, st, &e);
+		int rc = evict_proc_stopped(c->mv->evict, &p->pt, &c->im,
+					    views ? &views[i] : ckpt_iproc(c, i), c->req->dir.dir,
+					    views != NULL, st, &e);
 		if (rc < 0)
 			return ckpt_fail(c, rc, MV_E_EVICT_FAILED,
 					 "%s; the image at %s is complete and the program keeps "
@@ -100,4 +107,53 @@ int ckpt_evict_all(struct ckpt *c, struct evict_stats *st)
 		 (unsigned long long)st->regions, (unsigned long long)st->bytes,
 		 (unsigned long long)st->kept_regions, (unsigned long long)st->shared_regions);
 	return 0;
+}
+
+int ckpt_evict_all(struct ckpt *c, struct evict_stats *st)
+{
+	return evict_each(c, st, NULL, NULL);
+}
+
+int ckpt_evict_live(struct ckpt *c, struct evict_stats *st, uint64_t *clean, uint64_t *written)
+{
+	/* The program ran since the image's instant: stop it again, every
+	 * thread and every process it forked meanwhile. A process that
+	 * exited since is recorded, not a failure: the image is complete. */
+	for (size_t i = 0; i < c->n; i++) {
+		ptrace_proc_forget(&c->p[i].pt);
+		c->p[i].requested = false;
+	}
+	job_progress(c->j, "stopping", c->done, c->total);
+	int rc = ckpt_stop_all(c);
+	ckpt_live_quiesce(c);
+	struct img_proc *views = xcalloc(MV_MAX(c->n, 1), sizeof(*views));
+	bool *have = xcalloc(MV_MAX(c->n, 1), sizeof(*have));
+	for (size_t i = 0; rc == 0 && i < c->n; i++) {
+		struct cproc *p = &c->p[i];
+		if (p->pt.gone || p->img < 0 || p->died || ckpt_proc_dead(p))
+			continue;
+		int v = ckpt_live_evict_view(c, i, &views[i], clean, written);
+		have[i] = v == 0;
+		if (v == -ENOENT)
+			skip(c, i,
+			     "was copied during the pause, so what it wrote since is not known: "
+			     "left resident");
+		else if (v < 0 && v != -ESRCH) {
+			char why[160];
+			snprintf(why, sizeof(why),
+				 "reading which pages it wrote since (pagemap): %s: left resident",
+				 strerror(-v));
+			skip(c, i, why);
+		}
+	}
+	/* Closing the uffds lifts the write protection: nothing runs. */
+	ckpt_live_stop(c);
+	if (rc == 0)
+		rc = evict_each(c, st, views, have);
+	for (size_t i = 0; i < c->n; i++)
+		if (have[i])
+			ckpt_live_view_free(&views[i]);
+	free(views);
+	free(have);
+	return rc;
 }

@@ -151,8 +151,26 @@ void ckpt_live_why_lost(const struct ckpt *c, char *buf, size_t len);
 /* The result's "live" object. */
 json_t *ckpt_live_json(const struct ckpt *c);
 
+/* Process proc died: its image record is about to be emptied; forget
+ * its extents (it is gone for the live copy too). */
+void ckpt_live_forget(struct ckpt *c, size_t proc);
+
 /* Stop the handler, close the uffds (lifting every protection), free. */
 void ckpt_live_stop(struct ckpt *c);
+
+/* --evict, every thread stopped again after the commit: stop the handler
+ * and take what the uffds still hold (events). */
+void ckpt_live_quiesce(struct ckpt *c);
+
+/* --evict: process proc's image record limited to the pages that may be
+ * dropped (present, copied and still write-protected: not written since
+ * the pause, nor touched by a layout change), in *out
+ * (ckpt_live_view_free). Bytes of its live extents that may be dropped
+ * and that were written since are added to *clean and *written. -ENOENT:
+ * nothing of it was copied live (not tracked); -ESRCH: it is gone. */
+int ckpt_live_evict_view(struct ckpt *c, size_t proc, struct img_proc *out, uint64_t *clean,
+			 uint64_t *written);
+void ckpt_live_view_free(struct img_proc *v);
 
 struct evict_stats;
 
@@ -160,6 +178,11 @@ struct evict_stats;
  * (supervisor/checkpoint/evict_stage.c). A failure leaves the processes as they were
  * except those evicted already, which are served on demand. */
 int ckpt_evict_all(struct ckpt *c, struct evict_stats *st);
+
+/* --evict --live, after the commit, the program running: stop it again,
+ * find the pages not written since the pause (ckpt_live_evict_view),
+ * close the live uffds and evict just those. The caller resumes. */
+int ckpt_evict_live(struct ckpt *c, struct evict_stats *st, uint64_t *clean, uint64_t *written);
 
 /* After the resume: wait for the writers (the checksums land), drop what
  * was read from processes killed meanwhile. */

@@ -12,6 +12,7 @@
 #define PM_PRESENT (1ull << 63)
 #define PM_SWAPPED (1ull << 62)
 #define PM_FILE	   (1ull << 61)
+#define PM_UFFD_WP (1ull << 57) /* Linux 5.19 */
 
 int pagemap_open(pid_t pid, bool try_scan, struct pagemap *pm)
 {
@@ -102,6 +103,11 @@ static int runs_read(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t 
 			uint64_t cat = (ent[i] & PM_PRESENT ? PAGE_IS_PRESENT : 0) |
 				       (ent[i] & PM_SWAPPED ? PAGE_IS_SWAPPED : 0) |
 				       (ent[i] & PM_FILE ? PAGE_IS_FILE : 0);
+			/* As PAGEMAP_SCAN has it: a present page that is not
+			 * write-protected by a userfaultfd has been written
+			 * since it was protected (or never was). */
+			if ((ent[i] & PM_PRESENT) && !(ent[i] & PM_UFFD_WP))
+				cat |= PAGE_IS_WRITTEN;
 			if (!(cat & anyof) || (cat & none))
 				continue;
 			add_run(runs, n, cap, at + i * PAGE, at + (i + 1) * PAGE);

@@ -1064,8 +1064,31 @@ static int setup_space(struct evspace *s, struct ptrace_proc *pp, struct remote 
 /* Register, then drop: a region whose registration fails keeps its pages;
  * one whose madvise fails stays registered with its pages present (the
  * pages it lacks are not in the image either: zeros are right). */
+static int drop_pages(struct remote *r, uint64_t start, uint64_t len)
+{
+	long a[6] = {(long)start, (long)len, MADV_DONTNEED}, ret = 0;
+	int rc = remote_syscall_stopped(r, SYS_madvise, a, &ret);
+	return rc < 0 ? rc : ret < 0 ? (int)ret : 0;
+}
+
+/* The extents of g, adjacent ones together. */
+static int drop_extents(struct remote *r, const struct img_region *g, uint64_t *failed_at)
+{
+	for (size_t x = 0; x < g->ext.n;) {
+		uint64_t start = g->ext.v[x].addr, end = start + img_extent_len(&g->ext.v[x]);
+		for (x++; x < g->ext.n && g->ext.v[x].addr == end; x++)
+			end += img_extent_len(&g->ext.v[x]);
+		int rc = drop_pages(r, start, end - start);
+		if (rc < 0) {
+			*failed_at = start;
+			return rc;
+		}
+	}
+	return 0;
+}
+
 static void evict_region(struct evspace *s, struct remote *r, const struct img_region *g,
-			 struct evict_stats *st)
+			 bool only_extents, struct evict_stats *st)
 {
 	uint64_t len = g->end - g->start;
 	pthread_mutex_lock(&s->mu);
@@ -1080,12 +1103,14 @@ static void evict_region(struct evspace *s, struct remote *r, const struct img_r
 		st->kept_regions++;
 		return;
 	}
-	long a[6] = {(long)g->start, (long)len, MADV_DONTNEED}, ret = 0;
-	rc = remote_syscall_stopped(r, SYS_madvise, a, &ret);
-	if (rc < 0 || ret < 0) {
-		log_warn("evict: process %d: madvise(DONTNEED) of %#llx-%#llx: %s; left resident",
+	uint64_t at = g->start;
+	rc = only_extents ? drop_extents(r, g, &at) : drop_pages(r, g->start, len);
+	if (rc < 0) {
+		/* What was dropped before is in the map, and served. */
+		log_warn("evict: process %d: madvise(DONTNEED) of %#llx-%#llx from %#llx: %s; left "
+			 "resident",
 			 s->pid, (unsigned long long)g->start, (unsigned long long)g->end,
-			 strerror(rc < 0 ? -rc : (int)-ret));
+			 (unsigned long long)at, strerror(-rc));
 		st->kept_regions++;
 		return;
 	}
@@ -1095,8 +1120,8 @@ static void evict_region(struct evspace *s, struct remote *r, const struct img_r
 }
 
 int evict_proc_stopped(struct evict *reg, struct ptrace_proc *pp, const struct img *im,
-		       const struct img_proc *ip, const char *dir, struct evict_stats *st,
-		       struct mv_err *err)
+		       const struct img_proc *ip, const char *dir, bool only_extents,
+		       struct evict_stats *st, struct mv_err *err)
 {
 	struct remote r;
 	int rc = remote_open_stopped(&r, pp, &reg->mv->injecting);
@@ -1124,7 +1149,7 @@ int evict_proc_stopped(struct evict *reg, struct ptrace_proc *pp, const struct i
 	uint64_t regions_before = st->regions, bytes_before = st->bytes;
 	for (size_t k = 0; k < ip->n_r; k++) {
 		if (evictable(&ip->r[k]))
-			evict_region(s, &r, &ip->r[k], st);
+			evict_region(s, &r, &ip->r[k], only_extents, st);
 		else if (ip->r[k].content == IMG_SHARED)
 			st->shared_regions++;
 	}

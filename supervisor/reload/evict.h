@@ -56,11 +56,13 @@ struct evict_stats {
  * image record is ip, in the committed image im at dir (its page
  * checksums computed): create its uffd
  * by remote syscalls, register and drop its private anonymous regions,
- * start the fault workers. On failure before anything was dropped, the
- * process is untouched; err says why. */
+ * start the fault workers. only_extents: drop only the pages of ip's
+ * extents, not whole regions (the rest may have been written since the
+ * image's instant: checkpoint --live --evict). On failure before
+ * anything was dropped, the process is untouched; err says why. */
 int evict_proc_stopped(struct evict *reg, struct ptrace_proc *pp, const struct img *im,
-		       const struct img_proc *ip, const char *dir, struct evict_stats *st,
-		       struct mv_err *err);
+		       const struct img_proc *ip, const char *dir, bool only_extents,
+		       struct evict_stats *st, struct mv_err *err);
 
 /* The live spaces evicted to image id (references; evict_put each), in
  * *out (malloc'd). Returns how many. */
