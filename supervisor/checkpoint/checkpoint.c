@@ -293,8 +293,9 @@ static int attempt(struct job *j, bool live, uint64_t t_start, const char *fallb
 	bool again = live && copied && c.req->evict;
 	uint64_t clean = 0, written = 0, p1_start = c.pause_start, p1_end = c.pause_end;
 	uint64_t t_again = mv_now_ns();
+	struct live_evict_times lt = {0};
 	if (rc == 0 && again)
-		erc = ckpt_evict_live(&c, &est, &clean, &written);
+		erc = ckpt_evict_live(&c, &est, &lt, &clean, &written);
 	else if (rc == 0 && c.req->evict)
 		erc = ckpt_evict_all(&c, &est);
 	ckpt_live_stop(&c);
@@ -306,11 +307,14 @@ static int attempt(struct job *j, bool live, uint64_t t_start, const char *fallb
 		c.pause_start = p1_start;
 		c.pause_end = p1_end;
 		if (live_json)
-			json_object_set_new(live_json, "evict",
-					    json_pack("{s:I, s:I, s:I}", "pause_ns",
-						      (json_int_t)second, "clean_bytes",
-						      (json_int_t)clean, "written_bytes",
-						      (json_int_t)written));
+			json_object_set_new(
+			    live_json, "evict",
+			    json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "pause_ns",
+				      (json_int_t)second, "stop_ns", (json_int_t)lt.stop_ns,
+				      "scan_ns", (json_int_t)lt.scan_ns, "unprotect_ns",
+				      (json_int_t)lt.unprotect_ns, "drop_ns",
+				      (json_int_t)lt.drop_ns, "clean_bytes", (json_int_t)clean,
+				      "written_bytes", (json_int_t)written));
 	}
 	if (rc < 0)
 		goto out_remove;

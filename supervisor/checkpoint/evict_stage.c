@@ -114,8 +114,10 @@ int ckpt_evict_all(struct ckpt *c, struct evict_stats *st)
 	return evict_each(c, st, NULL, NULL);
 }
 
-int ckpt_evict_live(struct ckpt *c, struct evict_stats *st, uint64_t *clean, uint64_t *written)
+int ckpt_evict_live(struct ckpt *c, struct evict_stats *st, struct live_evict_times *t,
+		    uint64_t *clean, uint64_t *written)
 {
+	uint64_t t0 = mv_now_ns();
 	/* The program ran since the image's instant: stop it again, every
 	 * thread and every process it forked meanwhile. A process that
 	 * exited since is recorded, not a failure: the image is complete. */
@@ -126,6 +128,7 @@ int ckpt_evict_live(struct ckpt *c, struct evict_stats *st, uint64_t *clean, uin
 	job_progress(c->j, "stopping", c->done, c->total);
 	int rc = ckpt_stop_all(c);
 	ckpt_live_quiesce(c);
+	uint64_t t1 = mv_now_ns();
 	struct img_proc *views = xcalloc(MV_MAX(c->n, 1), sizeof(*views));
 	bool *have = xcalloc(MV_MAX(c->n, 1), sizeof(*have));
 	for (size_t i = 0; rc == 0 && i < c->n; i++) {
@@ -146,10 +149,16 @@ int ckpt_evict_live(struct ckpt *c, struct evict_stats *st, uint64_t *clean, uin
 			skip(c, i, why);
 		}
 	}
+	uint64_t t2 = mv_now_ns();
 	/* Closing the uffds lifts the write protection: nothing runs. */
 	ckpt_live_stop(c);
+	uint64_t t3 = mv_now_ns();
 	if (rc == 0)
 		rc = evict_each(c, st, views, have);
+	*t = (struct live_evict_times){.stop_ns = t1 - t0,
+				       .scan_ns = t2 - t1,
+				       .unprotect_ns = t3 - t2,
+				       .drop_ns = mv_now_ns() - t3};
 	for (size_t i = 0; i < c->n; i++)
 		if (have[i])
 			ckpt_live_view_free(&views[i]);

@@ -182,7 +182,14 @@ int ckpt_evict_all(struct ckpt *c, struct evict_stats *st);
 /* --evict --live, after the commit, the program running: stop it again,
  * find the pages not written since the pause (ckpt_live_evict_view),
  * close the live uffds and evict just those. The caller resumes. */
-int ckpt_evict_live(struct ckpt *c, struct evict_stats *st, uint64_t *clean, uint64_t *written);
+struct live_evict_times {
+	uint64_t stop_ns;      /* stopping every thread again */
+	uint64_t scan_ns;      /* pagemap: which pages were not written */
+	uint64_t unprotect_ns; /* closing the live uffds (the protection walk) */
+	uint64_t drop_ns;      /* the evict's uffds, registration, madvise */
+};
+int ckpt_evict_live(struct ckpt *c, struct evict_stats *st, struct live_evict_times *t,
+		    uint64_t *clean, uint64_t *written);
 
 /* After the resume: wait for the writers (the checksums land), drop what
  * was read from processes killed meanwhile. */

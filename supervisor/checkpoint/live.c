@@ -76,12 +76,17 @@
 #define LIVE_WANT   UFFD_FEATURE_THREAD_ID
 #define WHY_LEN	    256
 #define KEEP_WINDOW 64u /* pages kept at once for a write fault */
+/* --evict: pages of a copied extent whose protection one write lifts (and
+ * which then stay resident) */
+#define LIFT_WINDOW 64u
 
 /* An extent copied live. */
 struct lext {
 	struct img_extent *e;
 	void **saved; /* per page: its content at the pause, kept by a write fault */
-	bool copied;  /* read and unprotected by the copier: saved is freed */
+	void **wins;  /* the windows read for write faults, which saved points into */
+	size_t n_wins;
+	bool copied; /* read and unprotected by the copier: saved is freed */
 };
 
 struct lproc {
@@ -342,8 +347,10 @@ static int keep_page_locked(struct ckpt *c, struct lproc *lp, uint64_t addr)
 		 * goes, as a kept one would (and stays resident). */
 		uint64_t start = addr, len = PG;
 		if (x && lv->evict) {
-			start = x->e->addr + a * PG;
-			len = (uint64_t)(b - a) * PG;
+			uint32_t k = (uint32_t)((addr - x->e->addr) / PG);
+			uint32_t la = k / LIFT_WINDOW * LIFT_WINDOW;
+			start = x->e->addr + la * PG;
+			len = (uint64_t)(MV_MIN(x->e->pages, la + LIFT_WINDOW) - la) * PG;
 		}
 		int rc = uffd_writeprotect(lp->uffd, start, len, false);
 		return rc == -EAGAIN ? rc : 0;
@@ -372,16 +379,17 @@ static int keep_page_locked(struct ckpt *c, struct lproc *lp, uint64_t addr)
 	}
 	if (!x->saved)
 		x->saved = xcalloc(e->pages, sizeof(*x->saved));
-	/* A page kept before was unprotected then and may have changed
-	 * since: its kept copy stays. */
+	/* The window is kept as read (no copy per page). A page kept before
+	 * was unprotected then and may have changed since: its kept copy
+	 * stays. */
+	x->wins = xrealloc(x->wins, (x->n_wins + 1) * sizeof(*x->wins));
+	x->wins[x->n_wins++] = buf;
 	for (uint32_t p = a; p < b; p++) {
 		if (x->saved[p])
 			continue;
-		x->saved[p] = xmalloc(PG);
-		memcpy(x->saved[p], buf + (size_t)(p - a) * PG, PG);
+		x->saved[p] = buf + (size_t)(p - a) * PG;
 		lv->kept++;
 	}
-	free(buf);
 	return 0;
 }
 
@@ -535,6 +543,17 @@ int ckpt_live_start(struct ckpt *c)
 
 /* ---- the copier's side -------------------------------------------------- */
 
+static void free_saved(struct lext *x)
+{
+	for (size_t w = 0; w < x->n_wins; w++)
+		free(x->wins[w]);
+	free(x->wins);
+	free(x->saved);
+	x->wins = NULL;
+	x->saved = NULL;
+	x->n_wins = 0;
+}
+
 /* With --evict the copier leaves the protection on (pages written after
  * their copy must be told from the others) but needs the same proof that
  * no layout change overlapped its read: protecting again what is still
@@ -576,12 +595,9 @@ int ckpt_live_commit(struct ckpt *c, size_t proc, struct img_extent *e, void *ds
 		lv->retries++;
 	if (rc == 0 && x && x->saved) {
 		for (uint32_t k = 0; k < e->pages; k++)
-			if (x->saved[k]) {
+			if (x->saved[k])
 				memcpy((char *)dst + k * PG, x->saved[k], PG);
-				free(x->saved[k]);
-			}
-		free(x->saved);
-		x->saved = NULL;
+		free_saved(x);
 	}
 	if (rc == 0 && x)
 		x->copied = true;
@@ -643,12 +659,8 @@ json_t *ckpt_live_json(const struct ckpt *c)
 
 static void free_lexts_locked(struct lproc *lp)
 {
-	for (size_t k = 0; k < lp->n; k++) {
-		if (lp->x[k].saved)
-			for (uint32_t q = 0; q < lp->x[k].e->pages; q++)
-				free(lp->x[k].saved[q]);
-		free(lp->x[k].saved);
-	}
+	for (size_t k = 0; k < lp->n; k++)
+		free_saved(&lp->x[k]);
 	lp->n = 0;
 }
 
