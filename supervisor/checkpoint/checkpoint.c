@@ -119,11 +119,12 @@ static int require_a_process(struct ckpt *c)
 
 static json_t *evict_json(const struct evict_stats *st, json_t *skipped)
 {
-	return json_pack(
-	    "{s:I, s:I, s:I, s:I, s:s, s:o}", "regions", (json_int_t)st->regions, "bytes",
-	    (json_int_t)st->bytes, "kept_regions", (json_int_t)st->kept_regions, "shared_regions",
-	    (json_int_t)st->shared_regions, "shared", "resident (shared memory is not evicted)",
-	    "skipped", skipped ? json_incref(skipped) : json_array());
+	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:s, s:o}", "regions", (json_int_t)st->regions,
+			 "bytes", (json_int_t)st->bytes, "kept_regions",
+			 (json_int_t)st->kept_regions, "shared_regions",
+			 (json_int_t)st->shared_regions, "cow_bytes", (json_int_t)st->cow_bytes,
+			 "shared", "resident (shared memory is not evicted)", "skipped",
+			 skipped ? json_incref(skipped) : json_array());
 }
 
 static json_t *result_json(struct ckpt *c)

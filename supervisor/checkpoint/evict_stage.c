@@ -3,6 +3,7 @@
 #include "supervisor/checkpoint/job.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "supervisor/kernel/pagemap.h"
 #include "supervisor/reload/evict.h"
 
 #include <linux/kcmp.h>
@@ -76,8 +77,57 @@ static void skip(struct ckpt *c, size_t i, const char *why)
 	log_info("evict: process %d %s", c->p[i].pt.pid, why);
 }
 
-/* Evict every process we hold; views (or NULL: every region of each
- * process's image record) limit each to the pages it may lose. */
+/* src (process i's image record, or a view of it) limited to the pages
+ * this process maps alone, in *out (ckpt_live_view_free) and *whole (per
+ * region: may be dropped whole; only when src is the record itself and
+ * nothing in the region is shared). A page shared copy-on-write with
+ * another process after a fork stays: a reload gives each process a copy
+ * of its own (UFFDIO_COPY allocates), so evicting it would multiply the
+ * tree's memory by the number of processes sharing it; resident, it is
+ * counted once (docs/reload.md, "Fork trees"). */
+static int exclusive_view(struct ckpt *c, size_t i, const struct img_proc *src, bool is_record,
+			  struct img_proc *out, bool **whole, struct evict_stats *st)
+{
+	struct pagemap pm;
+	int rc = pagemap_open(c->p[i].pt.pid, false, &pm);
+	if (rc < 0)
+		return rc;
+	*out = *src;
+	out->r = xcalloc(MV_MAX(src->n_r, 1), sizeof(*out->r));
+	out->cap_r = MV_MAX(src->n_r, 1);
+	*whole = xcalloc(MV_MAX(src->n_r, 1), sizeof(**whole));
+	struct as_range *runs = NULL;
+	size_t n = 0, cap = 0;
+	for (size_t k = 0; k < src->n_r && rc == 0; k++) {
+		const struct img_region *r = &src->r[k];
+		out->r[k] = *r;
+		out->r[k].ext = (struct img_extents){0};
+		if (!evict_region_evictable(r))
+			continue;
+		n = 0;
+		rc = pagemap_exclusive_runs(&pm, r->start, r->end, &runs, &n, &cap);
+		img_extents_within(&r->ext, runs, n, &out->r[k].ext);
+		uint64_t total = 0, mine = 0;
+		for (size_t x = 0; x < r->ext.n; x++)
+			total += img_extent_len(&r->ext.v[x]);
+		for (size_t x = 0; x < out->r[k].ext.n; x++)
+			mine += img_extent_len(&out->r[k].ext.v[x]);
+		(*whole)[k] = is_record && mine == total;
+		st->cow_bytes += total - mine;
+	}
+	free(runs);
+	pagemap_close(&pm);
+	if (rc < 0) {
+		ckpt_live_view_free(out);
+		free(*whole);
+		*whole = NULL;
+	}
+	return rc;
+}
+
+/* Evict every process we hold; views (or NULL: each process's image
+ * record) limit each to the pages it may lose, and each is limited again
+ * to the pages it maps alone (exclusive_view). */
 static int evict_each(struct ckpt *c, struct evict_stats *st, const struct img_proc *views,
 		      const bool *have)
 {
@@ -93,19 +143,33 @@ static int evict_each(struct ckpt *c, struct evict_stats *st, const struct img_p
 			skip(c, i, err);
 			continue;
 		}
+		struct img_proc v;
+		bool *whole;
+		int rc = exclusive_view(c, i, views ? &views[i] : ckpt_iproc(c, i), !views, &v,
+					&whole, st);
+		if (rc < 0) {
+			snprintf(err, sizeof(err),
+				 "reading which pages it shares (pagemap): %s: left resident",
+				 strerror(-rc));
+			skip(c, i, err);
+			continue;
+		}
 		struct mv_err e = {0};
-		int rc = evict_proc_stopped(c->mv->evict, &p->pt, &c->im,
-					    views ? &views[i] : ckpt_iproc(c, i), c->req->dir.dir,
-					    views != NULL, st, &e);
+		rc = evict_proc_stopped(c->mv->evict, &p->pt, &c->im, &v, c->req->dir.dir, whole,
+					st, &e);
+		ckpt_live_view_free(&v);
+		free(whole);
 		if (rc < 0)
 			return ckpt_fail(c, rc, MV_E_EVICT_FAILED,
 					 "%s; the image at %s is complete and the program keeps "
 					 "its memory",
 					 e.msg, c->req->dir.dir);
 	}
-	log_info("evict: %llu regions, %llu bytes dropped (%llu left resident, %llu shared)",
+	log_info("evict: %llu regions, %llu bytes dropped (%llu left resident, %llu shared, %llu "
+		 "bytes shared copy-on-write kept)",
 		 (unsigned long long)st->regions, (unsigned long long)st->bytes,
-		 (unsigned long long)st->kept_regions, (unsigned long long)st->shared_regions);
+		 (unsigned long long)st->kept_regions, (unsigned long long)st->shared_regions,
+		 (unsigned long long)st->cow_bytes);
 	return 0;
 }
 

@@ -11,7 +11,7 @@
  * Then the program resumes, and the protected part is copied while it
  * runs, the way QEMU's background snapshot copies a guest:
  *
- *   - the copier reads an extent (process_vm_readv: reading a protected
+ *   - the copier reads an extent (/proc/PID/mem: reading a protected
  *     page is allowed, writing it waits), then lifts the protection of
  *     the extent (which wakes its writers): what it read is the page as
  *     it was at the pause;
@@ -56,7 +56,6 @@
 #include "supervisor/kernel/remote.h"
 #include "supervisor/reload/evict.h"
 #include "supervisor/kernel/uffd.h"
-#include "supervisor/kernel/vm.h"
 #include "supervisor/supervise/mv.h"
 
 #include <poll.h>
@@ -123,10 +122,10 @@ struct live {
 
 /* ---- setting up, while stopped ------------------------------------------ */
 
+/* What an evict drops is what a live copy protects. */
 static bool protectable(const struct img_region *r)
 {
-	return r->content == IMG_PRIVATE && !r->shared && r->ext.n &&
-	       (r->kind == AS_ANON || r->kind == AS_HEAP || r->kind == AS_STACK);
+	return evict_region_evictable(r);
 }
 
 static void paused_why(struct live *lv, pid_t pid, const struct img_region *r, const char *fmt, ...)
@@ -358,16 +357,15 @@ static int keep_page_locked(struct ckpt *c, struct lproc *lp, uint64_t addr)
 	const struct img_extent *e = x->e;
 	uint64_t start = e->addr + a * PG, len = (uint64_t)(b - a) * PG;
 	char *buf = xmalloc(len);
-	ssize_t n = vm_read(c->p[lp->proc].pt.pid, start, buf, len);
-	if (n != (ssize_t)len) {
+	int n = ckpt_read_mem(&c->p[lp->proc], start, buf, len);
+	if (n < 0) {
 		free(buf);
-		if (n == -ESRCH) {
+		if (n == -ESRCH || ckpt_proc_dead(&c->p[lp->proc])) {
 			lp->gone = true;
 			return 0;
 		}
 		set_lost_locked(lv, "process %d: reading %#llx before a write: %s",
-				c->p[lp->proc].pt.pid, (unsigned long long)start,
-				strerror(n < 0 ? (int)-n : EIO));
+				c->p[lp->proc].pt.pid, (unsigned long long)start, strerror(-n));
 		return 0;
 	}
 	int rc = uffd_writeprotect(lp->uffd, start, len, false);
@@ -525,11 +523,16 @@ int ckpt_live_start(struct ckpt *c)
 	for (size_t i = 0; i < c->n; i++) {
 		if (lv->lp_of[i] < 0)
 			continue;
-		/* Its threads may exit once it runs: read through the process. */
-		c->p[i].tid = c->p[i].pt.pid;
-		if (c->p[i].memfd >= 0)
-			close(c->p[i].memfd);
-		c->p[i].memfd = -1;
+		/* Its /proc/TID/mem is opened now, while the thread is stopped:
+		 * the file holds this mm, whichever thread exits, and the copier
+		 * and the handler share it (pread). An exec makes its reads
+		 * fail, never read the new program. */
+		struct cproc *p = &c->p[i];
+		int rc = ckpt_read_mem(p, 0, NULL, 0);
+		if (rc < 0)
+			return ckpt_fail(c, rc, MV_E_INTERNAL, "opening /proc/%d/mem: %s", p->tid,
+					 strerror(-rc));
+		p->tid = p->pt.pid;
 	}
 	if (!lv->n_lp)
 		return 0;
@@ -707,35 +710,24 @@ void ckpt_live_quiesce(struct ckpt *c)
 	free(q);
 }
 
-static bool tainted(const struct lproc *lp, uint64_t a, uint64_t b)
+static int cmp_range(const void *x, const void *y)
 {
-	for (size_t i = 0; i < lp->n_taint; i++)
-		if (lp->taint[i].start < b && a < lp->taint[i].end)
-			return true;
-	return false;
+	const struct as_range *a = x, *b = y;
+	return a->start < b->start ? -1 : a->start > b->start;
 }
 
-/* Append to out the pieces of e that are in [a, b) and not tainted. */
-static void clean_piece(const struct lproc *lp, const struct img_extent *e, uint64_t a, uint64_t b,
-			struct img_extents *out)
+/* lp's marked ranges, sorted and merged (for img_ranges_subtract). */
+static void merge_taint(struct lproc *lp)
 {
-	a = MV_MAX(a, e->addr);
-	b = MV_MIN(b, e->addr + img_extent_len(e));
-	for (uint64_t p = a; p < b;) {
-		if (tainted(lp, p, p + PG)) {
-			p += PG;
-			continue;
-		}
-		uint64_t q = p + PG;
-		while (q < b && !tainted(lp, q, q + PG))
-			q += PG;
-		if (out->n == out->cap)
-			out->v = xrealloc(out->v, (out->cap = out->cap ? out->cap * 2 : 8) *
-						      sizeof(*out->v));
-		out->v[out->n++] = (struct img_extent){
-		    .addr = p, .off = e->off + (p - e->addr), .pages = (uint32_t)((q - p) / PG)};
-		p = q;
+	qsort(lp->taint, lp->n_taint, sizeof(*lp->taint), cmp_range);
+	size_t n = 0;
+	for (size_t i = 0; i < lp->n_taint; i++) {
+		if (n && lp->taint[i].start <= lp->taint[n - 1].end)
+			lp->taint[n - 1].end = MV_MAX(lp->taint[n - 1].end, lp->taint[i].end);
+		else
+			lp->taint[n++] = lp->taint[i];
 	}
+	lp->n_taint = n;
 }
 
 int ckpt_live_evict_view(struct ckpt *c, size_t proc, struct img_proc *out, uint64_t *clean,
@@ -747,6 +739,10 @@ int ckpt_live_evict_view(struct ckpt *c, size_t proc, struct img_proc *out, uint
 	struct lproc *lp = &lv->lp[lv->lp_of[proc]];
 	if (lp->gone)
 		return -ESRCH;
+	for (size_t k = 0; k < lp->n; k++)
+		if (!lp->x[k].copied)
+			return -EAGAIN; /* the copy did not finish: never here */
+	merge_taint(lp);
 	const struct img_proc *ip = ckpt_iproc(c, proc);
 	struct pagemap pm;
 	int rc = pagemap_open(c->p[proc].pt.pid, c->mv->feat.pagemap_scan, &pm);
@@ -755,8 +751,8 @@ int ckpt_live_evict_view(struct ckpt *c, size_t proc, struct img_proc *out, uint
 	*out = *ip;
 	out->r = xcalloc(MV_MAX(ip->n_r, 1), sizeof(*out->r));
 	out->cap_r = MV_MAX(ip->n_r, 1);
-	struct as_range *runs = NULL;
-	size_t n = 0, cap = 0;
+	struct as_range *runs = NULL, *ok = NULL;
+	size_t n = 0, cap = 0, n_ok = 0, cap_ok = 0;
 	for (size_t k = 0; k < ip->n_r && rc == 0; k++) {
 		const struct img_region *r = &ip->r[k];
 		out->r[k] = *r;
@@ -764,21 +760,15 @@ int ckpt_live_evict_view(struct ckpt *c, size_t proc, struct img_proc *out, uint
 		if (!lp->live_r[k])
 			continue;
 		/* Present and still write-protected: not written since the
-		 * pause, so its page in the image is its content now. */
-		n = 0;
+		 * pause, so its page in the image is its content now; and
+		 * outside every range a layout event touched. */
+		n = n_ok = 0;
 		rc = pagemap_runs(&pm, r->start, r->end, PAGE_IS_PRESENT, PAGE_IS_WRITTEN, &runs,
 				  &n, &cap);
-		for (size_t x = 0, y = 0; rc == 0 && x < r->ext.n; x++) {
-			const struct img_extent *e = &r->ext.v[x];
-			struct lext *l = find_lext(lp, e->addr);
-			if (!l || !l->copied)
-				continue;
-			while (y < n && runs[y].end <= e->addr)
-				y++;
-			for (size_t z = y; z < n && runs[z].start < e->addr + img_extent_len(e);
-			     z++)
-				clean_piece(lp, e, runs[z].start, runs[z].end, &out->r[k].ext);
-		}
+		for (size_t i = 0; i < n; i++)
+			img_ranges_subtract(lp->taint, lp->n_taint, runs[i].start, runs[i].end, &ok,
+					    &n_ok, &cap_ok);
+		img_extents_within(&r->ext, ok, n_ok, &out->r[k].ext);
 		uint64_t total = 0, kept = 0;
 		for (size_t x = 0; x < r->ext.n; x++)
 			total += img_extent_len(&r->ext.v[x]);
@@ -788,6 +778,7 @@ int ckpt_live_evict_view(struct ckpt *c, size_t proc, struct img_proc *out, uint
 		*written += total - kept;
 	}
 	free(runs);
+	free(ok);
 	pagemap_close(&pm);
 	if (rc < 0)
 		ckpt_live_view_free(out);

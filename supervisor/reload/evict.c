@@ -986,7 +986,7 @@ static struct evspace *space_new(struct evict *reg)
 
 /* ---- evicting a stopped process --------------------------------------- */
 
-static bool evictable(const struct img_region *r)
+bool evict_region_evictable(const struct img_region *r)
 {
 	return r->content == IMG_PRIVATE && !r->shared && r->ext.n &&
 	       (r->kind == AS_ANON || r->kind == AS_HEAP || r->kind == AS_STACK);
@@ -998,7 +998,7 @@ static void build_map(struct evspace *s, const struct img *im, const struct img_
 {
 	size_t n = 0, pages = 0;
 	for (size_t k = 0; k < ip->n_r; k++)
-		if (evictable(&ip->r[k]))
+		if (evict_region_evictable(&ip->r[k]))
 			for (size_t x = 0; x < ip->r[k].ext.n; x++, n++)
 				pages += ip->r[k].ext.v[x].pages;
 	s->sums = xmalloc(MV_MAX(pages, 1) * sizeof(*s->sums));
@@ -1006,7 +1006,7 @@ static void build_map(struct evspace *s, const struct img *im, const struct img_
 	s->ch = xcalloc(MV_MAX(n, 1), sizeof(*s->ch));
 	s->cap_ch = MV_MAX(n, 1);
 	for (size_t k = 0; k < ip->n_r; k++) {
-		if (!evictable(&ip->r[k]))
+		if (!evict_region_evictable(&ip->r[k]))
 			continue;
 		for (size_t x = 0; x < ip->r[k].ext.n; x++) {
 			const struct img_extent *e = &ip->r[k].ext.v[x];
@@ -1088,7 +1088,7 @@ static int drop_extents(struct remote *r, const struct img_region *g, uint64_t *
 }
 
 static void evict_region(struct evspace *s, struct remote *r, const struct img_region *g,
-			 bool only_extents, struct evict_stats *st)
+			 bool whole, struct evict_stats *st)
 {
 	uint64_t len = g->end - g->start;
 	pthread_mutex_lock(&s->mu);
@@ -1104,7 +1104,7 @@ static void evict_region(struct evspace *s, struct remote *r, const struct img_r
 		return;
 	}
 	uint64_t at = g->start;
-	rc = only_extents ? drop_extents(r, g, &at) : drop_pages(r, g->start, len);
+	rc = whole ? drop_pages(r, g->start, len) : drop_extents(r, g, &at);
 	if (rc < 0) {
 		/* What was dropped before is in the map, and served. */
 		log_warn("evict: process %d: madvise(DONTNEED) of %#llx-%#llx from %#llx: %s; left "
@@ -1120,7 +1120,7 @@ static void evict_region(struct evspace *s, struct remote *r, const struct img_r
 }
 
 int evict_proc_stopped(struct evict *reg, struct ptrace_proc *pp, const struct img *im,
-		       const struct img_proc *ip, const char *dir, bool only_extents,
+		       const struct img_proc *ip, const char *dir, const bool *whole,
 		       struct evict_stats *st, struct mv_err *err)
 {
 	struct remote r;
@@ -1148,8 +1148,8 @@ int evict_proc_stopped(struct evict *reg, struct ptrace_proc *pp, const struct i
 	link_space(s);
 	uint64_t regions_before = st->regions, bytes_before = st->bytes;
 	for (size_t k = 0; k < ip->n_r; k++) {
-		if (evictable(&ip->r[k]))
-			evict_region(s, &r, &ip->r[k], only_extents, st);
+		if (evict_region_evictable(&ip->r[k]))
+			evict_region(s, &r, &ip->r[k], !whole || whole[k], st);
 		else if (ip->r[k].content == IMG_SHARED)
 			st->shared_regions++;
 	}

@@ -39,6 +39,10 @@ void evict_boost_thread(int nice);
 struct evspace;
 struct mv;
 
+/* Is r memory an evict drops (private anonymous, heap, stack, with pages
+ * in the image)? */
+bool evict_region_evictable(const struct img_region *r);
+
 /* The evicted spaces of one supervisor (mv->evict). Its fault workers
  * report pages the image cannot give back on mv's event stream and have
  * mv's reaper hold their uffds. It lives as long as the process: a
@@ -50,18 +54,20 @@ struct evict_stats {
 	uint64_t regions, bytes; /* evicted */
 	uint64_t kept_regions;	 /* private regions left resident (madvise or register failed) */
 	uint64_t shared_regions; /* shared memory: left resident */
+	uint64_t cow_bytes;	 /* private pages shared copy-on-write with another process: left */
 };
 
 /* Evict process pp (every thread stopped by the calling thread) whose
  * image record is ip, in the committed image im at dir (its page
  * checksums computed): create its uffd
  * by remote syscalls, register and drop its private anonymous regions,
- * start the fault workers. only_extents: drop only the pages of ip's
- * extents, not whole regions (the rest may have been written since the
- * image's instant: checkpoint --live --evict). On failure before
- * anything was dropped, the process is untouched; err says why. */
+ * start the fault workers. whole[k] false: drop only the pages of region
+ * k's extents, not the whole region (ip is a view of the image record
+ * that leaves some pages out: written since the image's instant, or
+ * shared with another process); NULL: every region whole. On failure
+ * before anything was dropped, the process is untouched; err says why. */
 int evict_proc_stopped(struct evict *reg, struct ptrace_proc *pp, const struct img *im,
-		       const struct img_proc *ip, const char *dir, bool only_extents,
+		       const struct img_proc *ip, const char *dir, const bool *whole,
 		       struct evict_stats *st, struct mv_err *err);
 
 /* The live spaces evicted to image id (references; evict_put each), in
