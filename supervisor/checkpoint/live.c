@@ -78,6 +78,7 @@
 /* --evict: pages of a copied extent whose protection one write lifts (and
  * which then stay resident) */
 #define LIFT_WINDOW 64u
+#define WIN_POOL    64u /* window buffers kept for reuse (16 MiB) */
 
 /* An extent copied live. */
 struct lext {
@@ -118,7 +119,26 @@ struct live {
 	/* Under mu: */
 	char lost[WHY_LEN]; /* non-empty: the image cannot be finished live */
 	uint64_t faults, kept, retries, events;
+	/* Window buffers given back by the copier, for the next faults: a
+	 * fresh 256 KiB malloc is a fresh mmap, which the kernel zeroes page
+	 * by page before the read overwrites it (perf: 4% of the CPU of a
+	 * live copy with a writer). */
+	void *pool[WIN_POOL];
+	size_t n_pool;
 };
+
+static void *get_win(struct live *lv)
+{
+	return lv->n_pool ? lv->pool[--lv->n_pool] : xmalloc_pages(KEEP_WINDOW * PG);
+}
+
+static void put_win(struct live *lv, void *buf)
+{
+	if (lv->n_pool < WIN_POOL)
+		lv->pool[lv->n_pool++] = buf;
+	else
+		free(buf);
+}
 
 /* ---- setting up, while stopped ------------------------------------------ */
 
@@ -356,10 +376,10 @@ static int keep_page_locked(struct ckpt *c, struct lproc *lp, uint64_t addr)
 	}
 	const struct img_extent *e = x->e;
 	uint64_t start = e->addr + a * PG, len = (uint64_t)(b - a) * PG;
-	char *buf = xmalloc(len);
+	char *buf = get_win(lv);
 	int n = ckpt_read_mem(&c->p[lp->proc], start, buf, len);
 	if (n < 0) {
-		free(buf);
+		put_win(lv, buf);
 		if (n == -ESRCH || ckpt_proc_dead(&c->p[lp->proc])) {
 			lp->gone = true;
 			return 0;
@@ -370,7 +390,7 @@ static int keep_page_locked(struct ckpt *c, struct lproc *lp, uint64_t addr)
 	}
 	int rc = uffd_writeprotect(lp->uffd, start, len, false);
 	if (rc < 0) {
-		free(buf);
+		put_win(lv, buf);
 		if (rc == -ESRCH)
 			lp->gone = true;
 		return rc == -EAGAIN ? rc : 0;
@@ -546,10 +566,10 @@ int ckpt_live_start(struct ckpt *c)
 
 /* ---- the copier's side -------------------------------------------------- */
 
-static void free_saved(struct lext *x)
+static void free_saved(struct live *lv, struct lext *x)
 {
 	for (size_t w = 0; w < x->n_wins; w++)
-		free(x->wins[w]);
+		put_win(lv, x->wins[w]);
 	free(x->wins);
 	free(x->saved);
 	x->wins = NULL;
@@ -600,7 +620,7 @@ int ckpt_live_commit(struct ckpt *c, size_t proc, struct img_extent *e, void *ds
 		for (uint32_t k = 0; k < e->pages; k++)
 			if (x->saved[k])
 				memcpy((char *)dst + k * PG, x->saved[k], PG);
-		free_saved(x);
+		free_saved(lv, x);
 	}
 	if (rc == 0 && x)
 		x->copied = true;
@@ -660,10 +680,10 @@ json_t *ckpt_live_json(const struct ckpt *c)
 	return o;
 }
 
-static void free_lexts_locked(struct lproc *lp)
+static void free_lexts_locked(struct live *lv, struct lproc *lp)
 {
 	for (size_t k = 0; k < lp->n; k++)
-		free_saved(&lp->x[k]);
+		free_saved(lv, &lp->x[k]);
 	lp->n = 0;
 }
 
@@ -674,7 +694,7 @@ void ckpt_live_forget(struct ckpt *c, size_t proc)
 		return;
 	pthread_mutex_lock(&lv->mu);
 	struct lproc *lp = &lv->lp[lv->lp_of[proc]];
-	free_lexts_locked(lp);
+	free_lexts_locked(lv, lp);
 	lp->gone = true;
 	pthread_mutex_unlock(&lv->mu);
 }
@@ -811,7 +831,7 @@ void ckpt_live_stop(struct ckpt *c)
 	for (size_t i = 0; i < lv->n_lp; i++) {
 		struct lproc *lp = &lv->lp[i];
 		close(lp->uffd);
-		free_lexts_locked(lp);
+		free_lexts_locked(lv, lp);
 		free(lp->x);
 		free(lp->live_r);
 		free(lp->taint);
@@ -819,6 +839,8 @@ void ckpt_live_stop(struct ckpt *c)
 	if (lv->stopfd >= 0)
 		close(lv->stopfd);
 	json_decref(lv->paused_why);
+	for (size_t i = 0; i < lv->n_pool; i++)
+		free(lv->pool[i]);
 	pthread_mutex_destroy(&lv->mu);
 	free(lv->lp);
 	free(lv->lp_of);
