@@ -811,3 +811,14 @@ void ctl_server_stop(struct mv *mv)
 	}
 	/* mv->opts.socket_path keeps pointing at the path for --stats-json. */
 }
+
+void ctl_server_free(struct mv *mv)
+{
+	if (!mv->ctl)
+		return;
+	if (mv->socket_path == mv->ctl->path)
+		mv->socket_path = NULL;
+	free(mv->ctl->path);
+	free(mv->ctl);
+	mv->ctl = NULL;
+}

@@ -10,6 +10,8 @@ int ctl_server_start(struct mv *mv);
 
 /* Close every client and remove the socket file. */
 void ctl_server_stop(struct mv *mv);
+/* Free the stopped server (mv->socket_path goes with it). */
+void ctl_server_free(struct mv *mv);
 
 struct ctl_client;
 
