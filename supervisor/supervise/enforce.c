@@ -1090,6 +1090,13 @@ static void apply_rlimit_as(struct mv *mv, uint64_t max_mapped)
 	}
 }
 
+void enforce_attach(struct mv *mv)
+{
+	uint64_t max = mv->enforce->policy->lim.max_mapped;
+	if (max)
+		apply_rlimit_as(mv, max);
+}
+
 static int kernel_pieces_allow(const struct enforce *e, const struct policy *pol,
 			       struct mv_err *err)
 {
