@@ -37,7 +37,7 @@ static void usage(FILE *f)
 		   "       memvisor --help | --version\n\n"
 		   "Commands:\n");
 	for (size_t i = 0; i < ARRAY_SIZE(subcommands); i++)
-		fprintf(f, "  %-11s %s\n", subcommands[i].name, subcommands[i].summary);
+		fprintf(f, "  %-12s %s\n", subcommands[i].name, subcommands[i].summary);
 	fprintf(f, "\nRun 'memvisor COMMAND --help' for a command's options.\n"
 		   "Exit status: 2 for a usage error; otherwise each command's own (see its\n"
 		   "--help): run exits with the command's status, like env(1).\n");
