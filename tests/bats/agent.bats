@@ -279,6 +279,29 @@ PY
 @test "runc: killing the agent kills its container; it never runs on unsupervised" { t_kill_agent runc; }
 @test "crun: killing the agent kills a container with evicted memory; it never runs on" { t_kill_agent crun; }
 
+@test "runc: a container that reaches the agent's sockets is refused, its own container's too" {
+	need_runtime runc
+	runtime_works runc
+	make_bundle
+	# The sockets' directory, bind-mounted into the container on purpose.
+	python3 - "$BUNDLE/config.json" "$TMP" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["mounts"].append({"destination": "/s", "type": "bind", "source": sys.argv[2], "options": ["rbind"]})
+json.dump(c, open(sys.argv[1], "w"), indent=1)
+PY
+	printf '#!/bin/sh\nctr_mem_static ask /s/agent.sock\nctr_mem_static ask /s/agent.sock.d/sock1.sock\n' >"$BUNDLE/rootfs/bin/ask.sh"
+	chmod +x "$BUNDLE/rootfs/bin/ask.sh"
+	set_cmd "ask.sh"
+	start_agent
+	start_ctr runc sock1
+	two_answers() { [ "$(grep -c '^reply:\|^connect:' "$TMP/sock1.out" 2>/dev/null)" = 2 ]; }
+	wait_for 20 two_answers || { cat "$TMP/sock1.out"; false; }
+	cat "$TMP/sock1.out"
+	[ "$(grep -c '"code":"forbidden"' "$TMP/sock1.out")" = 2 ]
+	! grep -q '"ok":true' "$TMP/sock1.out"
+}
+
 @test "runc: 20 containers started and stopped leave no fd or memory growth in the agent" {
 	need_runtime runc
 	runtime_works runc

@@ -8,6 +8,9 @@
  *                                     "checksum X" and exit
  *        ctr_mem_static try MB        one mmap of MB; print "mmap: ok" or
  *                                     "mmap: errno N (NAME)"; exit with it
+ *        ctr_mem_static ask SOCKET    send {"id":1,"cmd":"ps"} to a control
+ *                                     socket and print the reply line (or
+ *                                     "connect: errno N")
  *
  * Exit: 0 ok; the errno for try; 3 content mismatch; 100 usage.
  */
@@ -18,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -68,12 +73,33 @@ static int try(size_t mb)
 	return e;
 }
 
+static int ask(const char *path)
+{
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		printf("connect: errno %d\n", errno);
+		return 1;
+	}
+	static const char req[] = "{\"id\":1,\"cmd\":\"ps\"}\n";
+	if (write(fd, req, sizeof(req) - 1) < 0)
+		return 1;
+	char buf[4096];
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	buf[n > 0 ? n : 0] = '\0';
+	printf("reply: %s", buf);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc >= 3 && !strcmp(argv[1], "ask"))
+		return ask(argv[2]);
 	if (argc >= 4 && !strcmp(argv[1], "hold"))
 		return hold(strtoul(argv[2], NULL, 10), argv[3]);
 	if (argc >= 3 && !strcmp(argv[1], "try"))
 		return try(strtoul(argv[2], NULL, 10));
-	fprintf(stderr, "usage: ctr_mem_static hold MB DIR | try MB\n");
+	fprintf(stderr, "usage: ctr_mem_static hold MB DIR | try MB | ask SOCKET\n");
 	return 100;
 }
