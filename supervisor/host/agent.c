@@ -46,6 +46,7 @@ struct client {
 	ev_io io;
 	char buf[65536];
 	size_t len;
+	bool refused; /* told so, our side shut: its input is discarded until EOF */
 	struct client *next, **pprev;
 };
 
@@ -373,6 +374,8 @@ static void on_client(struct ev_loop *loop, ev_io *w, int revents)
 		client_free(c);
 		return;
 	}
+	if (c->refused)
+		return; /* discarded: closing with it unread would reset the reply */
 	c->len += (size_t)n;
 	char *nl;
 	while ((nl = memchr(c->buf, '\n', c->len))) {
@@ -401,16 +404,21 @@ static void on_ctl(struct ev_loop *loop, ev_io *w, int revents)
 	int fd = accept_trusted(ag->ctl_fd, &pid);
 	if (fd < 0)
 		return;
-	if (ag->n_clients >= CLIENTS_MAX || in_a_container(ag, pid)) {
-		static const char no[] =
-		    "{\"id\":null,\"ok\":false,\"error\":{\"code\":\"forbidden\",\"message\":"
-		    "\"refused: a process inside a container, or too many clients\"}}\n";
-		(void)!send(fd, no, sizeof(no) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-		log_info("control client pid %d refused", pid);
+	bool refuse = ag->n_clients >= CLIENTS_MAX || in_a_container(ag, pid);
+	if (refuse && ag->n_clients >= 2 * CLIENTS_MAX) {
 		close(fd);
 		return;
 	}
 	struct client *c = xcalloc(1, sizeof(*c));
+	if (refuse) {
+		static const char no[] =
+		    "{\"id\":null,\"ok\":false,\"error\":{\"code\":\"forbidden\",\"message\":"
+		    "\"refused: a process inside a container, or too many clients\"}}\n";
+		(void)!send(fd, no, sizeof(no) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+		shutdown(fd, SHUT_WR);
+		log_info("control client pid %d refused", pid);
+		c->refused = true;
+	}
 	c->ag = ag;
 	c->fd = fd;
 	c->next = ag->clients;
