@@ -84,6 +84,13 @@ start_ctr() { # RT ID
 	fi
 }
 
+# Has process PID exited (gone, or a zombie)?
+dead() { # PID
+	local st
+	st=$(awk '/^State/ {print $2}' "/proc/$1/status" 2>/dev/null)
+	[ -z "$st" ] || [ "$st" = Z ] || [ "$st" = X ]
+}
+
 actl() { "$MEMVISOR" ctl --socket "$ASOCK" "$@"; }
 
 ctr_listed() { actl --json containers | json_get - "[c['id'] for c in d['containers']]" | grep -q "\"$1\""; }
@@ -191,15 +198,17 @@ t_kill_agent() { # RT
 		assert_success
 	fi
 	pid=$(ctr_pid kill1)
+	keeper=$(pgrep -x memvisor-keep -P "$AGENT")
+	[ -n "$keeper" ]
 	kill -9 "$AGENT"
 	AGENT=
 	# The keeper kills the container; it never runs on with its memory gone.
-	wait_for 10 test ! -e "/proc/$pid/status" -o "$(awk '/State/ {print $2}' /proc/$pid/status 2>/dev/null)" = Z
+	wait_for 10 dead "$pid"
 	touch "$BUNDLE/rootfs/tmp/go"
 	sleep 1
 	! grep -q checksum "$TMP/kill1.out"
 	# The keeper is gone too once the container is dead.
-	wait_for 10 bash -c "! pgrep -x memvisor-keep -P 1 >/dev/null"
+	wait_for 10 dead "$keeper"
 }
 
 @test "oci-profile: notifies the lifecycle calls, sets listenerPath and the metadata" {
