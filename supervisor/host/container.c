@@ -8,6 +8,7 @@
 #include "supervisor/reload/evict.h"
 #include "supervisor/supervise/enforce.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -79,7 +80,11 @@ static void *container_thread(void *arg)
 	if (rc == 0)
 		rc = host_mv_listen(mv, mv_steal_fd(c->listener));
 	if (rc < 0) {
-		log_error("container %s: cannot supervise it: %s", c->msg.id, strerror(-rc));
+		/* Its notified calls would fail with ENOSYS from now on: it
+		 * must not run on unsupervised. */
+		syscall(SYS_pidfd_send_signal, c->pidfd, SIGKILL, NULL, 0);
+		log_error("container %s: cannot supervise it (%s): killed", c->msg.id,
+			  strerror(-rc));
 	} else {
 		enforce_attach(mv);
 		if (ctl_server_start(mv) < 0)
