@@ -1,4 +1,5 @@
 #include "supervisor/host/agent.h"
+#include "supervisor/ctl/server.h"
 #include "common/util.h"
 #include "policy/policy.h"
 #include "state/ocistate.h"
@@ -80,14 +81,10 @@ char *agent_default_socket(void)
 
 /* ---- sockets ------------------------------------------------------------ */
 
-/* A listening socket at path, mode 0600 (the umask at bind), in a
- * directory made 0700 when missing. A stale socket is replaced. */
+/* A listening socket at path (ctl_listen_path), in a directory made
+ * 0700 when missing. */
 static int listen_at(const char *path)
 {
-	struct sockaddr_un a = {.sun_family = AF_UNIX};
-	if (strlen(path) >= sizeof(a.sun_path))
-		return -ENAMETOOLONG;
-	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
 	_cleanup_free_ char *dir = xstrdup(path);
 	char *slash = strrchr(dir, '/');
 	if (slash && slash != dir) {
@@ -95,26 +92,7 @@ static int listen_at(const char *path)
 		if (mkdir(dir, 0700) < 0 && errno != EEXIST)
 			return -errno;
 	}
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return -errno;
-	struct stat st;
-	if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode)) {
-		if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0) {
-			close(fd);
-			return -EADDRINUSE;
-		}
-		unlink(path);
-	}
-	mode_t old = umask(0177);
-	int rc = bind(fd, (struct sockaddr *)&a, sizeof(a));
-	umask(old);
-	if (rc < 0 || listen(fd, 64) < 0) {
-		rc = -errno;
-		close(fd);
-		return rc;
-	}
-	return fd;
+	return ctl_listen_path(path);
 }
 
 /* Accept one connection from root or our own uid; -1 otherwise (closed). */
