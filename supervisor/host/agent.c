@@ -541,7 +541,13 @@ int agent_run(const struct agent_opts *o)
 	ag->sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 	features_probe(&ag->env.feat);
 	ag->env.policy_path = o->policy_path;
-	ag->loop = ev_default_loop(EVBACKEND_EPOLL | EVFLAG_NOSIGMASK);
+	/* Not the default loop: it watches SIGCHLD and reaps with
+	 * waitpid(-1, WUNTRACED), which takes the ptrace stops of a
+	 * checkpoint's tracees from the job threads (they belong to the whole
+	 * thread group); and libev 4.33 unblocks SIGCHLD in the thread that
+	 * starts a signal watcher under EVFLAG_NOSIGMASK, which every thread
+	 * started later would inherit. */
+	ag->loop = ev_loop_new(EVBACKEND_EPOLL | EVFLAG_NOSIGMASK);
 	ag->env.agent_loop = ag->loop;
 	ag->env.ended = &ag->ended;
 	if (ag->sigfd < 0 || open_sockets(ag) < 0) {
@@ -555,6 +561,7 @@ int agent_run(const struct agent_opts *o)
 		runtime_free(ag->runtimes);
 	while (ag->clients)
 		client_free(ag->clients);
+	ev_loop_destroy(ag->loop);
 	unlink(o->listen);
 	unlink(o->socket);
 	rmdir(ag->env.sock_dir);

@@ -152,16 +152,7 @@ t_quota() { # RT
 	grep -q "mmap: errno 12 (ENOMEM)" "$TMP/quota1.out"
 }
 
-# runc 1.1.5: about half of the checkpoints of a runc container's init
-# time out in their stop phase (the thread shows state t in ptrace_stop,
-# but the stop is never reported to the job), evict or not, early or
-# late; crun's never did. An open bug of agent mode (docs/agent.md).
-runc_evict_bug() {
-	[ "$1" != runc ] || skip "runc: about half the checkpoints of a runc container time out in their stop phase (open bug, docs/agent.md)"
-}
-
 t_evict() { # RT
-	runc_evict_bug "$1"
 	need_runtime "$1"
 	runtime_works "$1"
 	# The output of the same work without the agent or any eviction.
@@ -194,10 +185,8 @@ t_kill_agent() { # RT
 	start_agent
 	start_ctr "$1" kill1
 	wait_for 20 grep -q filled "$TMP/kill1.out"
-	if [ "$1" != runc ]; then # runc: see runc_evict_bug
-		run actl -c kill1 --json checkpoint "$TMP/img" --evict --wait
-		assert_success
-	fi
+	run actl -c kill1 --json checkpoint "$TMP/img" --evict --wait
+	assert_success
 	pid=$(ctr_pid kill1)
 	keeper=$(pgrep -x memvisor-keep -P "$AGENT")
 	[ -n "$keeper" ]
@@ -286,7 +275,7 @@ PY
 @test "crun: a quota policy returns ENOMEM inside the container" { t_quota crun; }
 @test "runc: checkpoint --evict and reload keep the container's output identical" { t_evict runc; }
 @test "crun: checkpoint --evict and reload keep the container's output identical" { t_evict crun; }
-@test "runc: killing the agent kills its container; it never runs on unsupervised" { t_kill_agent runc; }
+@test "runc: killing the agent kills a container with evicted memory; it never runs on" { t_kill_agent runc; }
 @test "crun: killing the agent kills a container with evicted memory; it never runs on" { t_kill_agent crun; }
 
 @test "runc: a container that reaches the agent's sockets is refused, its own container's too" {
