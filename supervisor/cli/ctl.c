@@ -11,6 +11,7 @@
  * error, 2 usage, 3 cannot connect; 130 (128 + SIGINT) when Ctrl-C ends a
  * client following a job (ctl_follow.c). */
 #include "supervisor/cli/ctl.h"
+#include "supervisor/cli/agent.h"
 #include "common/util.h"
 #include "supervisor/cli/ctl_commands.h"
 #include "supervisor/cli/ctl_conn.h"
@@ -19,6 +20,7 @@
 #include "supervisor/cli/ctl_follow.h"
 #include "supervisor/cli/ctl_show.h"
 #include "supervisor/cli/options.h"
+#include "supervisor/host/agent.h"
 
 #include <ctype.h>
 #include <jansson.h>
@@ -31,6 +33,7 @@
 struct client_opts {
 	const char *socket;
 	const char *name;
+	const char *container; /* -c: a container of memvisor agent */
 	enum cli_json json;
 	struct ctl_show_opts show;
 	bool wait;
@@ -51,6 +54,12 @@ static const struct cli_arg common_args[] = {
      .kind = CLI_STRING,
      .key = "name",
      .help = "the supervisor started with run --name NAME"},
+    {.name = "container",
+     .short_name = 'c',
+     .arg = "ID",
+     .kind = CLI_STRING,
+     .key = "container",
+     .help = "a container of memvisor agent (its OCI id or name), asked of the agent's socket"},
     {.name = "json",
      .short_name = 'j',
      .arg = "[=MODE]",
@@ -162,6 +171,7 @@ static struct client_opts client_opts(json_t *copts)
 	return (struct client_opts){
 	    .socket = cli_string(copts, "socket"),
 	    .name = cli_string(copts, "name"),
+	    .container = cli_string(copts, "container"),
 	    .json = cli_json_mode(copts, "json", CLI_JSON_SHORT),
 	    .show = {.legend = !cli_flag(copts, "no_legend"), .tty = isatty(STDOUT_FILENO)},
 	    .wait = cli_flag(copts, "wait"),
@@ -250,10 +260,36 @@ static int request(const struct ctl_command *c, struct ctl_conn *conn, json_t *a
 	return rc;
 }
 
+/* -c ID: the container's own socket, from the agent's (--socket, else
+ * the default agent socket). */
+static int container_socket(const struct client_opts *o, char **out)
+{
+	_cleanup_free_ char *agent = o->socket ? xstrdup(o->socket) : agent_default_socket();
+	struct ctl_conn conn;
+	json_t *r = NULL;
+	int rc = ctl_conn_open(agent, o->timeout_ms, &conn);
+	if (rc)
+		return rc;
+	rc = ctl_conn_call(&conn, "container", json_pack("{s:s}", "id", o->container), &r);
+	ctl_conn_close(&conn);
+	if (rc)
+		return rc;
+	const char *s = json_string_value(json_object_get(r, "socket"));
+	*out = s ? xstrdup(s) : NULL;
+	json_decref(r);
+	return s ? CTL_EXIT_OK : CTL_EXIT_REPLY;
+}
+
 static int run_cmd(const struct ctl_command *c, json_t *args, const struct client_opts *o)
 {
 	_cleanup_free_ char *path = NULL;
-	int rc = ctl_find_socket(o->socket, o->name, &path);
+	int rc;
+	if (o->container)
+		rc = container_socket(o, &path);
+	else if (!o->socket && !o->name && c->request && !strcmp(c->request, "containers"))
+		rc = (path = agent_default_socket()) ? CTL_EXIT_OK : CTL_EXIT_CONNECT;
+	else
+		rc = ctl_find_socket(o->socket, o->name, &path);
 	if (rc)
 		return rc;
 	struct ctl_conn conn;

@@ -1,6 +1,7 @@
 /* memvisor ctl: the commands, one table. docs/protocol.md has each
  * request and its arguments. */
 #include "supervisor/cli/ctl_commands.h"
+#include "supervisor/cli/agent.h"
 #include "common/util.h"
 #include "supervisor/cli/ctl_events.h"
 #include "supervisor/cli/ctl_show.h"
@@ -115,6 +116,10 @@ const struct ctl_command ctl_commands[] = {
      .show = ctl_show_status,
      .summary = "uptime, processes, totals, jobs"},
     {.name = "ps", .request = "ps", .show = ctl_show_ps, .summary = "every supervised process"},
+    {.name = "containers",
+     .request = "containers",
+     .show = ctl_show_containers,
+     .summary = "the containers memvisor agent supervises (docs/agent.md)"},
     {.name = "regions",
      .request = "regions",
      ARGS(regions_args),

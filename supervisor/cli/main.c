@@ -6,6 +6,7 @@
 #include "common/fault.h"
 #include "common/util.h"
 #include "supervisor/cli/check.h"
+#include "supervisor/cli/agent.h"
 #include "supervisor/cli/ctl.h"
 #include "supervisor/cli/image.h"
 #include "supervisor/cli/policy.h"
@@ -26,6 +27,8 @@ static const struct subcommand subcommands[] = {
     {"image", image_main, "summarise or verify a checkpoint image"},
     {"policy", policy_main, "check a policy file"},
     {"check", check_main, "say what this kernel and this user let memvisor do"},
+    {"agent", agent_main, "supervise OCI containers (seccomp listenerPath)"},
+    {"oci-profile", oci_profile_main, "print the seccomp profile that hands containers to agent"},
 };
 
 static void usage(FILE *f)
@@ -34,7 +37,7 @@ static void usage(FILE *f)
 		   "       memvisor --help | --version\n\n"
 		   "Commands:\n");
 	for (size_t i = 0; i < ARRAY_SIZE(subcommands); i++)
-		fprintf(f, "  %-8s %s\n", subcommands[i].name, subcommands[i].summary);
+		fprintf(f, "  %-12s %s\n", subcommands[i].name, subcommands[i].summary);
 	fprintf(f, "\nRun 'memvisor COMMAND --help' for a command's options.\n"
 		   "Exit status: 2 for a usage error; otherwise each command's own (see its\n"
 		   "--help): run exits with the command's status, like env(1).\n");

@@ -11,13 +11,10 @@
 #include "supervisor/cli/options.h"
 #include "supervisor/ctl/metrics.h"
 #include "supervisor/ctl/server.h"
+#include "supervisor/host/host.h"
 #include "supervisor/supervise/enforce.h"
 #include "supervisor/supervise/events.h"
-#include "supervisor/image/pagesw.h"
-#include "supervisor/reload/evict.h"
-#include "supervisor/supervise/jobs.h"
 #include "supervisor/supervise/lifecycle.h"
-#include "supervisor/supervise/notify.h"
 #include "supervisor/kernel/procfs.h"
 #include "supervisor/supervise/reaper.h"
 #include "supervisor/cli/runas.h"
@@ -27,7 +24,6 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -326,10 +322,9 @@ static int receive_listener(struct mv *mv)
 	}
 	if (fd < 0)
 		return -EPROTO;
-	mv->listener = mv_steal_fd(fd);
 	mv->feat.wait_killable_recv =
 	    (m.filter_flags & SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV) != 0;
-	return 0;
+	return host_mv_listen(mv, mv_steal_fd(fd));
 }
 
 static void raise_fd_limit(void)
@@ -407,16 +402,12 @@ static int start_command(struct mv *mv)
 	if (mv->sigfd < 0)
 		return -errno;
 	rc = receive_listener(mv);
-	if (rc < 0)
-		return rc;
-	if ((rc = notify_setup(mv)) < 0) {
+	if (rc < 0 && mv->listener >= 0) {
 		fprintf(stderr, "memvisor: seccomp listener: %s\n", strerror(-rc));
 		return rc;
 	}
-	if ((rc = notify_start(mv)) < 0) {
-		fprintf(stderr, "memvisor: cannot start the notify thread: %s\n", strerror(-rc));
+	if (rc < 0)
 		return rc;
-	}
 	char ack = 1;
 	if (send(mv->launch_sock, &ack, 1, MSG_NOSIGNAL) != 1)
 		return -errno;
@@ -492,39 +483,12 @@ static void note_exit_status(struct mv *mv, pid_t pid, int status)
 	pthread_mutex_unlock(&mv->lock);
 }
 
-/* SIGKILL every running process memvisor knows, and their descendants
- * (one not seen yet is a child of one that is). Through the pidfd where
- * there is one, so a reused pid is never hit. Returns how many were
- * signalled. */
-static size_t kill_known_locked(struct mv *mv)
-{
-	pid_t *v = NULL;
-	size_t n = 0, cap = 0, sent = 0;
-	struct proc *p;
-	for (size_t i = 0; (p = proctab_next(&mv->procs, &i));) {
-		if (p->pidfd >= 0 ? syscall(SYS_pidfd_send_signal, p->pidfd, SIGKILL, NULL, 0) == 0
-				  : kill(p->pid, SIGKILL) == 0)
-			sent++;
-		procfs_children(p->pid, &v, &n, &cap);
-	}
-	/* Children first seen here were found before their parents died:
-	 * a fork in a process with SIGKILL pending fails (copy_process). */
-	for (size_t i = 0; i < n; i++) {
-		procfs_children(v[i], &v, &n, &cap);
-		sent += kill(v[i], SIGKILL) == 0;
-	}
-	free(v);
-	return sent;
-}
-
 /* The reaper died with the tree still there: its orphans went to init,
  * out of its reach, and their notified calls would now fail with ENOSYS.
  * End them as the reaper would have. */
 static void kill_orphaned_tree(struct mv *mv)
 {
-	pthread_mutex_lock(&mv->lock);
-	size_t n = kill_known_locked(mv);
-	pthread_mutex_unlock(&mv->lock);
+	size_t n = host_kill_known(mv);
 	log_error("memvisor's reaper process died unexpectedly: killed %zu supervised processes",
 		  n);
 }
@@ -583,18 +547,6 @@ static void on_launch(struct ev_loop *loop, ev_io *w, int revents)
 	mv->launch_sock = -1;
 }
 
-static void on_wake(struct ev_loop *loop, ev_async *w, int revents)
-{
-	struct mv *mv = w->data;
-	events_flush(mv);
-	jobs_reap(mv);
-}
-
-static void on_exits(struct ev_loop *loop, ev_io *w, int revents)
-{
-	lifecycle_exits_ready(w->data);
-}
-
 static void setup_loop(struct mv *mv)
 {
 	ev_set_userdata(mv->loop, mv);
@@ -607,26 +559,7 @@ static void setup_loop(struct mv *mv)
 	ev_io_init(&mv->launch_io, on_launch, mv->launch_sock, EV_READ);
 	mv->launch_io.data = mv;
 	ev_io_start(mv->loop, &mv->launch_io);
-	ev_async_init(&mv->wake, on_wake);
-	mv->wake.data = mv;
-	ev_async_start(mv->loop, &mv->wake);
-	ev_io_init(&mv->exits_io, on_exits, mv->exits_epfd, EV_READ);
-	mv->exits_io.data = mv;
-	ev_io_start(mv->loop, &mv->exits_io);
-}
-
-/* Processes still in the table when everything is over: their exit
- * watchers had not run yet. */
-static void retire_all(struct mv *mv)
-{
-	pthread_mutex_lock(&mv->lock);
-	struct proc *p;
-	size_t i = 0;
-	while ((p = proctab_next(&mv->procs, &i))) {
-		lifecycle_exit_locked(mv, p);
-		i = 0; /* the table changed under the iterator */
-	}
-	pthread_mutex_unlock(&mv->lock);
+	host_mv_watch(mv);
 }
 
 static int final_status(struct mv *mv)
@@ -675,11 +608,7 @@ int run_main(int argc, char **argv)
 	struct mv *mv = xcalloc(1, sizeof(*mv));
 	int rc;
 	mv->listener = mv->sigfd = mv->reaper_rd = mv->reaper_wr = mv->launch_sock = -1;
-	mv->exits_epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (mv->exits_epfd < 0) {
-		fprintf(stderr, "memvisor: epoll_create1: %s\n", strerror(errno));
-		return run_abandon(mv);
-	}
+	mv->exits_epfd = -1;
 	rc = parse_run_opts(argc, argv, &mv->opts);
 	if (rc == CLI_HELP_ASKED) {
 		run_abandon(mv);
@@ -702,20 +631,12 @@ int run_main(int argc, char **argv)
 			strerror(-rc));
 		return run_abandon(mv);
 	}
-	mv->self = getpid();
-	mv->main_thread = pthread_self();
-	mv->start_ns = mv_now_ns();
-	mv->start_wall_ns = mv_wall_ns();
 	features_probe(&mv->feat);
-	/* A bad policy stops everything before the command starts. */
-	if (enforce_init(mv) < 0)
+	if ((rc = host_mv_init(mv, ev_default_loop(EVBACKEND_EPOLL | EVFLAG_NOSIGMASK))) < 0) {
+		if (rc != -EINVAL)
+			fprintf(stderr, "memvisor: cannot set up: %s\n", strerror(-rc));
 		return run_abandon(mv);
-	pthread_mutex_init(&mv->lock, NULL);
-	proctab_init(&mv->procs, 4096);
-	mv->loop = ev_default_loop(EVBACKEND_EPOLL | EVFLAG_NOSIGMASK);
-	events_init(mv);
-	mv->evict = evict_new(mv);
-	mv->staging = pagesw_pool_new();
+	}
 	if (ctl_server_start(mv) < 0) {
 		/* An explicit --socket must work; the default place is a
 		 * convenience, and the command can run without it. */
@@ -743,12 +664,7 @@ int run_main(int argc, char **argv)
 	setup_loop(mv);
 	if (!mv->launch_stage || mv->launch_stage == LAUNCH_EXEC)
 		ev_run(mv->loop, 0);
-	jobs_wait_all(mv);
-	notify_stop(mv);
-	notify_free(mv);
-	pagesw_pool_free(mv->staging);
-	retire_all(mv);
-	lifecycle_late_exits(mv);
+	host_mv_finish(mv);
 	int code = final_status(mv);
 	metrics_file_stop(mv);
 	ctl_server_stop(mv);

@@ -87,7 +87,7 @@ int ctl_peer_check(struct mv *mv, int sock, pid_t pid)
 		/* memvisor's own ancestors are outside; so is init. */
 		if (p <= 1 || p == mv->self)
 			break;
-		if (p == mv->reaper_pid) {
+		if (p == mv->reaper_pid || (mv->tree_top > 0 && p == mv->tree_top)) {
 			rc = -EPERM;
 			break;
 		}

@@ -637,6 +637,31 @@ static int clear_stale(const char *path)
 	return unlink(path) < 0 ? -errno : 0;
 }
 
+int ctl_listen_path(const char *path)
+{
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	if (strlen(path) >= sizeof(a.sun_path))
+		return -ENAMETOOLONG;
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+	int rc = clear_stale(path);
+	if (rc < 0)
+		return rc;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	/* The file bind makes takes the socket inode's mode less the umask
+	 * (net/unix/af_unix.c unix_bind): 0600 set on it first, the socket is
+	 * never more open than that. Not the umask: it is the process's, and
+	 * the agent's other threads make image directories meanwhile. */
+	if (fchmod(fd, 0600) < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    listen(fd, CTL_MAX_CLIENTS) < 0) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
 static int server_start(struct mv *mv)
 {
 	struct ctl_server *s = xcalloc(1, sizeof(*s));
@@ -651,11 +676,12 @@ static int server_start(struct mv *mv)
 			strlen(s->path), sizeof(a.sun_path) - 1, s->path);
 		return -ENAMETOOLONG;
 	}
-	snprintf(a.sun_path, sizeof(a.sun_path), "%s", s->path);
 	char why[4400] = "";
 	int rc = ensure_dir(s->path, !mv->opts.socket_path, why, sizeof(why));
-	if (rc == 0)
-		rc = clear_stale(s->path);
+	if (rc == 0 && (rc = ctl_listen_path(s->path)) >= 0) {
+		s->fd = rc;
+		rc = 0;
+	}
 	if (rc < 0) {
 		if (why[0])
 			fprintf(
@@ -676,21 +702,6 @@ static int server_start(struct mv *mv)
 		else
 			fprintf(stderr, "memvisor: cannot create socket %s: %s\n", s->path,
 				strerror(-rc));
-		return rc;
-	}
-	s->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (s->fd < 0)
-		return -errno;
-	/* Start-up is single-threaded: the umask change is seen by no one
-	 * else, and the socket is never more open than 0600. */
-	mode_t old = umask(0177);
-	rc = bind(s->fd, (struct sockaddr *)&a, sizeof(a));
-	umask(old);
-	if (rc < 0 || listen(s->fd, CTL_MAX_CLIENTS) < 0) {
-		rc = -errno;
-		fprintf(stderr, "memvisor: cannot listen on %s: %s\n", s->path, strerror(-rc));
-		close(s->fd);
-		s->fd = -1;
 		return rc;
 	}
 	mv->socket_path = s->path;
@@ -810,4 +821,15 @@ void ctl_server_stop(struct mv *mv)
 		unlink(s->path);
 	}
 	/* mv->opts.socket_path keeps pointing at the path for --stats-json. */
+}
+
+void ctl_server_free(struct mv *mv)
+{
+	if (!mv->ctl)
+		return;
+	if (mv->socket_path == mv->ctl->path)
+		mv->socket_path = NULL;
+	free(mv->ctl->path);
+	free(mv->ctl);
+	mv->ctl = NULL;
 }

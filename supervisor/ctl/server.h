@@ -5,11 +5,19 @@
 
 #include "supervisor/supervise/mv.h"
 
+/* A listening UNIX stream socket at path (non-blocking, close-on-exec),
+ * never more open than 0600 (the umask at bind); a socket file left by a
+ * listener that died is replaced first. The fd, or -errno: -EADDRINUSE
+ * when something listens there, -EEXIST when path is not a socket. The
+ * control server's and the agent's sockets. */
+int ctl_listen_path(const char *path);
 /* Create the socket and start accepting. 0, or -errno after printing why. */
 int ctl_server_start(struct mv *mv);
 
 /* Close every client and remove the socket file. */
 void ctl_server_stop(struct mv *mv);
+/* Free the stopped server (mv->socket_path goes with it). */
+void ctl_server_free(struct mv *mv);
 
 struct ctl_client;
 

@@ -65,3 +65,9 @@ bool listener_id_valid(int fd, uint64_t id)
 {
 	return ioctl(fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0;
 }
+
+bool listener_is_one(int fd)
+{
+	uint64_t id = 0;
+	return ioctl(fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0 || errno == ENOENT;
+}

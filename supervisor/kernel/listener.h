@@ -38,5 +38,9 @@ int listener_send(struct listener *l);
 /* Is notification id still pending (the thread still waits in the call)?
  * Check it after reading tracee memory and before answering from it. */
 bool listener_id_valid(int fd, uint64_t id);
+/* Is fd a seccomp listener (one handed over by an OCI runtime)? The
+ * kernel answers an id check with ENOENT on a listener, ENOTTY or EINVAL
+ * on anything else. */
+bool listener_is_one(int fd);
 
 #endif

@@ -40,6 +40,7 @@
 #include "policy/filter.h"
 #include "policy/needs.h"
 #include "supervisor/supervise/execimage.h"
+#include "supervisor/supervise/lifecycle.h"
 #include "supervisor/kernel/procfs.h"
 #include "supervisor/kernel/pagemap.h"
 #include "supervisor/kernel/procmap.h"
@@ -462,7 +463,7 @@ static uint64_t reconcile(struct mv *mv, pid_t caller_tid)
 	pid_t *kids = NULL;
 	size_t kn = 0, kcap = 0;
 	e->reconciles++;
-	procfs_children(mv->reaper_pid, &kids, &kn, &kcap);
+	lifecycle_tree_tops(mv, &kids, &kn, &kcap);
 	for (size_t k = 0; k < kn; k++) {
 		if (n == cap)
 			v = xrealloc(v, (cap = cap ? cap * 2 : 64) * sizeof(*v));
@@ -648,7 +649,7 @@ static void tree_pids(struct mv *mv, pid_t **v, size_t *n)
 	size_t cap = 0;
 	*v = NULL;
 	*n = 0;
-	procfs_children(mv->reaper_pid, v, n, &cap);
+	lifecycle_tree_tops(mv, v, n, &cap);
 	for (size_t i = 0; i < *n; i++)
 		procfs_children((*v)[i], v, n, &cap);
 }
@@ -905,9 +906,9 @@ static void apply_lifecycle(struct mv *mv)
 		struct acct *a = imap_get(&e->accts, pid);
 		if (!e->applying[i].exec) {
 			/* Its orphans now belong to the reaper (memvisor is
-			 * their subreaper): count them before its fork
-			 * reservations go. */
-			forks_settle(e, pid, 0, mv->reaper_pid);
+			 * their subreaper; a container's init under the
+			 * agent): count them before its fork reservations go. */
+			forks_settle(e, pid, 0, lifecycle_orphan_parent(mv));
 			acct_del(e, pid);
 			continue;
 		}
@@ -1087,6 +1088,13 @@ static void apply_rlimit_as(struct mv *mv, uint64_t max_mapped)
 		if (!changed)
 			break;
 	}
+}
+
+void enforce_attach(struct mv *mv)
+{
+	uint64_t max = mv->enforce->policy->lim.max_mapped;
+	if (max)
+		apply_rlimit_as(mv, max);
 }
 
 static int kernel_pieces_allow(const struct enforce *e, const struct policy *pol,

@@ -31,6 +31,11 @@ int enforce_filter(struct mv *mv, struct sock_fprog *prog);
 /* Fill the launcher's kernel-side pieces of the launch policy. */
 int enforce_launch_spec(struct mv *mv, struct launch_spec *spec);
 
+/* memvisor agent: the launch spec's equivalent for a tree that is
+ * already running (a container whose runtime loaded the filter): RLIMIT_AS
+ * set from outside (prlimit) on every process for max_mapped. PR_SET_MDWE
+ * and Landlock cannot be set from outside; decisions stand in for them. */
+void enforce_attach(struct mv *mv);
 /* After the fork: close what only the launcher needed. */
 void enforce_launch_done(struct mv *mv, struct launch_spec *spec);
 

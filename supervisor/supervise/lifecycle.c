@@ -322,13 +322,30 @@ void lifecycle_exit_locked(struct mv *mv, struct proc *p)
 	proctab_exit(&mv->procs, p, mv_wall_ns());
 }
 
+void lifecycle_tree_tops(struct mv *mv, pid_t **v, size_t *n, size_t *cap)
+{
+	if (mv->tree_top <= 0) {
+		if (mv->reaper_pid > 0)
+			procfs_children(mv->reaper_pid, v, n, cap);
+		return;
+	}
+	if (*n == *cap)
+		*v = xrealloc(*v, (*cap = *cap ? *cap * 2 : 16) * sizeof(**v));
+	(*v)[(*n)++] = mv->tree_top;
+}
+
+pid_t lifecycle_orphan_parent(const struct mv *mv)
+{
+	return mv->tree_top > 0 ? mv->tree_top : mv->reaper_pid;
+}
+
 void lifecycle_scan_tree(struct mv *mv)
 {
-	if (mv->reaper_pid <= 0)
-		return;
 	pid_t *v = NULL;
 	size_t n = 0, cap = 0;
-	procfs_children(mv->reaper_pid, &v, &n, &cap);
+	lifecycle_tree_tops(mv, &v, &n, &cap);
+	if (n == 0)
+		return;
 	for (size_t i = 0; i < n; i++)
 		procfs_children(v[i], &v, &n, &cap);
 	pthread_mutex_lock(&mv->lock);

@@ -82,6 +82,10 @@ struct mv {
 	ev_io reaper_io;
 	int reaper_rd, reaper_wr;
 	pid_t reaper_pid;
+	/* memvisor agent: the container's init, whose tree (it and its
+	 * descendants) is supervised; 0 under run, whose tree is everything
+	 * below the reaper (lifecycle_tree_tops). */
+	pid_t tree_top;
 	ev_io launch_io;
 	int launch_sock;
 	ev_async wake;	/* notify thread -> main: new processes to watch */

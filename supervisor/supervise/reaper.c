@@ -131,15 +131,11 @@ static pid_t ppid_of(pid_t pid)
 	return procfs_task_stat(pid, 0, &st) < 0 ? -1 : st.ppid;
 }
 
-/* Signal every descendant of the reaper, parents before children. A pid
- * is signalled through a pidfd opened after we saw it as the child of its
- * parent, and only if that is still its parent: a pid reused meanwhile is
- * left alone. Returns how many were signalled. */
-static size_t signal_tree(int sig)
+size_t reaper_signal_below(pid_t root, int sig)
 {
 	struct node *v = NULL;
 	size_t n = 0, cap = 0, signalled = 0;
-	add_children(getpid(), &v, &n, &cap);
+	add_children(root, &v, &n, &cap);
 	for (size_t i = 0; i < n; i++)
 		add_children(v[i].pid, &v, &n, &cap);
 	for (size_t i = 0; i < n; i++) {
@@ -181,7 +177,7 @@ static _Noreturn void kill_everything(struct reaper *r)
 	 * killable wait, fs/userfaultfd.c handle_userfault), never reads
 	 * zeros. */
 	for (int round = 0; round < 500; round++) {
-		signal_tree(SIGKILL);
+		reaper_signal_below(getpid(), SIGKILL);
 		if (reap(r))
 			_exit(0);
 		struct timespec ts = {0, 10 * 1000 * 1000};
@@ -247,7 +243,7 @@ void reaper_main(struct launch_spec *spec, int from_sup, int to_sup)
 			if (n == 0)
 				kill_everything(r);
 			if (n > 0 && c.op == 'K' && kill_at < 0) {
-				signal_tree(SIGTERM);
+				reaper_signal_below(getpid(), SIGTERM);
 				kill_at = (int64_t)mv_now_ns() + (int64_t)c.grace_ms * 1000000;
 			}
 		}
@@ -257,7 +253,7 @@ void reaper_main(struct launch_spec *spec, int from_sup, int to_sup)
 				;
 		}
 		if (kill_at >= 0 && (int64_t)mv_now_ns() >= kill_at) {
-			signal_tree(SIGKILL);
+			reaper_signal_below(getpid(), SIGKILL);
 			kill_at = (int64_t)mv_now_ns() + 100 * 1000000;
 		}
 		if (reap(r) && r->cmd_done) {

@@ -55,6 +55,13 @@ void reaper_kill_tree(int chan, int grace_ms);
 int reaper_hold_fd(int chan, int fd, uint64_t id);
 void reaper_release_fd(int chan, uint64_t id);
 
+/* Signal every descendant of root, parents before children. A pid is
+ * signalled through a pidfd opened after it was seen as the child of its
+ * parent, and only if that is still its parent: a pid reused meanwhile is
+ * left alone. Returns how many were signalled. (The reaper ends its tree
+ * with it; the agent's keeper a container's.) */
+size_t reaper_signal_below(pid_t root, int sig);
+
 /* Runs in the reaper process: never returns. from_sup/to_sup are its pipe
  * ends; every other fd it holds is the supervisor's (close-on-exec). */
 _Noreturn void reaper_main(struct launch_spec *spec, int from_sup, int to_sup);

@@ -40,6 +40,7 @@ setup() {
 @test "install: PREFIX and DESTDIR put the binary, the man pages and the completion in place" {
 	for f in usr/bin/memvisor usr/share/man/man1/memvisor.1 usr/share/man/man1/memvisor-run.1 \
 		usr/share/man/man1/memvisor-ctl.1 usr/share/man/man1/memvisor-image.1 \
+		usr/share/man/man1/memvisor-agent.1 \
 		usr/share/man/man5/memvisor-policy.5 usr/share/bash-completion/completions/memvisor; do
 		[ -f "$DEST/$f" ] || { echo "missing: $f"; false; }
 	done
@@ -47,7 +48,7 @@ setup() {
 	[ "$(stat -c %a "$DEST/usr/share/man/man5/memvisor-policy.5")" = 644 ]
 	[ "$("$DEST/usr/bin/memvisor" --version)" = "memvisor $(cat "$ROOT/VERSION")" ]
 	# Nothing else: every file installed is one of those.
-	[ "$(find "$DEST" -type f | wc -l)" = 7 ]
+	[ "$(find "$DEST" -type f | wc -l)" = 8 ]
 	# man finds the pages by name in the installed tree.
 	if command -v man >/dev/null; then
 		MANWIDTH=80 man -M "$DEST/usr/share/man" 5 memvisor-policy | grep -q "the policy language of memvisor"
@@ -67,7 +68,7 @@ setup() {
 	assert_output "complete -F _memvisor memvisor"
 	[ "$(complete_words memvisor ct)" = ctl ]
 	run complete_words memvisor ''
-	assert_output "$(printf '%s\n' --help --version check ctl image policy run)"
+	assert_output "$(printf '%s\n' --help --version agent check ctl image oci-profile policy run)"
 	[ "$(complete_words memvisor ctl check)" = checkpoint ]
 	[ "$(complete_words memvisor ctl policy '')" = set ]
 	[ "$(complete_words memvisor ctl me)" = metrics ]

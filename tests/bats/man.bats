@@ -8,7 +8,7 @@
 load helpers
 bats_require_minimum_version 1.5.0
 
-PAGES="memvisor.1 memvisor-run.1 memvisor-ctl.1 memvisor-image.1 memvisor-policy.5"
+PAGES="memvisor.1 memvisor-run.1 memvisor-ctl.1 memvisor-image.1 memvisor-policy.5 memvisor-agent.1"
 
 @test "man: every page renders without a warning (man --warnings, groff -ww)" {
 	command -v man >/dev/null || command -v groff >/dev/null ||

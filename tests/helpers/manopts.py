@@ -32,6 +32,7 @@ PAGES = {
     "memvisor-run.1": [["run"]],
     "memvisor-ctl.1": [["ctl"]],
     "memvisor-image.1": [["image"]],
+    "memvisor-agent.1": [["agent"], ["oci-profile"]],
 }
 ROW = re.compile(r"^\s+(?:-[A-Za-z0-9], )?--([a-z0-9][a-z0-9-]*)")
 TOKEN = re.compile(r"(?<![\w-])--([a-z][a-z0-9-]*)")

@@ -1,0 +1,570 @@
+#include "supervisor/host/agent.h"
+#include "supervisor/ctl/server.h"
+#include "common/util.h"
+#include "policy/policy.h"
+#include "state/ocistate.h"
+#include "supervisor/host/container.h"
+#include "supervisor/host/keeper.h"
+#include "supervisor/kernel/procfs.h"
+
+#include <ev.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+
+#define MSG_MAX	     (1u << 20) /* a runtime's state message */
+#define MSG_FDS_MAX  16
+#define RUNTIMES_MAX 64 /* runtimes connected at once */
+#define CLIENTS_MAX  64
+#define RUNTIME_SECS 5.0 /* to send the whole message */
+
+struct agent;
+
+/* A runtime's connection: the message and the fds that came with it. */
+struct runtime {
+	struct agent *ag;
+	int fd;
+	ev_io io;
+	ev_timer timeout;
+	char *buf;
+	size_t len, cap;
+	int fds[MSG_FDS_MAX];
+	size_t n_fds;
+	struct runtime *next, **pprev;
+};
+
+/* A control client: one request line, one reply line. */
+struct client {
+	struct agent *ag;
+	int fd;
+	ev_io io;
+	char buf[65536];
+	size_t len;
+	bool refused; /* told so, our side shut: its input is discarded until EOF */
+	struct client *next, **pprev;
+};
+
+struct agent {
+	const struct agent_opts *o;
+	struct ev_loop *loop;
+	struct container_env env;
+	int listen_fd, ctl_fd, sigfd;
+	ev_io listen_io, ctl_io, sig_io, keeper_io;
+	ev_async ended;
+	pid_t keeper_pid;
+	struct container *containers;
+	struct runtime *runtimes;
+	struct client *clients;
+	int n_runtimes, n_clients;
+	bool stopping;
+	int status;
+};
+
+char *agent_default_socket(void)
+{
+	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	char *p;
+	if (geteuid() == 0 || !xdg || !*xdg)
+		p = xstrdup(geteuid() == 0 ? "/run/memvisor/agent.sock"
+					   : "/tmp/memvisor-agent.sock");
+	else if (asprintf(&p, "%s/memvisor/agent.sock", xdg) < 0)
+		p = NULL;
+	return p;
+}
+
+/* ---- sockets ------------------------------------------------------------ */
+
+/* A listening socket at path (ctl_listen_path), in a directory made
+ * 0700 when missing. */
+static int listen_at(const char *path)
+{
+	_cleanup_free_ char *dir = xstrdup(path);
+	char *slash = strrchr(dir, '/');
+	if (slash && slash != dir) {
+		*slash = '\0';
+		if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+			return -errno;
+	}
+	return ctl_listen_path(path);
+}
+
+/* Accept one connection from root or our own uid; -1 otherwise (closed). */
+static int accept_trusted(int lfd, pid_t *pid)
+{
+	int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	if (fd < 0)
+		return -1;
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 ||
+	    (cred.uid != 0 && cred.uid != geteuid())) {
+		log_warn("refused a connection from uid %d (pid %d)", len ? (int)cred.uid : -1,
+			 (int)cred.pid);
+		close(fd);
+		return -1;
+	}
+	*pid = cred.pid;
+	return fd;
+}
+
+/* ---- runtimes ----------------------------------------------------------- */
+
+static void runtime_free(struct runtime *r)
+{
+	ev_io_stop(r->ag->loop, &r->io);
+	ev_timer_stop(r->ag->loop, &r->timeout);
+	close(r->fd);
+	for (size_t i = 0; i < r->n_fds; i++)
+		if (r->fds[i] >= 0)
+			close(r->fds[i]);
+	*r->pprev = r->next;
+	if (r->next)
+		r->next->pprev = r->pprev;
+	r->ag->n_runtimes--;
+	free(r->buf);
+	free(r);
+}
+
+static struct container *find_container(struct agent *ag, const char *key)
+{
+	for (struct container *c = ag->containers; c; c = c->next)
+		if (!atomic_load(&c->ended) &&
+		    (!strcmp(c->msg.id, key) || (c->msg.name[0] && !strcmp(c->msg.name, key))))
+			return c;
+	return NULL;
+}
+
+/* The message so far, if it is whole: supervise the container it names.
+ * false when it is not (yet). Runtimes need not close the connection
+ * after the message: runc 1.1 keeps it open until the container's exec,
+ * a notified call, so waiting for EOF would wait on ourselves. */
+static bool runtime_done(struct runtime *r, bool eof)
+{
+	struct agent *ag = r->ag;
+	struct oci_msg m;
+	struct mv_err err = {0};
+	size_t end = r->len;
+	while (end && strchr(" \t\r\n", r->buf[end - 1]))
+		end--;
+	if (!eof && (end == 0 || r->buf[end - 1] != '}' || r->n_fds == 0))
+		return false;
+	if (ocistate_parse(r->buf, r->len, &m, &err) < 0) {
+		if (!eof)
+			return false;
+		log_warn("runtime message refused: %s", err.msg);
+		return true;
+	}
+	if ((size_t)m.seccomp_fd >= r->n_fds || m.n_fds != r->n_fds) {
+		log_warn("container %s: the message names %zu fds, %zu came with it: refused", m.id,
+			 m.n_fds, r->n_fds);
+	} else if (find_container(ag, m.id)) {
+		log_warn("container %s: already supervised: a second listener is refused", m.id);
+	} else {
+		int fd = r->fds[m.seccomp_fd];
+		r->fds[m.seccomp_fd] = -1;
+		struct container *c;
+		if (container_start(&ag->env, &m, fd, &c) == 0) {
+			c->next = ag->containers;
+			ag->containers = c;
+		}
+	}
+	ocistate_free(&m);
+	return true;
+}
+
+static void on_runtime(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct runtime *r = w->data;
+	for (;;) {
+		if (r->cap - r->len < 4096)
+			r->buf = xrealloc(r->buf, r->cap = r->cap ? r->cap * 2 : 8192);
+		union {
+			struct cmsghdr h;
+			char b[CMSG_SPACE(sizeof(int) * MSG_FDS_MAX)];
+		} ctl;
+		struct iovec iov = {r->buf + r->len, r->cap - r->len - 1};
+		struct msghdr mh = {.msg_iov = &iov,
+				    .msg_iovlen = 1,
+				    .msg_control = ctl.b,
+				    .msg_controllen = sizeof(ctl.b)};
+		ssize_t n = recvmsg(r->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return;
+		for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+			if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+				continue;
+			size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			int *fds = (int *)CMSG_DATA(c);
+			for (size_t i = 0; i < k; i++) {
+				if (r->n_fds < MSG_FDS_MAX)
+					r->fds[r->n_fds++] = fds[i];
+				else
+					close(fds[i]);
+			}
+		}
+		if (n > 0 && r->len + (size_t)n <= MSG_MAX && !(mh.msg_flags & MSG_CTRUNC)) {
+			r->len += (size_t)n;
+			if (!runtime_done(r, false))
+				continue;
+			runtime_free(r);
+			return;
+		}
+		if (n == 0)
+			runtime_done(r, true);
+		else
+			log_warn("runtime connection: %s",
+				 n < 0 ? strerror(errno) : "message too large or too many fds");
+		runtime_free(r);
+		return;
+	}
+}
+
+static void on_runtime_timeout(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	log_warn("runtime connection: no whole message within %.0f s", RUNTIME_SECS);
+	runtime_free(w->data);
+}
+
+static void on_listen(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct agent *ag = w->data;
+	pid_t pid;
+	int fd = accept_trusted(ag->listen_fd, &pid);
+	if (fd < 0)
+		return;
+	if (ag->n_runtimes >= RUNTIMES_MAX || ag->stopping) {
+		log_warn("runtime pid %d refused: %s", pid,
+			 ag->stopping ? "the agent is stopping" : "too many at once");
+		close(fd);
+		return;
+	}
+	struct runtime *r = xcalloc(1, sizeof(*r));
+	r->ag = ag;
+	r->fd = fd;
+	r->next = ag->runtimes;
+	if (r->next)
+		r->next->pprev = &r->next;
+	r->pprev = &ag->runtimes;
+	ag->runtimes = r;
+	ag->n_runtimes++;
+	ev_io_init(&r->io, on_runtime, fd, EV_READ);
+	r->io.data = r;
+	ev_io_start(loop, &r->io);
+	ev_timer_init(&r->timeout, on_runtime_timeout, RUNTIME_SECS, 0);
+	r->timeout.data = r;
+	ev_timer_start(loop, &r->timeout);
+}
+
+/* ---- the control socket ------------------------------------------------- */
+
+/* Is pid inside one of the containers (its init or below)? */
+static bool in_a_container(struct agent *ag, pid_t pid)
+{
+	for (int depth = 0; pid > 1 && depth < 256; depth++) {
+		for (struct container *c = ag->containers; c; c = c->next)
+			if (c->msg.pid == pid)
+				return true;
+		struct proc_stat st;
+		if (procfs_stat(pid, &st) < 0)
+			return true; /* cannot tell: refused */
+		pid = st.ppid;
+	}
+	return false;
+}
+
+static json_t *cmd_reply(struct agent *ag, json_t *req, const char **code, const char **why)
+{
+	const char *cmd = json_string_value(json_object_get(req, "cmd"));
+	json_t *args = json_object_get(req, "args");
+	if (!cmd)
+		return *code = MV_E_BAD_REQUEST, *why = "cmd: expected a string", NULL;
+	if (!strcmp(cmd, "hello"))
+		return json_pack("{s:s, s:s, s:i, s:s, s:s?}", "version", MV_VERSION, "role",
+				 "agent", "pid", (int)getpid(), "listen", ag->o->listen, "policy",
+				 ag->o->policy_path);
+	if (!strcmp(cmd, "containers")) {
+		json_t *all = json_array();
+		for (struct container *c = ag->containers; c; c = c->next)
+			if (!atomic_load(&c->ended))
+				json_array_append_new(all, container_json(c));
+		return json_pack("{s:o}", "containers", all);
+	}
+	if (!strcmp(cmd, "container")) {
+		const char *id = json_string_value(json_object_get(args, "id"));
+		if (!id)
+			return *code = MV_E_BAD_REQUEST, *why = "args.id: expected a string", NULL;
+		struct container *c = find_container(ag, id);
+		if (!c)
+			return *code = MV_E_NO_SUCH_PROCESS, *why = "no such container", NULL;
+		return container_json(c);
+	}
+	*code = MV_E_UNKNOWN_COMMAND;
+	*why = "unknown command (the agent answers hello, containers, container; a container's "
+	       "own socket answers the rest: ctl -c ID)";
+	return NULL;
+}
+
+static char *reply_line(struct agent *ag, const char *line, size_t len)
+{
+	json_error_t jerr;
+	json_t *req = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
+	const char *code = MV_E_BAD_JSON, *why = "invalid JSON";
+	json_t *id = json_is_object(req) ? json_object_get(req, "id") : NULL;
+	json_t *res = json_is_object(req) ? cmd_reply(ag, req, &code, &why) : NULL;
+	if (req && !json_is_object(req))
+		code = MV_E_BAD_REQUEST, why = "a request must be a JSON object";
+	json_t *msg = res ? json_pack("{s:O?, s:b, s:o}", "id", id, "ok", 1, "result", res)
+			  : json_pack("{s:O?, s:b, s:{s:s, s:s}}", "id", id, "ok", 0, "error",
+				      "code", code, "message", why);
+	char *s = json_dumps(msg, JSON_COMPACT);
+	json_decref(msg);
+	json_decref(req);
+	return s;
+}
+
+static void client_free(struct client *c)
+{
+	ev_io_stop(c->ag->loop, &c->io);
+	close(c->fd);
+	*c->pprev = c->next;
+	if (c->next)
+		c->next->pprev = c->pprev;
+	c->ag->n_clients--;
+	free(c);
+}
+
+static void on_client(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct client *c = w->data;
+	ssize_t n = recv(c->fd, c->buf + c->len, sizeof(c->buf) - c->len, MSG_DONTWAIT);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		client_free(c);
+		return;
+	}
+	if (c->refused)
+		return; /* discarded: closing with it unread would reset the reply */
+	c->len += (size_t)n;
+	char *nl;
+	while ((nl = memchr(c->buf, '\n', c->len))) {
+		char *reply = reply_line(c->ag, c->buf, (size_t)(nl - c->buf));
+		/* Replies are small; a client that does not read them is cut. */
+		bool ok = reply &&
+			  send(c->fd, reply, strlen(reply), MSG_NOSIGNAL | MSG_DONTWAIT) ==
+			      (ssize_t)strlen(reply) &&
+			  send(c->fd, "\n", 1, MSG_NOSIGNAL | MSG_DONTWAIT) == 1;
+		free(reply);
+		c->len -= (size_t)(nl + 1 - c->buf);
+		memmove(c->buf, nl + 1, c->len);
+		if (!ok) {
+			client_free(c);
+			return;
+		}
+	}
+	if (c->len == sizeof(c->buf))
+		client_free(c); /* a line of 64 KiB: no request is that long */
+}
+
+static void on_ctl(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct agent *ag = w->data;
+	pid_t pid;
+	int fd = accept_trusted(ag->ctl_fd, &pid);
+	if (fd < 0)
+		return;
+	bool refuse = ag->n_clients >= CLIENTS_MAX || in_a_container(ag, pid);
+	if (refuse && ag->n_clients >= 2 * CLIENTS_MAX) {
+		close(fd);
+		return;
+	}
+	struct client *c = xcalloc(1, sizeof(*c));
+	if (refuse) {
+		static const char no[] =
+		    "{\"id\":null,\"ok\":false,\"error\":{\"code\":\"forbidden\",\"message\":"
+		    "\"refused: a process inside a container, or too many clients\"}}\n";
+		(void)!send(fd, no, sizeof(no) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+		shutdown(fd, SHUT_WR);
+		log_info("control client pid %d refused", pid);
+		c->refused = true;
+	}
+	c->ag = ag;
+	c->fd = fd;
+	c->next = ag->clients;
+	if (c->next)
+		c->next->pprev = &c->next;
+	c->pprev = &ag->clients;
+	ag->clients = c;
+	ag->n_clients++;
+	ev_io_init(&c->io, on_client, fd, EV_READ);
+	c->io.data = c;
+	ev_io_start(loop, &c->io);
+}
+
+/* ---- life ----------------------------------------------------------------- */
+
+/* Join and free the containers whose threads have ended; once stopping,
+ * leave the loop when none is left. */
+static void on_ended(struct ev_loop *loop, ev_async *w, int revents)
+{
+	struct agent *ag = w->data;
+	for (struct container **pp = &ag->containers; *pp;) {
+		struct container *c = *pp;
+		if (!atomic_load(&c->ended)) {
+			pp = &c->next;
+			continue;
+		}
+		*pp = c->next;
+		log_info("container %s dropped", c->msg.id);
+		container_free(c);
+	}
+	if (ag->stopping && !ag->containers)
+		ev_break(loop, EVBREAK_ALL);
+}
+
+/* Stop: end every container (the keeper kills them once its master
+ * socket closes), then leave when each thread has ended. */
+static void stop(struct agent *ag)
+{
+	if (ag->stopping)
+		return;
+	ag->stopping = true;
+	ev_io_stop(ag->loop, &ag->listen_io);
+	ev_io_stop(ag->loop, &ag->keeper_io);
+	close(ag->env.keeper);
+	ag->env.keeper = -1;
+	for (struct container *c = ag->containers; c; c = c->next)
+		container_stop(c);
+	on_ended(ag->loop, &ag->ended, 0);
+}
+
+static void on_signal(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct agent *ag = w->data;
+	struct signalfd_siginfo si;
+	while (read(ag->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		if (si.ssi_signo == SIGCHLD) {
+			int st;
+			if (waitpid(ag->keeper_pid, &st, WNOHANG) == ag->keeper_pid)
+				ag->keeper_pid = -1;
+			continue;
+		}
+		log_info("signal %d: stopping; every container is killed", si.ssi_signo);
+		stop(ag);
+	}
+}
+
+/* The keeper's end closed: it died. Without it the agent's own death
+ * would leave containers unsupervised: end them all, and stop. */
+static void on_keeper(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct agent *ag = w->data;
+	log_error("the agent's keeper process died: killing every container and stopping");
+	for (struct container *c = ag->containers; c; c = c->next)
+		if (c->pidfd >= 0)
+			syscall(SYS_pidfd_send_signal, c->pidfd, SIGKILL, NULL, 0);
+	ag->status = 125;
+	stop(ag);
+}
+
+static int open_sockets(struct agent *ag)
+{
+	const struct agent_opts *o = ag->o;
+	ag->listen_fd = listen_at(o->listen);
+	if (ag->listen_fd < 0) {
+		fprintf(stderr, "memvisor agent: cannot listen on %s: %s\n", o->listen,
+			strerror(-ag->listen_fd));
+		return ag->listen_fd;
+	}
+	ag->ctl_fd = listen_at(o->socket);
+	if (ag->ctl_fd < 0) {
+		fprintf(stderr, "memvisor agent: cannot listen on %s: %s\n", o->socket,
+			strerror(-ag->ctl_fd));
+		return ag->ctl_fd;
+	}
+	char *dir;
+	if (asprintf(&dir, "%s.d", o->socket) < 0)
+		return -ENOMEM;
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		fprintf(stderr, "memvisor agent: cannot make %s: %s\n", dir, strerror(errno));
+		free(dir);
+		return -errno;
+	}
+	ag->env.sock_dir = dir;
+	return 0;
+}
+
+static void start_watchers(struct agent *ag)
+{
+	ev_io_init(&ag->listen_io, on_listen, ag->listen_fd, EV_READ);
+	ev_io_init(&ag->ctl_io, on_ctl, ag->ctl_fd, EV_READ);
+	ev_io_init(&ag->sig_io, on_signal, ag->sigfd, EV_READ);
+	ev_io_init(&ag->keeper_io, on_keeper, ag->env.keeper, EV_READ);
+	ev_async_init(&ag->ended, on_ended);
+	ag->listen_io.data = ag->ctl_io.data = ag->sig_io.data = ag->keeper_io.data = ag;
+	ag->ended.data = ag;
+	ev_io_start(ag->loop, &ag->listen_io);
+	ev_io_start(ag->loop, &ag->ctl_io);
+	ev_io_start(ag->loop, &ag->sig_io);
+	ev_io_start(ag->loop, &ag->keeper_io);
+	ev_async_start(ag->loop, &ag->ended);
+}
+
+int agent_run(const struct agent_opts *o)
+{
+	struct agent a = {.o = o, .listen_fd = -1, .ctl_fd = -1, .sigfd = -1};
+	struct agent *ag = &a;
+	/* The keeper first: it must hold nothing of ours but its socket. */
+	ag->keeper_pid = keeper_start(&ag->env.keeper);
+	if (ag->keeper_pid < 0) {
+		fprintf(stderr, "memvisor agent: cannot fork the keeper: %s\n",
+			strerror(-ag->keeper_pid));
+		return 125;
+	}
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	ag->sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	features_probe(&ag->env.feat);
+	ag->env.policy_path = o->policy_path;
+	/* Not the default loop: it watches SIGCHLD and reaps with
+	 * waitpid(-1, WUNTRACED), which takes the ptrace stops of a
+	 * checkpoint's tracees from the job threads (they belong to the whole
+	 * thread group); and libev 4.33 unblocks SIGCHLD in the thread that
+	 * starts a signal watcher under EVFLAG_NOSIGMASK, which every thread
+	 * started later would inherit. */
+	ag->loop = ev_loop_new(EVBACKEND_EPOLL | EVFLAG_NOSIGMASK);
+	ag->env.agent_loop = ag->loop;
+	ag->env.ended = &ag->ended;
+	if (ag->sigfd < 0 || open_sockets(ag) < 0) {
+		close(ag->env.keeper); /* the keeper exits: it holds nothing */
+		return 125;
+	}
+	start_watchers(ag);
+	log_info("agent: runtimes connect to %s; control socket %s", o->listen, o->socket);
+	ev_run(ag->loop, 0);
+	while (ag->runtimes)
+		runtime_free(ag->runtimes);
+	while (ag->clients)
+		client_free(ag->clients);
+	ev_loop_destroy(ag->loop);
+	unlink(o->listen);
+	unlink(o->socket);
+	rmdir(ag->env.sock_dir);
+	free((char *)ag->env.sock_dir);
+	return ag->status;
+}

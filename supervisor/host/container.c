@@ -1,0 +1,177 @@
+#include "supervisor/host/container.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "supervisor/ctl/server.h"
+#include "supervisor/host/host.h"
+#include "supervisor/host/keeper.h"
+#include "supervisor/kernel/listener.h"
+#include "supervisor/reload/evict.h"
+#include "supervisor/supervise/enforce.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+
+static void on_init_exit(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct container *c = w->data;
+	log_info("container %s: init %d exited", c->msg.id, c->msg.pid);
+	ev_break(loop, EVBREAK_ALL);
+}
+
+static void on_stop(struct ev_loop *loop, ev_async *w, int revents)
+{
+	ev_break(loop, EVBREAK_ALL);
+}
+
+/* The options of a container's supervisor: the agent's policy, its own
+ * socket, its name. */
+static void fill_opts(struct container *c, struct mv_opts *o)
+{
+	o->policy_path = c->env->policy_path;
+	o->socket_path = c->socket;
+	o->name = c->msg.name[0] ? c->msg.name : c->msg.id;
+	o->log_level = MV_LOG_WARN;
+	o->metrics_interval_ms = 5000;
+}
+
+/* Did this supervisor ever evict memory? Then fault workers may still
+ * hold it and its keeper channel (evict.h: the registry lives as long as
+ * the process), and it is never freed. */
+static bool evicted_ever(struct mv *mv)
+{
+	struct evict_totals t;
+	evict_totals(mv->evict, &t);
+	return t.spaces > 0 || t.evicted > 0;
+}
+
+static void run_container(struct container *c, struct mv *mv)
+{
+	ev_io init_io;
+	ev_io_init(&init_io, on_init_exit, c->pidfd, EV_READ);
+	init_io.data = c;
+	ev_io_start(c->loop, &init_io);
+	ev_async_init(&c->stop, on_stop);
+	ev_async_start(c->loop, &c->stop);
+	host_mv_watch(mv);
+	atomic_store(&c->running, true);
+	ev_run(c->loop, 0);
+	atomic_store(&c->running, false);
+	ev_io_stop(c->loop, &init_io);
+	ev_async_stop(c->loop, &c->stop);
+	host_mv_finish(mv);
+}
+
+static void *container_thread(void *arg)
+{
+	struct container *c = arg;
+	struct mv *mv = xcalloc(1, sizeof(*mv));
+	mv->listener = mv->sigfd = mv->reaper_rd = mv->launch_sock = -1;
+	mv->exits_epfd = -1;
+	fill_opts(c, &mv->opts);
+	mv->feat = c->env->feat;
+	/* The runtime loaded the filter: whether with WAIT_KILLABLE_RECV is
+	 * not said (the notify thread then expects withdrawn calls). */
+	mv->feat.wait_killable_recv = false;
+	mv->tree_top = mv->cmd_pid = c->msg.pid;
+	mv->reaper_wr = c->chan;
+	int rc = host_mv_init(mv, c->loop);
+	if (rc == 0)
+		rc = host_mv_listen(mv, mv_steal_fd(c->listener));
+	if (rc < 0) {
+		/* Its notified calls would fail with ENOSYS from now on: it
+		 * must not run on unsupervised. */
+		syscall(SYS_pidfd_send_signal, c->pidfd, SIGKILL, NULL, 0);
+		log_error("container %s: cannot supervise it (%s): killed", c->msg.id,
+			  strerror(-rc));
+	} else {
+		enforce_attach(mv);
+		if (ctl_server_start(mv) < 0)
+			log_warn("container %s: no control socket", c->msg.id);
+		log_info("container %s: init %d supervised, socket %s", c->msg.id, c->msg.pid,
+			 c->socket);
+		run_container(c, mv);
+	}
+	if (mv->evict && evicted_ever(mv)) {
+		ctl_server_stop(mv);
+		close(mv->listener);
+		mv->listener = -1;
+		log_info("container %s: ended; its evicted memory's records are kept", c->msg.id);
+	} else {
+		keeper_drop(c->chan);
+		host_mv_free(mv);
+	}
+	c->chan = -1;
+	atomic_store(&c->ended, true);
+	ev_async_send(c->env->agent_loop, c->env->ended);
+	return NULL;
+}
+
+int container_start(const struct container_env *env, struct oci_msg *msg, int fd,
+		    struct container **out)
+{
+	struct container *c = xcalloc(1, sizeof(*c));
+	c->msg = *msg;
+	memset(msg, 0, sizeof(*msg));
+	c->env = env;
+	c->listener = fd;
+	c->chan = -1;
+	c->started_wall_ns = mv_wall_ns();
+	if (asprintf(&c->socket, "%s/%s.sock", env->sock_dir, c->msg.id) < 0)
+		c->socket = NULL;
+	int rc = 0;
+	c->pidfd = (int)syscall(SYS_pidfd_open, c->msg.pid, 0);
+	if (c->pidfd < 0)
+		rc = -errno;
+	else if (!listener_is_one(fd))
+		rc = -ENOTTY;
+	else
+		rc = keeper_add(env->keeper, c->msg.pid, c->pidfd, &c->chan);
+	if (rc == 0 && !(c->loop = ev_loop_new(EVBACKEND_EPOLL | EVFLAG_NOSIGMASK)))
+		rc = -ENOMEM;
+	if (rc == 0 && (rc = -pthread_create(&c->thread, NULL, container_thread, c)) == 0) {
+		*out = c;
+		return 0;
+	}
+	log_error("container %s: refused: %s", c->msg.id,
+		  rc == -ENOTTY ? "the fd sent is not a seccomp listener" : strerror(-rc));
+	if (c->chan >= 0)
+		keeper_drop(c->chan);
+	if (c->loop)
+		ev_loop_destroy(c->loop);
+	c->loop = NULL;
+	c->thread = 0;
+	container_free(c);
+	return rc;
+}
+
+void container_stop(struct container *c)
+{
+	if (atomic_load(&c->running))
+		ev_async_send(c->loop, &c->stop);
+}
+
+void container_free(struct container *c)
+{
+	if (c->thread)
+		pthread_join(c->thread, NULL);
+	if (c->loop)
+		ev_loop_destroy(c->loop);
+	if (c->listener >= 0)
+		close(c->listener);
+	if (c->pidfd >= 0)
+		close(c->pidfd);
+	ocistate_free(&c->msg);
+	free(c->socket);
+	free(c);
+}
+
+json_t *container_json(const struct container *c)
+{
+	return json_pack("{s:s, s:s?, s:i, s:s, s:s?, s:s?, s:I, s:b}", "id", c->msg.id, "name",
+			 c->msg.name[0] ? c->msg.name : NULL, "pid", (int)c->msg.pid, "socket",
+			 c->socket, "bundle", c->msg.bundle, "metadata", c->msg.metadata,
+			 "started_ns", (json_int_t)c->started_wall_ns, "running",
+			 !atomic_load(&c->ended));
+}

@@ -1,0 +1,56 @@
+/* One container under `memvisor agent`: a struct mv of its own, run on a
+ * thread of its own with its own libev loop (as `memvisor run`'s main
+ * thread runs its one), from the listener a runtime handed over until
+ * the container's init exits. */
+#ifndef MV_CONTAINER_H
+#define MV_CONTAINER_H
+
+#include "state/ocistate.h"
+#include "supervisor/kernel/features.h"
+
+#include <ev.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+struct container_env {
+	const char *policy_path;
+	const char *sock_dir; /* the containers' control sockets: ID.sock */
+	struct features feat;
+	int keeper; /* the keeper's master socket */
+	struct ev_loop *agent_loop;
+	ev_async *ended; /* sent on agent_loop when a container's thread ends */
+};
+
+struct container {
+	struct oci_msg msg;
+	char *socket; /* its control socket */
+	int listener, pidfd, chan;
+	uint64_t started_wall_ns;
+	pthread_t thread;
+	ev_async stop; /* on the container's loop: end it */
+	struct ev_loop *loop;
+	atomic_bool running; /* its loop runs: stop may be sent */
+	atomic_bool ended;   /* its thread is done: join it */
+	const struct container_env *env;
+	struct container *next;
+};
+
+/* Start supervising the container msg describes, whose listener is fd
+ * (taken over, like msg's strings). 0 with *out, or -errno after logging
+ * why (fd closed). */
+int container_start(const struct container_env *env, struct oci_msg *msg, int fd,
+		    struct container **out);
+
+/* Ask its thread to end (the agent stops): the container is killed by
+ * the keeper then. */
+void container_stop(struct container *c);
+
+/* Join its thread (after ended) and free it. */
+void container_free(struct container *c);
+
+/* Its row for `ctl containers`. */
+json_t *container_json(const struct container *c);
+
+#endif

@@ -1,0 +1,337 @@
+#!/usr/bin/env bats
+# memvisor agent (issue 17): real containers, started by Debian's runc and
+# crun with a profile from `memvisor oci-profile`, hand their seccomp
+# listeners to the agent. The bundle's rootfs holds static busybox and
+# ctr_mem_static. runc runs the bundle as it is; crun 1.8 refuses this
+# machine's hybrid cgroup layout unless cgroup2 is unmounted in a mount
+# namespace of its own (unshare -m).
+
+load helpers
+
+setup() {
+	setup_tmp
+	[ "$(id -u)" = 0 ] || skip "containers need root"
+	BUNDLE=$TMP/bundle
+	LISTEN=$TMP/listen.sock
+	ASOCK=$TMP/agent.sock
+}
+
+teardown() {
+	for id in $(cat "$TMP/ids" 2>/dev/null); do
+		runc delete -f "$id" >/dev/null 2>&1 || true
+		crun delete -f "$id" >/dev/null 2>&1 || true
+	done
+	[ -z "${AGENT:-}" ] || kill -9 "$AGENT" 2>/dev/null || true
+	teardown_tmp
+}
+
+need_runtime() { # RT
+	command -v "$1" >/dev/null || skip "$1 is not installed (make deps)"
+	[ -x /bin/busybox ] || skip "busybox-static is not installed (make deps)"
+	file -L /bin/busybox 2>/dev/null | grep -q static || skip "/bin/busybox is not static"
+}
+
+# The bundle: rootfs with busybox and the workload; config from runc spec
+# with PROFILE_ARGS given to oci-profile, the command in CMD.
+make_bundle() { # oci-profile ARGS...
+	mkdir -p "$BUNDLE/rootfs/bin" "$BUNDLE/rootfs/tmp" "$BUNDLE/rootfs/proc" "$BUNDLE/rootfs/dev"
+	cp /bin/busybox "$BUNDLE/rootfs/bin/"
+	for c in sh echo sleep cat; do ln -sf busybox "$BUNDLE/rootfs/bin/$c"; done
+	cp "$WL/ctr_mem_static" "$BUNDLE/rootfs/bin/"
+	"$MEMVISOR" oci-profile --base none --listen "$LISTEN" "$@" >"$TMP/profile.json"
+	rm -f "$BUNDLE/config.json"
+	(cd "$BUNDLE" && runc spec)
+	python3 - "$BUNDLE/config.json" "$TMP/profile.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["process"]["terminal"] = False
+c["process"]["args"] = ["/bin/sh", "-c", "exec $CMD"]
+c["root"]["readonly"] = False
+# Evict injects userfaultfd(2) into the container: it needs CAP_SYS_PTRACE
+# there, or vm.unprivileged_userfaultfd=1 (docs/agent.md).
+for k in ("bounding", "effective", "permitted"):
+    c["process"]["capabilities"][k].append("CAP_SYS_PTRACE")
+c["linux"]["seccomp"] = json.load(open(sys.argv[2]))
+json.dump(c, open(sys.argv[1], "w"), indent=1)
+PY
+}
+
+set_cmd() { # CMD (run by the container's sh)
+	python3 - "$BUNDLE/config.json" "$1" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["process"]["env"] = [e for e in c["process"]["env"] if not e.startswith("CMD=")] + ["CMD=" + sys.argv[2]]
+json.dump(c, open(sys.argv[1], "w"), indent=1)
+PY
+}
+
+start_agent() { # agent ARGS...
+	"$MEMVISOR" agent --listen "$LISTEN" --socket "$ASOCK" --log "$TMP/agent.log" \
+		--log-level info "$@" &
+	AGENT=$!
+	wait_for 5 test -S "$ASOCK"
+}
+
+# Start container ID with runtime RT in the background; its output goes
+# to $TMP/ID.out, its exit status to $TMP/ID.rc (the subshell inherits
+# bats's errexit: a failing runtime must not end it before the echo).
+start_ctr() { # RT ID
+	echo "$2" >>"$TMP/ids"
+	if [ "$1" = crun ]; then
+		(rc=0; unshare -m sh -c "umount /sys/fs/cgroup/unified 2>/dev/null; exec crun run -b '$BUNDLE' '$2'" \
+			>"$TMP/$2.out" 2>&1 </dev/null || rc=$?; echo $rc >"$TMP/$2.rc") &
+	else
+		(rc=0; runc run -b "$BUNDLE" "$2" >"$TMP/$2.out" 2>&1 </dev/null || rc=$?; echo $rc >"$TMP/$2.rc") &
+	fi
+}
+
+# Has process PID exited (gone, or a zombie)?
+dead() { # PID
+	local st
+	st=$(awk '/^State/ {print $2}' "/proc/$1/status" 2>/dev/null)
+	[ -z "$st" ] || [ "$st" = Z ] || [ "$st" = X ]
+}
+
+actl() { "$MEMVISOR" ctl --socket "$ASOCK" "$@"; }
+
+ctr_listed() { actl --json containers | json_get - "[c['id'] for c in d['containers']]" | grep -q "\"$1\""; }
+ctr_gone() { ! ctr_listed "$1"; }
+ctr_pid() { actl --json containers | json_get - "[c['pid'] for c in d['containers'] if c['id']=='$1'][0]"; }
+
+# Does the runtime run containers here at all?
+runtime_works() { # RT
+	make_bundle
+	set_cmd "echo works"
+	start_agent
+	start_ctr "$1" probe
+	wait_for 20 test -f "$TMP/probe.rc" || true
+	grep -q works "$TMP/probe.out" || skip "$1 cannot run containers here: $(head -c 300 "$TMP/probe.out")"
+	kill "$AGENT"; wait "$AGENT" || true; AGENT=
+	wait_for 5 test ! -S "$ASOCK"
+	rm -f "$TMP/probe.rc"
+}
+
+t_visible() { # RT
+	need_runtime "$1"
+	runtime_works "$1"
+	make_bundle --metadata name=web
+	set_cmd "ctr_mem_static hold 64 /tmp"
+	start_agent
+	start_ctr "$1" vis1
+	wait_for 20 grep -q filled "$TMP/vis1.out"
+	run actl containers
+	assert_success
+	assert_output --regexp "vis1 +web"
+	pid=$(ctr_pid vis1)
+	run actl -c vis1 --json regions "$pid"
+	assert_success
+	echo "$output" | json_get - "[r for r in d['regions'] if r['committed'] >= 64<<20]" | grep -q start
+	# The name from listenerMetadata addresses it too.
+	run actl -c web --json ps
+	assert_success
+	assert_output --partial ctr_mem_static
+	touch "$BUNDLE/rootfs/tmp/go"
+	wait_for 20 test -f "$TMP/vis1.rc"
+	[ "$(cat "$TMP/vis1.rc")" = 0 ]
+	wait_for 5 ctr_gone vis1
+	grep -q "container vis1 dropped" "$TMP/agent.log"
+}
+
+t_quota() { # RT
+	need_runtime "$1"
+	runtime_works "$1"
+	echo '{"version":1,"limits":{"max_mapping":"64M"}}' >"$TMP/quota.json"
+	make_bundle --policy "$TMP/quota.json"
+	printf '#!/bin/sh\nctr_mem_static try 32\nctr_mem_static try 128\n' >"$BUNDLE/rootfs/bin/quota.sh"
+	chmod +x "$BUNDLE/rootfs/bin/quota.sh"
+	set_cmd "quota.sh"
+	start_agent --policy "$TMP/quota.json"
+	start_ctr "$1" quota1
+	wait_for 20 test -f "$TMP/quota1.rc" || { cat "$TMP/quota1.out" "$TMP/agent.log"; false; }
+	# The script's status: the last try's errno.
+	[ "$(cat "$TMP/quota1.rc")" = 12 ]
+	cat "$TMP/quota1.out"
+	grep -q "mmap: ok" "$TMP/quota1.out"
+	grep -q "mmap: errno 12 (ENOMEM)" "$TMP/quota1.out"
+}
+
+t_evict() { # RT
+	need_runtime "$1"
+	runtime_works "$1"
+	# The output of the same work without the agent or any eviction.
+	mkdir -p "$TMP/native" && touch "$TMP/native/go"
+	"$WL/ctr_mem_static" hold 64 "$TMP/native" >"$TMP/native.out"
+	make_bundle
+	set_cmd "ctr_mem_static hold 64 /tmp"
+	start_agent
+	start_ctr "$1" ev1
+	wait_for 20 grep -q filled "$TMP/ev1.out"
+	run actl -c ev1 --json checkpoint "$TMP/img" --evict --wait
+	assert_success
+	pid=$(ctr_pid ev1)
+	rss=$(awk '/VmRSS/ {print $2}' /proc/$pid/status)
+	echo "rss after evict: $rss kB"
+	[ "$rss" -lt 32768 ]
+	run actl -c ev1 --json reload "$TMP/img" --wait
+	assert_success
+	touch "$BUNDLE/rootfs/tmp/go"
+	wait_for 20 test -f "$TMP/ev1.rc"
+	[ "$(cat "$TMP/ev1.rc")" = 0 ]
+	diff <(grep checksum "$TMP/native.out") <(grep checksum "$TMP/ev1.out")
+}
+
+t_kill_agent() { # RT
+	need_runtime "$1"
+	runtime_works "$1"
+	make_bundle
+	set_cmd "ctr_mem_static hold 64 /tmp"
+	start_agent
+	start_ctr "$1" kill1
+	wait_for 20 grep -q filled "$TMP/kill1.out"
+	run actl -c kill1 --json checkpoint "$TMP/img" --evict --wait
+	assert_success
+	pid=$(ctr_pid kill1)
+	keeper=$(pgrep -x memvisor-keep -P "$AGENT")
+	[ -n "$keeper" ]
+	kill -9 "$AGENT"
+	AGENT=
+	# The keeper kills the container; it never runs on with its memory gone.
+	wait_for 10 dead "$pid"
+	touch "$BUNDLE/rootfs/tmp/go"
+	# The runtime reports it killed (SIGKILL: 137), and it never printed
+	# a checksum of memory it could no longer read.
+	wait_for 20 test -f "$TMP/kill1.rc"
+	[ "$(cat "$TMP/kill1.rc")" = 137 ]
+	! grep -q checksum "$TMP/kill1.out"
+	# The keeper is gone too once the container is dead.
+	wait_for 10 dead "$keeper"
+}
+
+@test "oci-profile: notifies the lifecycle calls, sets listenerPath and the metadata" {
+	run "$MEMVISOR" oci-profile --base none --listen /x/l.sock --metadata name=a
+	assert_success
+	echo "$output" | json_get - 'd["listenerPath"]' | grep -qx /x/l.sock
+	echo "$output" | json_get - 'd["listenerMetadata"]' | grep -qx name=a
+	echo "$output" | json_get - '[n for r in d["syscalls"] if r["action"]=="SCMP_ACT_NOTIFY" for n in r["names"]]' >"$TMP/n"
+	for c in clone fork vfork execve; do grep -q "\"$c\"" "$TMP/n"; done
+}
+
+@test "oci-profile: a base profile's denials stay; its allowed calls the policy needs are notified" {
+	cat >"$TMP/base.json" <<-'EOF2'
+	{"defaultAction":"SCMP_ACT_ERRNO","syscalls":[
+	 {"names":["read","mmap","clone"],"action":"SCMP_ACT_ALLOW"},
+	 {"names":["personality"],"action":"SCMP_ACT_ALLOW","args":[{"index":0,"value":0,"op":"SCMP_CMP_EQ"}]}]}
+	EOF2
+	echo '{"version":1,"wx":"deny"}' >"$TMP/wx.json"
+	run "$MEMVISOR" oci-profile --base "$TMP/base.json" --policy "$TMP/wx.json" --listen /l
+	assert_success
+	echo "$output" >"$TMP/p.json"
+	[ "$(json_get "$TMP/p.json" 'd["defaultAction"]')" = SCMP_ACT_ERRNO ]
+	# read stays allowed; clone and mmap are notified; vfork (denied by
+	# the base) is not notified, which would let it through.
+	json_get "$TMP/p.json" '[r["names"] for r in d["syscalls"] if r["action"]=="SCMP_ACT_ALLOW"]' | grep -q read
+	json_get "$TMP/p.json" '[n for r in d["syscalls"] if r["action"]=="SCMP_ACT_NOTIFY" for n in r["names"]]' >"$TMP/n"
+	grep -q '"clone"' "$TMP/n"
+	grep -q '"mmap"' "$TMP/n"
+	! grep -q '"vfork"' "$TMP/n"
+	# The conditional allow of personality becomes a notify with its condition.
+	json_get "$TMP/p.json" '[r for r in d["syscalls"] if "personality" in r["names"]][0]["action"]' | grep -qx SCMP_ACT_NOTIFY
+}
+
+@test "agent: malformed messages, strangers' fds and bad ids are refused; the agent lives on" {
+	start_agent
+	python3 - "$LISTEN" <<'PY'
+import socket, sys, os
+msgs = [b"not json", b'{"fds":["seccompFd"],"pid":1,"state":{"id":"../x","pid":1}}',
+        b'{"fds":["seccompFd"],"pid":2,"state":{"id":"ok","pid":1}}',
+        b'{"fds":["seccompFd"],"pid":1,"state":{"id":"notalistener","pid":1}}',
+        b'{' * 100000, b""]
+for m in msgs:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(sys.argv[1])
+    fd = os.open("/dev/null", os.O_RDONLY)
+    try:
+        s.sendmsg([m or b" "], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, bytes(memoryview(bytearray(fd.to_bytes(4, "little")))))])
+    except OSError:
+        pass
+    s.close()
+    os.close(fd)
+PY
+	sleep 0.5
+	kill -0 "$AGENT"
+	run actl containers
+	assert_success
+	assert_output --partial "0 containers"
+	grep -q "refused" "$TMP/agent.log"
+	grep -q "not a seccomp listener" "$TMP/agent.log"
+}
+
+@test "agent: its control socket and the listen socket are 0600; ctl answers the agent's commands only" {
+	start_agent
+	[ "$(stat -c %a "$ASOCK")" = 600 ]
+	[ "$(stat -c %a "$LISTEN")" = 600 ]
+	run actl ps
+	assert_failure 1
+	assert_output --partial "ctl -c ID"
+}
+
+@test "runc: a container mapping memory is in ctl containers and regions; ctl -c takes its id or name" { t_visible runc; }
+@test "crun: a container mapping memory is in ctl containers and regions; ctl -c takes its id or name" { t_visible crun; }
+@test "runc: a quota policy returns ENOMEM inside the container" { t_quota runc; }
+@test "crun: a quota policy returns ENOMEM inside the container" { t_quota crun; }
+@test "runc: checkpoint --evict and reload keep the container's output identical" { t_evict runc; }
+@test "crun: checkpoint --evict and reload keep the container's output identical" { t_evict crun; }
+@test "runc: killing the agent kills a container with evicted memory; it never runs on" { t_kill_agent runc; }
+@test "crun: killing the agent kills a container with evicted memory; it never runs on" { t_kill_agent crun; }
+
+@test "runc: a container that reaches the agent's sockets is refused, its own container's too" {
+	need_runtime runc
+	runtime_works runc
+	make_bundle
+	# The sockets' directory, bind-mounted into the container on purpose.
+	python3 - "$BUNDLE/config.json" "$TMP" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["mounts"].append({"destination": "/s", "type": "bind", "source": sys.argv[2], "options": ["rbind"]})
+json.dump(c, open(sys.argv[1], "w"), indent=1)
+PY
+	printf '#!/bin/sh\nctr_mem_static ask /s/agent.sock\nctr_mem_static ask /s/agent.sock.d/sock1.sock\n' >"$BUNDLE/rootfs/bin/ask.sh"
+	chmod +x "$BUNDLE/rootfs/bin/ask.sh"
+	set_cmd "ask.sh"
+	start_agent
+	start_ctr runc sock1
+	two_answers() { [ "$(grep -c '^reply:\|^connect:' "$TMP/sock1.out" 2>/dev/null)" = 2 ]; }
+	wait_for 20 two_answers || { cat "$TMP/sock1.out"; false; }
+	cat "$TMP/sock1.out"
+	[ "$(grep -c '"code":"forbidden"' "$TMP/sock1.out")" = 2 ]
+	! grep -q '"ok":true' "$TMP/sock1.out"
+}
+
+@test "runc: 20 containers started and stopped leave no fd or memory growth in the agent" {
+	need_runtime runc
+	runtime_works runc
+	make_bundle
+	set_cmd "ctr_mem_static try 1"
+	start_agent
+	one() { # ID
+		rm -f "$TMP/$1.rc"
+		start_ctr runc "$1"
+		wait_for 20 test -f "$TMP/$1.rc"
+		[ "$(cat "$TMP/$1.rc")" = 0 ]
+		runc delete -f "$1" >/dev/null 2>&1 || true
+	}
+	for i in 1 2 3; do one warm$i; done
+	wait_for 5 bash -c "! $MEMVISOR ctl --socket $ASOCK --json containers | grep -q '\"id\"'"
+	fd0=$(ls /proc/$AGENT/fd | wc -l)
+	rss0=$(awk '/VmRSS/ {print $2}' /proc/$AGENT/status)
+	for i in $(seq 1 20); do one loop$i; done
+	wait_for 5 bash -c "! $MEMVISOR ctl --socket $ASOCK --json containers | grep -q '\"id\"'"
+	fd1=$(ls /proc/$AGENT/fd | wc -l)
+	rss1=$(awk '/VmRSS/ {print $2}' /proc/$AGENT/status)
+	threads=$(ls /proc/$AGENT/task | wc -l)
+	echo "fds $fd0 -> $fd1, rss $rss0 -> $rss1 kB, threads $threads"
+	[ "$fd1" -le "$fd0" ]
+	[ "$rss1" -le $((rss0 + 1024)) ]
+	[ "$threads" -eq 1 ]
+	[ "$(grep -c 'dropped' "$TMP/agent.log")" -ge 23 ]
+}
