@@ -4,11 +4,14 @@
  *   plan.c        registers, layout, committed pages, objects
  *   copy.c        reading the pages into the writer's buffers
  *   live.c        --live: write-protect, resume, copy while it runs
- * Everything here runs on the job's thread (the ptrace tracer).
+ *   evict_stage.c --evict: what each process may lose, and the evict
+ *   job.c         what they share: the processes, failures, memory reads
+ * Everything here runs on the job's thread (the ptrace tracer), but the
+ * live copy's write-fault handler (live.c).
  * Failure points (MEMVISOR_FAULT): ckpt_seize (EPERM from PTRACE_SEIZE),
- * ckpt_read (EIO from a read of the process's memory), and those of image/pagesw.h and
- * image/dir.h. Stages
- * return 0 or -errno, recording the first failure with ckpt_fail. */
+ * ckpt_read (EIO from a read of the process's memory), and those of
+ * image/pagesw.h and image/dir.h. Stages return 0 or -errno, recording
+ * the first failure with ckpt_fail. */
 #ifndef MV_CHECKPOINT_JOB_H
 #define MV_CHECKPOINT_JOB_H
 
@@ -86,7 +89,7 @@ int ckpt_fail(struct ckpt *c, int rc, const char *code, const char *fmt, ...)
 /* Add a process to hold (pidfd taken over). */
 struct cproc *ckpt_add_proc(struct ckpt *c, pid_t pid, int pidfd, bool requested);
 
-/* Read [addr, addr + len) of p's memory through its /proc/TID/mem (copy.c
+/* Read [addr, addr + len) of p's memory through its /proc/TID/mem (job.c
  * says why not process_vm_readv), opened on first need (len 0: just
  * that). 0 or -errno (-EIO: unmapped, or the mm is gone). */
 int ckpt_read_mem(struct cproc *p, uint64_t addr, void *dst, size_t len);

@@ -4,7 +4,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "supervisor/kernel/procfs.h"
-#include "supervisor/supervise/lifecycle.h"
+#include "supervisor/supervise/tree.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -38,14 +38,14 @@ bool ckpt_proc_dead(const struct cproc *p)
 	return procfs_task_stat(p->tid, 0, &st) < 0 || st.state == 'Z' || st.state == 'X';
 }
 
-/* Every process of the tree (lifecycle_tree_tops) that we do not hold
+/* Every process of the tree (tree_tops) that we do not hold
  * yet: a process forked by a thread before it stopped shows up here, once the parent
  * stopped (copy_process links the child before the parent returns). */
 static size_t discover(struct ckpt *c)
 {
 	pid_t *v = NULL;
 	size_t n = 0, cap = 0, added = 0;
-	lifecycle_tree_tops(c->mv, &v, &n, &cap);
+	tree_tops(c->mv, &v, &n, &cap);
 	for (size_t i = 0; i < n; i++)
 		procfs_children(v[i], &v, &n, &cap);
 	for (size_t i = 0; i < n; i++) {

@@ -16,7 +16,7 @@ ssize_t vm_read(pid_t pid, uint64_t addr, void *buf, size_t len);
 /* Read through an open /proc/PID/mem, which reads pages the process
  * cannot (PROT_NONE, write-only) because the kernel reads them with
  * FOLL_FORCE (fs/proc/base.c mem_rw), and, unlike process_vm_readv, does
- * not unshare pages shared copy-on-write (supervisor/checkpoint/copy.c).
+ * not unshare pages shared copy-on-write (supervisor/checkpoint/job.c).
  * 0 or -errno; -EIO or -EFAULT for an unmapped page. */
 int vm_pread_mem(int memfd, uint64_t addr, void *buf, size_t len);
 ssize_t vm_write(pid_t pid, uint64_t addr, const void *buf, size_t len);

@@ -40,7 +40,7 @@
 #include "policy/filter.h"
 #include "policy/needs.h"
 #include "supervisor/supervise/execimage.h"
-#include "supervisor/supervise/lifecycle.h"
+#include "supervisor/supervise/tree.h"
 #include "supervisor/kernel/procfs.h"
 #include "supervisor/kernel/pagemap.h"
 #include "supervisor/kernel/procmap.h"
@@ -463,7 +463,7 @@ static uint64_t reconcile(struct mv *mv, pid_t caller_tid)
 	pid_t *kids = NULL;
 	size_t kn = 0, kcap = 0;
 	e->reconciles++;
-	lifecycle_tree_tops(mv, &kids, &kn, &kcap);
+	tree_tops(mv, &kids, &kn, &kcap);
 	for (size_t k = 0; k < kn; k++) {
 		if (n == cap)
 			v = xrealloc(v, (cap = cap ? cap * 2 : 64) * sizeof(*v));
@@ -649,7 +649,7 @@ static void tree_pids(struct mv *mv, pid_t **v, size_t *n)
 	size_t cap = 0;
 	*v = NULL;
 	*n = 0;
-	lifecycle_tree_tops(mv, v, n, &cap);
+	tree_tops(mv, v, n, &cap);
 	for (size_t i = 0; i < *n; i++)
 		procfs_children((*v)[i], v, n, &cap);
 }
@@ -908,7 +908,7 @@ static void apply_lifecycle(struct mv *mv)
 			/* Its orphans now belong to the reaper (memvisor is
 			 * their subreaper; a container's init under the
 			 * agent): count them before its fork reservations go. */
-			forks_settle(e, pid, 0, lifecycle_orphan_parent(mv));
+			forks_settle(e, pid, 0, tree_orphan_parent(mv));
 			acct_del(e, pid);
 			continue;
 		}

@@ -22,14 +22,6 @@ void lifecycle_settle_exec_locked(struct mv *mv, struct proc *p);
 /* p has exited (its pidfd became readable, or it was reaped). */
 void lifecycle_exit_locked(struct mv *mv, struct proc *p);
 
-/* Append the tops of the supervised tree to *v (a growable array of *n
- * pids, *cap allocated): the reaper's children under run, the container's
- * init under the agent. Every supervised process is one of them or below
- * one (procfs_children). */
-void lifecycle_tree_tops(struct mv *mv, pid_t **v, size_t *n, size_t *cap);
-/* The process orphans of the tree are reparented to: the reaper (child
- * subreaper) under run, the container's init under the agent. */
-pid_t lifecycle_orphan_parent(const struct mv *mv);
 /* Discover supervised processes that have not notified yet (a forked child
  * that made no memory call) by walking the tree below the reaper. */
 void lifecycle_scan_tree(struct mv *mv);

@@ -84,7 +84,7 @@ struct mv {
 	pid_t reaper_pid;
 	/* memvisor agent: the container's init, whose tree (it and its
 	 * descendants) is supervised; 0 under run, whose tree is everything
-	 * below the reaper (lifecycle_tree_tops). */
+	 * below the reaper (tree_tops). */
 	pid_t tree_top;
 	ev_io launch_io;
 	int launch_sock;

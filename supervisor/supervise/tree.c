@@ -1,0 +1,20 @@
+#include "supervisor/supervise/tree.h"
+#include "common/util.h"
+#include "supervisor/kernel/procfs.h"
+
+void tree_tops(struct mv *mv, pid_t **v, size_t *n, size_t *cap)
+{
+	if (mv->tree_top <= 0) {
+		if (mv->reaper_pid > 0)
+			procfs_children(mv->reaper_pid, v, n, cap);
+		return;
+	}
+	if (*n == *cap)
+		*v = xrealloc(*v, (*cap = *cap ? *cap * 2 : 16) * sizeof(**v));
+	(*v)[(*n)++] = mv->tree_top;
+}
+
+pid_t tree_orphan_parent(const struct mv *mv)
+{
+	return mv->tree_top > 0 ? mv->tree_top : mv->reaper_pid;
+}
