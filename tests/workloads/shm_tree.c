@@ -2,6 +2,7 @@
  * memory, driven by lines on stdin, for the shared-memory evict tests.
  *
  *   shm_tree --kind memfd|anon|sysv [--mib N] [--procs N] [--keep-fd]
+ *            [--private-mib N]
  *
  * The region (N MiB, default 16): a memfd (its fd closed after the mmap
  * unless --keep-fd), MAP_SHARED|MAP_ANONYMOUS memory, or a SysV segment
@@ -13,11 +14,17 @@
  * bytes match the value), and that no value went backwards (lost writes,
  * or a page read as zeros).
  *
+ * --private-mib: the parent also fills N MiB of private anonymous memory,
+ * after the fork (for benchmarks: never checked).
+ *
  * Prints "pid P" on stderr, then "ready P" once the children run.
  * Commands (one answer line each, written with write(2)):
  *   check  every process reads every page: "ok N" (N processes) or
  *          "MISMATCH ..."
  *   pids   "pids P C1 C2 ..."
+ *   fork   the parent forks a new child that reads every page and writes
+ *          its own page 0 anew, then exits: "forked ok" or "forked
+ *          MISMATCH ..."
  *   spin   every process writes its own pages and reads random pages
  *          of the others', until stop: "spinning"
  *   stop   "stopped N writes" then every process reads every page: as
@@ -250,10 +257,12 @@ int main(int argc, char **argv)
 	const char *kind = "memfd";
 	size_t mib = 16;
 	bool keep_fd = false;
+	size_t private_mib = 0;
 	static const struct option opts[] = {{"kind", 1, 0, 'k'},
 					     {"mib", 1, 0, 'm'},
 					     {"procs", 1, 0, 'p'},
 					     {"keep-fd", 0, 0, 'f'},
+					     {"private-mib", 1, 0, 'P'},
 					     {0}};
 	int o;
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -265,6 +274,8 @@ int main(int argc, char **argv)
 			nprocs = atoi(optarg) + 1;
 		else if (o == 'f')
 			keep_fd = true;
+		else if (o == 'P')
+			private_mib = strtoul(optarg, NULL, 10);
 		else
 			return 2;
 	}
@@ -303,6 +314,14 @@ int main(int argc, char **argv)
 		cmd_in[k] = a[1];
 		cmd_out[k] = b[0];
 	}
+	if (private_mib) {
+		char *q = mmap(NULL, private_mib << 20, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (q == MAP_FAILED)
+			return 1;
+		for (size_t i = 0; i < private_mib << 20; i += 64)
+			q[i] = (char)(i >> 12);
+	}
 	say("ready %d\n", getpid());
 	char line[64];
 	while (fgets(line, sizeof(line), stdin)) {
@@ -312,6 +331,30 @@ int main(int argc, char **argv)
 			everyone('s', "");
 		} else if (strncmp(line, "stop", 4) == 0) {
 			everyone('x', "stopped ");
+		} else if (strncmp(line, "fork", 4) == 0) {
+			int pfd[2];
+			if (pipe(pfd) < 0)
+				return 1;
+			pid_t c = fork();
+			if (c == 0) {
+				close(pfd[0]);
+				if (check_all()) {
+					write_page(0, seen[0] + 1);
+					snprintf(fail, sizeof(fail), "ok");
+				}
+				answer(pfd[1], fail);
+				_exit(0);
+			}
+			close(pfd[1]);
+			char b[300] = "the child died";
+			if (read(pfd[0], b, sizeof(b)) <= 0)
+				snprintf(b, sizeof(b), "the child died");
+			close(pfd[0]);
+			waitpid(c, NULL, 0);
+			if (strcmp(b, "ok") == 0)
+				say("forked ok\n");
+			else
+				say("forked MISMATCH %s\n", b);
 		} else if (strncmp(line, "pids", 4) == 0) {
 			char b[256];
 			int n = snprintf(b, sizeof(b), "pids %d", getpid());
