@@ -31,10 +31,11 @@ struct evobj {
 	uint64_t dev, ino;
 	char *path;
 	char id[33];
-	int fd;	     /* the object, read-write */
-	int pagesfd; /* the image's pages */
-	int uffd;    /* memvisor's own, registered on map */
-	void *map;   /* memvisor's mapping of the whole object; never touched */
+	int fd;	      /* the object, read-write */
+	int pagesfd;  /* the image's pages */
+	int directfd; /* the same with O_DIRECT (the loader), or -1 */
+	int uffd;     /* memvisor's own, registered on map */
+	void *map;    /* memvisor's mapping of the whole object; never touched */
 	uint64_t size;
 	struct shm_ext *ext;
 	size_t n_ext;
@@ -58,6 +59,8 @@ static void obj_free(struct evobj *o)
 		close(o->fd);
 	if (o->pagesfd >= 0)
 		close(o->pagesfd);
+	if (o->directfd >= 0)
+		close(o->directfd);
 	pthread_mutex_destroy(&o->mu);
 	free(o->path);
 	free(o->ext);
@@ -138,7 +141,7 @@ int evshm_new(const struct img *im, size_t k, int fd, const char *dir, struct ev
 	pthread_mutex_init(&o->mu, NULL);
 	o->refs = 1;
 	o->fd = fd;
-	o->uffd = o->pagesfd = -1;
+	o->uffd = o->pagesfd = o->directfd = -1;
 	o->dev = makedev(io->dev_major, io->dev_minor);
 	o->ino = io->inode;
 	o->path = io->path ? xstrdup(io->path) : NULL;
@@ -152,6 +155,10 @@ int evshm_new(const struct img *im, size_t k, int fd, const char *dir, struct ev
 	snprintf(path, sizeof(path), "%s/%s", dir, IMG_PAGES);
 	if (rc == 0 && (o->pagesfd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
 		rc = mv_err_set(err, -errno, NULL, "%s: %s", path, strerror(errno));
+	/* The loader reads with O_DIRECT, as for private memory (evict.c):
+	 * the image is not kept a second time in the page cache. */
+	if (rc == 0)
+		o->directfd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
 	if (rc == 0 && o->size) {
 		/* Never touched by memvisor (a touch of a hole would wait on
 		 * our own uffd for good): only the target of UFFDIO_COPY. */
@@ -222,7 +229,27 @@ int evshm_window(struct evobj *o, uint64_t pg, uint64_t lo, uint64_t hi, uint64_
 	return e != NULL;
 }
 
+static int read_from(struct evobj *o, int fd, uint64_t a, uint64_t b, void *buf, bool *ok);
+
 int evshm_read(struct evobj *o, uint64_t a, uint64_t b, void *buf, bool *ok)
+{
+	return read_from(o, o->pagesfd, a, b, buf, ok);
+}
+
+/* The loader's read: O_DIRECT (buf is page-aligned) unless refused. */
+static int read_bulk(struct evobj *o, uint64_t a, uint64_t b, void *buf, bool *ok)
+{
+	if (o->directfd >= 0) {
+		int rc = read_from(o, o->directfd, a, b, buf, ok);
+		if (rc != -EINVAL)
+			return rc;
+		close(o->directfd); /* a file system that refuses O_DIRECT reads */
+		o->directfd = -1;
+	}
+	return read_from(o, o->pagesfd, a, b, buf, ok);
+}
+
+static int read_from(struct evobj *o, int fd, uint64_t a, uint64_t b, void *buf, bool *ok)
 {
 	const struct shm_ext *e = ext_of(o, a); /* fixed after evshm_new */
 	size_t len = (size_t)(b - a) * PG, got = 0;
@@ -234,7 +261,7 @@ int evshm_read(struct evobj *o, uint64_t a, uint64_t b, void *buf, bool *ok)
 	while (got < len) {
 		ssize_t n = fault_hit("evict_read")
 				? (errno = EIO, -1)
-				: pread(o->pagesfd, (char *)buf + got, len - got, at + (off_t)got);
+				: pread(fd, (char *)buf + got, len - got, at + (off_t)got);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
@@ -317,7 +344,7 @@ int evshm_load_all(struct evobj *o, const struct evict_load_ops *ops, void *arg)
 		if (!owed_span(o, &o->ext[x], &a, &b))
 			continue;
 		ops->pace(arg);
-		int rc = evshm_read(o, a, b, buf, ok);
+		int rc = read_bulk(o, a, b, buf, ok);
 		ops->read(arg, (b - a) * PG);
 		if (rc < 0 && !bad)
 			bad = rc;

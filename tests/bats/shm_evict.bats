@@ -89,6 +89,30 @@ evict_and_reload() { # KIND
 	evict_and_reload anon
 }
 
+@test "shm evict: mremap and madvise(DONTNEED) of an evicted shared mapping keep every byte" {
+	# A fault is told its object page by the region at the address (its
+	# file offset), so a moved mapping needs nothing; DONTNEED on shared
+	# memory drops page table entries only, and its REMOVE event must
+	# not drop what the object still owes.
+	for kind in memfd anon; do
+		start_tree $kind 16
+		rm -rf "$TMP/img"
+		evict "$TMP/img"
+		say drop '^dropped$'
+		say move '^moved$'
+		say check '^ok 5$'
+		say drop '^dropped$'
+		say spin '^spinning$' # the parent's region moves no more: its spinner uses it
+		run ctl --json reload "$TMP/img" --rate 10
+		assert_success
+		say drop '^dropped$'
+		say check '^ok 5$'
+		wait_for 60 sh -c "! '$MEMVISOR' ctl --socket '$SOCK' --json status | grep -q owed_bytes"
+		say stop '^stopped [0-9]+ writes ok 5$'
+		stop_fed
+	done
+}
+
 @test "shm evict: a SysV segment stays resident, with the reason, and reads right through evict and reload" {
 	start_tree sysv 16
 	before=$(rss_shmem)

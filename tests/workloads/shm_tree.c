@@ -22,6 +22,11 @@
  *   check  every process reads every page: "ok N" (N processes) or
  *          "MISMATCH ..."
  *   pids   "pids P C1 C2 ..."
+ *   move   the parent moves its mapping of the region elsewhere (mremap
+ *          MREMAP_MAYMOVE|MREMAP_FIXED): "moved"
+ *   drop   the parent drops its page table entries of the region
+ *          (madvise MADV_DONTNEED: shared memory keeps its content):
+ *          "dropped"
  *   fork   the parent forks a new child that reads every page and writes
  *          its own page 0 anew, then exits: "forked ok" or "forked
  *          MISMATCH ..."
@@ -355,6 +360,21 @@ int main(int argc, char **argv)
 				say("forked ok\n");
 			else
 				say("forked MISMATCH %s\n", b);
+		} else if (strncmp(line, "move", 4) == 0) {
+			size_t len = npages * PG;
+			void *to = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			void *p = to == MAP_FAILED ? MAP_FAILED
+						   : mremap(region, len, len,
+							    MREMAP_MAYMOVE | MREMAP_FIXED, to);
+			if (p == MAP_FAILED) {
+				say("move failed\n");
+				continue;
+			}
+			region = p;
+			say("moved\n");
+		} else if (strncmp(line, "drop", 4) == 0) {
+			madvise(region, npages * PG, MADV_DONTNEED);
+			say("dropped\n");
 		} else if (strncmp(line, "pids", 4) == 0) {
 			char b[256];
 			int n = snprintf(b, sizeof(b), "pids %d", getpid());
