@@ -661,13 +661,23 @@ static int vma_one(void *arg, const struct proc_vma *v)
 	return 1;
 }
 
-static bool vma_at(struct evspace *s, uint64_t addr, struct proc_vma *v)
+/* 1: v is the region at addr now; 0: no region holds addr; -errno: the
+ * process cannot be asked (its pid is not known yet: a fork child whose
+ * faulting thread left before we read its status). */
+static int vma_lookup(struct evspace *s, uint64_t addr, struct proc_vma *v)
 {
 	memset(v, 0, sizeof(*v));
-	return s->tgid > 0 &&
-	       procmap_vmas(s->tgid, s->reg->mv->feat.procmap_query, addr, addr + 1, vma_one, v) ==
-		   0 &&
-	       v->start <= addr && addr < v->end;
+	if (s->tgid <= 0)
+		return -ESRCH;
+	int rc = procmap_vmas(s->tgid, s->reg->mv->feat.procmap_query, addr, addr + 1, vma_one, v);
+	if (rc < 0)
+		return rc;
+	return v->start <= addr && addr < v->end;
+}
+
+static bool vma_at(struct evspace *s, uint64_t addr, struct proc_vma *v)
+{
+	return vma_lookup(s, addr, v) == 1;
 }
 
 /* A fault at addr that no chunk covers, in region v (as the kernel had
@@ -740,8 +750,18 @@ static int serve_fault(struct evspace *s, uint64_t addr, pid_t who, void *buf, u
 		pthread_rwlock_rdlock(&s->lay);
 		if (!chunk_at(s, addr, &c, &e)) {
 			struct proc_vma v;
-			struct evobj *o =
-			    s->shared && vma_at(s, addr, &v) ? object_of(s->reg, &v) : NULL;
+			int vr = s->shared ? vma_lookup(s, addr, &v) : 0;
+			if (vr < 0) {
+				/* It may be a page of evicted shared memory:
+				 * zeros would go into the object, for every
+				 * process. Let the thread fault again (with
+				 * its pid learnt, or gone). */
+				pthread_rwlock_unlock(&s->lay);
+				uffd_wake(s->uffd, addr, PG);
+				*woken = mv_now_ns();
+				return 0;
+			}
+			struct evobj *o = vr ? object_of(s->reg, &v) : NULL;
 			if (o) {
 				pthread_rwlock_unlock(&s->lay);
 				int src = serve_shared(s, addr, who, buf, woken, o, &v);

@@ -334,41 +334,118 @@ static bool owed_span(struct evobj *o, const struct shm_ext *e, uint64_t *a, uin
 	return *a < *b;
 }
 
+/* The loader's pipeline: a thread reads the next extent's owed pages
+ * while the caller installs the last one (two slots), so that the disk
+ * and the copies overlap, as for private memory. */
+struct oslot {
+	uint64_t a, b;
+	int rc;
+	bool full;
+	bool ok[IMG_EXTENT_MAX / PG];
+	void *buf;
+};
+
+struct opipe {
+	struct evobj *o;
+	const struct evict_load_ops *ops;
+	void *arg;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct oslot sl[2];
+	size_t next; /* the next extent to look at (the reader's) */
+	bool end, stop;
+};
+
+static void *oreader_main(void *arg)
+{
+	struct opipe *p = arg;
+	for (unsigned k = 0;; k ^= 1) {
+		struct oslot *sl = &p->sl[k];
+		pthread_mutex_lock(&p->mu);
+		while (sl->full && !p->stop)
+			pthread_cond_wait(&p->cv, &p->mu);
+		bool stop = p->stop;
+		pthread_mutex_unlock(&p->mu);
+		if (stop)
+			break;
+		bool found = false;
+		while (p->next < p->o->n_ext && !found)
+			found = owed_span(p->o, &p->o->ext[p->next++], &sl->a, &sl->b);
+		if (found) {
+			p->ops->pace(p->arg);
+			sl->rc = read_bulk(p->o, sl->a, sl->b, sl->buf, sl->ok);
+			p->ops->read(p->arg, (sl->b - sl->a) * PG);
+		}
+		pthread_mutex_lock(&p->mu);
+		sl->full = found;
+		p->end = !found;
+		pthread_cond_broadcast(&p->cv);
+		pthread_mutex_unlock(&p->mu);
+		if (!found)
+			break;
+	}
+	return NULL;
+}
+
+/* Install slot sl through memvisor's own mapping: it never changes, so
+ * EAGAIN (an event of another uffd on the same mm? none) is retried a
+ * while only. */
+static int install_slot(struct evobj *o, struct oslot *sl)
+{
+	int rc = 0;
+	for (int t = 0; t <= 1000; t++) {
+		rc = evshm_install(o, o->uffd, (uint64_t)o->map + sl->a * PG, sl->a, sl->b,
+				   sl->buf, sl->ok);
+		if (rc != -EAGAIN && rc != -EINTR)
+			break;
+		usleep(100);
+	}
+	return rc;
+}
+
 int evshm_load_all(struct evobj *o, const struct evict_load_ops *ops, void *arg)
 {
-	void *buf = xmalloc_pages(IMG_EXTENT_MAX);
-	bool ok[IMG_EXTENT_MAX / PG];
-	int bad = 0;
-	for (size_t x = 0; x < o->n_ext; x++) {
-		uint64_t a, b;
-		if (!owed_span(o, &o->ext[x], &a, &b))
-			continue;
-		ops->pace(arg);
-		int rc = read_bulk(o, a, b, buf, ok);
-		ops->read(arg, (b - a) * PG);
-		if (rc < 0 && !bad)
-			bad = rc;
-		/* memvisor's own mapping never changes: no layout to wait for. */
-		for (int t = 0;; t++) {
-			rc = evshm_install(o, o->uffd, (uint64_t)o->map + a * PG, a, b, buf, ok);
-			if (rc != -EAGAIN && rc != -EINTR)
-				break;
-			if (t > 1000)
-				break;
-			usleep(100);
-		}
+	struct opipe p = {.o = o, .ops = ops, .arg = arg};
+	pthread_mutex_init(&p.mu, NULL);
+	pthread_cond_init(&p.cv, NULL);
+	for (int k = 0; k < 2; k++)
+		p.sl[k].buf = xmalloc_pages(IMG_EXTENT_MAX);
+	pthread_t t;
+	int rc = -pthread_create(&t, NULL, oreader_main, &p), bad = 0;
+	bool started = rc == 0;
+	for (unsigned k = 0; rc == 0; k ^= 1) {
+		struct oslot *sl = &p.sl[k];
+		pthread_mutex_lock(&p.mu);
+		while (!sl->full && !p.end)
+			pthread_cond_wait(&p.cv, &p.mu);
+		bool full = sl->full;
+		pthread_mutex_unlock(&p.mu);
+		if (!full)
+			break; /* the reader found nothing more */
+		if (sl->rc < 0 && !bad)
+			bad = sl->rc;
+		rc = install_slot(o, sl);
 		ops->progress(arg);
-		if (rc < 0) {
-			free(buf);
-			return rc;
-		}
+		pthread_mutex_lock(&p.mu);
+		sl->full = false;
+		pthread_cond_broadcast(&p.cv);
+		pthread_mutex_unlock(&p.mu);
 	}
-	free(buf);
-	if (bad)
+	pthread_mutex_lock(&p.mu);
+	p.stop = true;
+	pthread_cond_broadcast(&p.cv);
+	pthread_mutex_unlock(&p.mu);
+	if (started)
+		pthread_join(t, NULL);
+	for (int k = 0; k < 2; k++)
+		free(p.sl[k].buf);
+	pthread_mutex_destroy(&p.mu);
+	pthread_cond_destroy(&p.cv);
+	if (rc == 0 && bad)
 		log_error("evict: the image of %s cannot give back some of its pages: %s",
 			  evshm_path(o),
 			  bad == -EBADMSG ? "a page fails its checksum" : strerror(-bad));
-	return bad;
+	return rc < 0 ? rc : bad;
 }
 
 void evshm_finish(struct evobj *o)

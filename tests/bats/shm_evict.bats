@@ -152,6 +152,27 @@ wait_job() { # CTL-ARGS...
 	stop_fed
 }
 
+@test "shm evict: a corrupt page of evicted shared memory is never installed: the reload fails, the toucher gets SIGBUS" {
+	start_tree memfd 8
+	evict "$TMP/img"
+	off=$(json_get "$TMP/img/manifest.json" "d['objects'][0]['extents'][0][2]")
+	flip_byte "$TMP/img/pages" $((off + 3 * 4096 + 77))
+	job=$(ctl --json reload "$TMP/img" | json_get - 'd["job"]')
+	run ctl --json job "$job" --wait
+	assert_failure
+	assert_output --partial corrupt_image
+	assert_output --partial "shared memory"
+	# The parent checks first and meets page 3: SIGBUS (or SIGKILL where
+	# the kernel lacks UFFDIO_POISON), never the wrong bytes or zeros.
+	echo check >&7
+	rc=0
+	wait $MVPID || rc=$?
+	exec 7>&-
+	run grep -c 'MISMATCH process' "$TMP/out"
+	assert_output 0
+	[ $rc = 135 ] || [ $rc = 137 ]
+}
+
 @test "shm evict: memvisor SIGKILLed while shared memory is evicted: the tree dies, never reads zeros" {
 	for try in 1 2 3; do
 		start_tree anon 16
