@@ -347,6 +347,7 @@ int ckpt_evict_all(struct ckpt *c, struct evict_stats *st)
 		if (sp.evict[k])
 			shm_evict(c, &sp, k, st);
 	shm_done(c, &sp);
+	evict_drop_idle(c->mv->evict, c->im.id);
 	log_info("evict: %llu regions, %llu bytes dropped (%llu left resident); shared memory: "
 		 "%llu objects, %llu bytes dropped (%llu regions left resident)",
 		 (unsigned long long)st->regions, (unsigned long long)st->bytes,

@@ -254,6 +254,25 @@ void evict_drop_object(struct evict *reg, struct evobj *o)
 		evshm_put(o);
 }
 
+void evict_drop_idle(struct evict *reg, const char *id)
+{
+	struct evspace **v;
+	struct evobj **objs;
+	size_t no = evict_objects_of(reg, id, &objs);
+	for (size_t i = 0; i < no; i++)
+		evshm_put(objs[i]);
+	free(objs);
+	size_t n = evict_spaces_of(reg, id, &v);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t owed, loaded;
+		evict_space_counts(v[i], &owed, &loaded);
+		if (!no && owed == 0 && loaded == 0)
+			stop_space(v[i]);
+		evict_put(v[i]);
+	}
+	free(v);
+}
+
 /* The evicted object a shared mapping v maps (a reference), or NULL. */
 static struct evobj *object_of(struct evict *reg, const struct proc_vma *v)
 {

@@ -76,6 +76,11 @@ void evict_add_object(struct evict *reg, struct evobj *o);
  * (malloc'd). Returns how many. */
 size_t evict_objects_of(struct evict *reg, const char *id, struct evobj ***out);
 
+/* After an evict to image id: a space that owes nothing (its only
+ * registrations were mappings of shared memory) while no object of id was
+ * evicted is stopped, its uffd closed: nothing is evicted there. */
+void evict_drop_idle(struct evict *reg, const char *id);
+
 /* o is loaded: forget it (its faults are the kernel's again). */
 void evict_drop_object(struct evict *reg, struct evobj *o);
 

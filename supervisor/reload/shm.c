@@ -394,8 +394,8 @@ static int install_slot(struct evobj *o, struct oslot *sl)
 {
 	int rc = 0;
 	for (int t = 0; t <= 1000; t++) {
-		rc = evshm_install(o, o->uffd, (uint64_t)o->map + sl->a * PG, sl->a, sl->b,
-				   sl->buf, sl->ok);
+		rc = evshm_install(o, o->uffd, (uint64_t)o->map + sl->a * PG, sl->a, sl->b, sl->buf,
+				   sl->ok);
 		if (rc != -EAGAIN && rc != -EINTR)
 			break;
 		usleep(100);

@@ -152,6 +152,35 @@ wait_job() { # CTL-ARGS...
 	stop_fed
 }
 
+@test "shm evict: shared memory that a process outside the tree maps stays resident, with the reason" {
+	start_tree anon 16
+	range=$(awk '/\/dev\/zero/{print $1; exit}' /proc/"$PID"/maps)
+	[ -n "$range" ]
+	# An outsider maps it through map_files and closes the descriptor:
+	# only its mapping shows.
+	python3 -c '
+import mmap, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR)
+m = mmap.mmap(fd, 16 << 20, mmap.MAP_SHARED)
+os.close(fd)
+print("mapped", flush=True)
+time.sleep(120)
+' /proc/"$PID"/map_files/"$range" >"$TMP/outsider" &
+	outsider=$!
+	remember_pid $outsider
+	wait_for 20 grep -q mapped "$TMP/outsider"
+	evict "$TMP/img"
+	run ev "['shared_resident'][0]['reason']"
+	echo "$output"
+	[[ $output == *"process $outsider, outside the supervised tree, maps it"* ]]
+	run ev "['shared_objects']"
+	[ "$output" = 0 ]
+	say check '^ok 5$'
+	kill $outsider
+	wait_job reload "$TMP/img"
+	stop_fed
+}
+
 @test "shm evict: a corrupt page of evicted shared memory is never installed: the reload fails, the toucher gets SIGBUS" {
 	start_tree memfd 8
 	evict "$TMP/img"
