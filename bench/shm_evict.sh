@@ -23,7 +23,7 @@ MV=$BUILD/memvisor
 WL=$BUILD/workloads/shm_tree
 MIB=${SHM_MIB:-256}
 REPS=${SHM_REPS:-3}
-T=$(mktemp -d "${TMPDIR:-/tmp}/memvisor-shm.XXXXXX")
+T=$(mktemp -d -t memvisor-shm.XXXXXX)
 MVPID=
 cleanup() {
 	exec 7>&- 2>/dev/null || true

@@ -218,7 +218,7 @@ static void shm_user(void *arg, size_t k, pid_t pid, enum backing_use how)
 		     pid);
 	else if (i < 0)
 		keep(sp, k, "process %d, outside the supervised tree, maps it", pid);
-	else if (sp->skipped[i])
+	else if (sp->skipped[i] || sp->c->p[i].img < 0 || sp->c->p[i].died)
 		keep(sp, k, "process %d maps it and is not evicted", pid);
 }
 
