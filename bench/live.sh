@@ -13,7 +13,13 @@
 # before (the program's share of its steady speed while it is copied).
 # Medians of LIVE_REPS rounds.
 #
+# With LIVE_MODES="evict evict_live" the same for `--evict` and
+# `--evict --live` (each followed by an untimed `reload --wait`): the
+# pause is then the sum of the program's stops (for --evict --live the
+# write-protection and the drop after the commit).
+#
 # Knobs: LIVE_MIB=1024 LIVE_REPS=5 LIVE_THREADS=1 LIVE_DIR (where images go)
+#        LIVE_MODES="stw live" (any of stw live evict evict_live)
 #        LIVE_THP=1: the idle program's memory in transparent huge pages
 #        (the pause is then mostly page-table walks over 512x fewer entries)
 set -euo pipefail
@@ -24,6 +30,7 @@ MV=$BUILD/memvisor
 MIB=${LIVE_MIB:-1024}
 REPS=${LIVE_REPS:-5}
 THREADS=${LIVE_THREADS:-1}
+MODES=${LIVE_MODES:-stw live}
 T=$(mktemp -d "${TMPDIR:-/tmp}/memvisor-live.XXXXXX")
 DIR=${LIVE_DIR:-$T/images}
 mkdir -p "$DIR"
@@ -42,7 +49,7 @@ echo "# memvisor live checkpoint benchmark"
 echo
 THP=()
 [ "${LIVE_THP:-0}" = 1 ] && THP=(-t)
-echo "command: LIVE_MIB=$MIB LIVE_REPS=$REPS LIVE_THREADS=$THREADS LIVE_THP=${LIVE_THP:-0} $0 $*"
+echo "command: LIVE_MIB=$MIB LIVE_REPS=$REPS LIVE_THREADS=$THREADS LIVE_THP=${LIVE_THP:-0} LIVE_MODES=\"$MODES\" $0 $*"
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); host: $(uname -sr), $(nproc) CPUs; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 
@@ -66,9 +73,13 @@ sweeps() { # the writer's sweep count now
 	tail -1 "$T/out.writer" | awk '{print $2}'
 }
 
-ckpt() { # CASE MODE -> "pause_ms job_ms live share"
+ckpt() { # CASE MODE -> "pause_ms job_ms live share second_pause_ms"
 	local case=$1 mode=$2 s0 t0 s1 t1 s2 t2 flags=()
-	[ "$mode" = live ] && flags=(--live)
+	case $mode in
+	live) flags=(--live) ;;
+	evict) flags=(--evict) ;;
+	evict_live) flags=(--evict --live) ;;
+	esac
 	rm -rf "$DIR/live.img"
 	if [ "$case" = writer ]; then
 		s0=$(sweeps); t0=$(now); sleep 2; s1=$(sweeps); t1=$(now)
@@ -77,6 +88,7 @@ ckpt() { # CASE MODE -> "pause_ms job_ms live share"
 	if [ "$case" = writer ]; then
 		s2=$(sweeps); t2=$(now)
 	fi
+	case $mode in evict*) "$MV" ctl --socket "$T/$case.sock" reload "$DIR/live.img" --wait >/dev/null 2>&1 ;; esac
 	python3 - "$T/job.json" "${s0:-0}" "${t0:-0}" "${s1:-0}" "${t1:-0}" "${s2:-0}" "${t2:-0}" <<-'EOF'
 		import json, sys
 		r = json.load(open(sys.argv[1]))["result"]
@@ -84,31 +96,33 @@ ckpt() { # CASE MODE -> "pause_ms job_ms live share"
 		steady = (s1 - s0) / (t1 - t0) if t1 > t0 else 0
 		during = (s2 - s1) / (t2 - t1) if t2 > t1 else 0
 		live = r.get("live", {}).get("live", False)
-		print(r["pause_ns"] / 1e6, r["elapsed_ns"] / 1e6, int(bool(live)), during / steady if steady else 0)
+		second = r.get("live", {}).get("evict", {}).get("pause_ns", 0) / 1e6
+		print((r["pause_ns"] / 1e6) + second, r["elapsed_ns"] / 1e6, int(bool(live)),
+		      during / steady if steady else 0, second)
 	EOF
 }
 
 for c in idle writer; do ckpt "$c" stw >/dev/null; done # staging buffers made
 for rep in $(seq "$REPS"); do
-	order="stw live"
-	[ $((rep % 2)) = 0 ] && order="live stw"
+	order=$MODES
+	[ $((rep % 2)) = 0 ] && order=$(echo "$MODES" | tr ' ' '\n' | tac | tr '\n' ' ')
 	for c in idle writer; do
 		for m in $order; do echo "$(ckpt "$c" "$m")" >>"$T/res.$c.$m"; done
 	done
 done
 
 col() { awk -v c="$2" '{print $c}' "$T/res.$1" | median; }
-echo "$MIB MiB; medians of $REPS rounds (stop-the-world and --live alternating first)"
+echo "$MIB MiB; medians of $REPS rounds (the modes' order reversed every other round)"
 echo
-echo "| program | mode | pause ms | job ms | live copies kept | program speed during the job |"
-echo "|---|---|---:|---:|---:|---:|"
+echo "| program | mode | pause ms | of it after the commit | job ms | live copies kept | program speed during the job |"
+echo "|---|---|---:|---:|---:|---:|---:|"
 for c in idle writer; do
-	for m in stw live; do
+	for m in $MODES; do
 		kept=$(awk '{s += $3} END {print s "/" NR}' "$T/res.$c.$m")
 		share=$(col "$c.$m" 4)
 		[ "$c" = idle ] && share=- || share=$(awk -v s="$share" 'BEGIN {printf "%.0f%%", 100 * s}')
-		printf "| %s | %s | %.1f | %.0f | %s | %s |\n" "$c" "$m" "$(col "$c.$m" 1)" "$(col "$c.$m" 2)" \
-			"$([ "$m" = live ] && echo "$kept" || echo -)" "$share"
+		printf "| %s | %s | %.1f | %.1f | %.0f | %s | %s |\n" "$c" "$m" "$(col "$c.$m" 1)" "$(col "$c.$m" 5)" \
+			"$(col "$c.$m" 2)" "$(case $m in *live) echo "$kept" ;; *) echo - ;; esac)" "$share"
 	done
 done
 echo

@@ -192,6 +192,26 @@ const struct img_extent *img_extents_find(const struct img_extents *x, uint64_t 
 	return NULL;
 }
 
+void img_extents_within(const struct img_extents *x, const struct as_range *runs, size_t n,
+			struct img_extents *out)
+{
+	size_t r = 0;
+	for (size_t i = 0; i < x->n; i++) {
+		const struct img_extent *e = &x->v[i];
+		uint64_t end = e->addr + img_extent_len(e);
+		while (r < n && runs[r].end <= e->addr)
+			r++;
+		for (size_t k = r; k < n && runs[k].start < end; k++) {
+			uint64_t a = MV_MAX(runs[k].start, e->addr), b = MV_MIN(runs[k].end, end);
+			grow((void **)&out->v, out->n, &out->cap, sizeof(*out->v));
+			out->v[out->n++] =
+			    (struct img_extent){.addr = a,
+						.off = e->off + (a - e->addr),
+						.pages = (uint32_t)((b - a) / IMG_PAGE)};
+		}
+	}
+}
+
 void img_ranges_subtract(const struct as_range *have, size_t n, uint64_t start, uint64_t end,
 			 struct as_range **out, size_t *n_out, size_t *cap_out)
 {

@@ -208,6 +208,12 @@ size_t img_extents_add_run(struct img_extents *x, uint64_t start, uint64_t end, 
 /* The extent of x (sorted by addr) holding addr, or NULL. */
 const struct img_extent *img_extents_find(const struct img_extents *x, uint64_t addr);
 
+/* The pages of x (sorted) inside runs[0..n) (sorted, disjoint,
+ * page-aligned), appended to out as extents at the same bytes of the
+ * pages file (crc 0): a view of an image record limited to some pages. */
+void img_extents_within(const struct img_extents *x, const struct as_range *runs, size_t n,
+			struct img_extents *out);
+
 /* Ranges of [start, end) not covered by have[0..n) (sorted, disjoint),
  * appended to *out. */
 void img_ranges_subtract(const struct as_range *have, size_t n, uint64_t start, uint64_t end,

@@ -119,14 +119,14 @@ static int require_a_process(struct ckpt *c)
 
 static json_t *evict_json(const struct evict_stats *st, json_t *skipped, json_t *shared)
 {
-	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}", "regions",
+	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}", "regions",
 			 (json_int_t)st->regions, "bytes", (json_int_t)st->bytes, "kept_regions",
 			 (json_int_t)st->kept_regions, "shared_objects",
 			 (json_int_t)st->shared_objects, "shared_bytes",
 			 (json_int_t)st->shared_bytes, "shared_evicted_regions",
 			 (json_int_t)st->shared_evicted_regions, "shared_regions",
-			 (json_int_t)st->shared_regions, "shared_resident",
-			 shared ? json_incref(shared) : json_array(), "skipped",
+			 (json_int_t)st->shared_regions, "cow_bytes", (json_int_t)st->cow_bytes,
+			 "shared_resident", shared ? json_incref(shared) : json_array(), "skipped",
 			 skipped ? json_incref(skipped) : json_array());
 }
 
@@ -219,7 +219,10 @@ static int copy_stage(struct ckpt *c, bool live, json_t **live_json)
 		if (rc == -ECANCELED)
 			ckpt_live_why_lost(c, c->live_why, sizeof(c->live_why));
 	}
-	ckpt_live_stop(c);
+	/* With --evict the protection stays until the evict has seen which
+	 * pages were written since the pause (ckpt_evict_live). */
+	if (rc < 0 || !c->req->evict)
+		ckpt_live_stop(c);
 	return rc;
 }
 
@@ -291,10 +294,33 @@ static int attempt(struct job *j, bool live, uint64_t t_start, const char *fallb
 		rc = commit(&c);
 	struct evict_stats est = {0};
 	int erc = 0;
-	if (rc == 0 && c.req->evict)
+	/* --live --evict: the program ran during the copy and the commit. */
+	bool again = live && copied && c.req->evict;
+	uint64_t clean = 0, written = 0, p1_start = c.pause_start, p1_end = c.pause_end;
+	uint64_t t_again = mv_now_ns();
+	struct live_evict_times lt = {0};
+	if (rc == 0 && again)
+		erc = ckpt_evict_live(&c, &est, &lt, &clean, &written);
+	else if (rc == 0 && c.req->evict)
 		erc = ckpt_evict_all(&c, &est);
+	ckpt_live_stop(&c);
 	if (c.req->evict)
 		ckpt_resume_all(&c);
+	if (again) {
+		/* The result's pause is the first; the evict's is its own. */
+		uint64_t second = c.pause_end > t_again ? c.pause_end - t_again : 0;
+		c.pause_start = p1_start;
+		c.pause_end = p1_end;
+		if (live_json)
+			json_object_set_new(
+			    live_json, "evict",
+			    json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "pause_ns",
+				      (json_int_t)second, "stop_ns", (json_int_t)lt.stop_ns,
+				      "scan_ns", (json_int_t)lt.scan_ns, "unprotect_ns",
+				      (json_int_t)lt.unprotect_ns, "drop_ns",
+				      (json_int_t)lt.drop_ns, "clean_bytes", (json_int_t)clean,
+				      "written_bytes", (json_int_t)written));
+	}
 	if (rc < 0)
 		goto out_remove;
 	if (erc < 0)

@@ -4,6 +4,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "supervisor/kernel/backing.h"
+#include "supervisor/kernel/pagemap.h"
 #include "supervisor/reload/evict.h"
 #include "supervisor/reload/shm.h"
 #include "supervisor/supervise/mv.h"
@@ -225,7 +226,7 @@ static void shm_user(void *arg, size_t k, pid_t pid, enum backing_use how)
 /* Decide, before any process is evicted, which objects are taken: the
  * right kind, and mapped by evicted processes of the tree only, open as
  * a descriptor by no one (every process on the system is looked at). */
-static void shm_plan(struct ckpt *c, struct shm_plan *sp)
+static void shm_plan(struct ckpt *c, struct shm_plan *sp, bool live)
 {
 	sp->c = c;
 	sp->n = c->im.n_o;
@@ -239,7 +240,12 @@ static void shm_plan(struct ckpt *c, struct shm_plan *sp)
 	for (size_t k = 0; k < sp->n; k++) {
 		sp->fd[k] = -1;
 		sp->evict[k] = true;
-		shm_kind(sp, k);
+		if (live)
+			keep(sp, k,
+			     "--live: the program ran since the image's instant, and the image "
+			     "does not hold what it wrote there since");
+		else
+			shm_kind(sp, k);
 		m += sp->evict[k];
 	}
 	if (!m)
@@ -254,6 +260,16 @@ static void shm_plan(struct ckpt *c, struct shm_plan *sp)
 		if (sp->evict[k])
 			keep(sp, k, "the processes that use it cannot be listed: %s",
 			     strerror(-rc));
+}
+
+/* Process ip, which maps objects of the plan, is not evicted after all:
+ * its mappings are not registered, so those objects stay resident. */
+static void shm_not_evicted(struct shm_plan *sp, const struct img_proc *ip)
+{
+	for (size_t r = 0; r < ip->n_r; r++)
+		if (ip->r[r].content == IMG_SHARED && ip->r[r].object >= 0 &&
+		    (size_t)ip->r[r].object < sp->n)
+			sp->failed[ip->r[r].object] = true;
 }
 
 /* Every mapping is registered: drop the pages. The object is served
@@ -310,27 +326,96 @@ static void shm_done(struct ckpt *c, struct shm_plan *sp)
 	free(sp->skipped);
 }
 
-int ckpt_evict_all(struct ckpt *c, struct evict_stats *st)
+/* src (process i's image record, or a view of it) limited to the pages
+ * this process maps alone, in *out (ckpt_live_view_free) and *whole (per
+ * region: may be dropped whole; only when src is the record itself and
+ * nothing in the region is shared). A page shared copy-on-write with
+ * another process after a fork stays: a reload gives each process a copy
+ * of its own (UFFDIO_COPY allocates), so evicting it would multiply the
+ * tree's memory by the number of processes sharing it; resident, it is
+ * counted once (docs/reload.md, "Fork trees"). */
+static int exclusive_view(struct ckpt *c, size_t i, const struct img_proc *src, bool is_record,
+			  struct img_proc *out, bool **whole, struct evict_stats *st)
+{
+	struct pagemap pm;
+	int rc = pagemap_open(c->p[i].pt.pid, false, &pm);
+	if (rc < 0)
+		return rc;
+	*out = *src;
+	out->r = xcalloc(MV_MAX(src->n_r, 1), sizeof(*out->r));
+	out->cap_r = MV_MAX(src->n_r, 1);
+	*whole = xcalloc(MV_MAX(src->n_r, 1), sizeof(**whole));
+	struct as_range *runs = NULL;
+	size_t n = 0, cap = 0;
+	for (size_t k = 0; k < src->n_r && rc == 0; k++) {
+		const struct img_region *r = &src->r[k];
+		out->r[k] = *r;
+		out->r[k].ext = (struct img_extents){0};
+		if (!evict_region_evictable(r))
+			continue;
+		n = 0;
+		rc = pagemap_exclusive_runs(&pm, r->start, r->end, &runs, &n, &cap);
+		img_extents_within(&r->ext, runs, n, &out->r[k].ext);
+		uint64_t total = 0, mine = 0;
+		for (size_t x = 0; x < r->ext.n; x++)
+			total += img_extent_len(&r->ext.v[x]);
+		for (size_t x = 0; x < out->r[k].ext.n; x++)
+			mine += img_extent_len(&out->r[k].ext.v[x]);
+		(*whole)[k] = is_record && mine == total;
+		st->cow_bytes += total - mine;
+	}
+	free(runs);
+	pagemap_close(&pm);
+	if (rc < 0) {
+		ckpt_live_view_free(out);
+		free(*whole);
+		*whole = NULL;
+	}
+	return rc;
+}
+
+/* Evict every process we hold; views (or NULL: each process's image
+ * record) limit each to the pages it may lose, and each is limited again
+ * to the pages it maps alone (exclusive_view). */
+static int evict_each(struct ckpt *c, struct evict_stats *st, const struct img_proc *views,
+		      const bool *have)
 {
 	job_progress(c->j, "evicting", c->done, c->total);
 	struct shm_plan sp = {0};
 	sp.skipped = xcalloc(MV_MAX(c->n, 1), sizeof(bool));
 	char(*why)[512] = xcalloc(MV_MAX(c->n, 1), sizeof(*why));
 	for (size_t i = 0; i < c->n; i++)
-		sp.skipped[i] = vfork_skip(c, i, why[i], sizeof(why[i]));
-	shm_plan(c, &sp);
+		sp.skipped[i] = vfork_skip(c, i, why[i], sizeof(why[i])) || (views && !have[i]);
+	shm_plan(c, &sp, views != NULL);
 	struct evict_shm shm = {sp.n, sp.evict, sp.failed, sp.regions};
 	for (size_t i = 0; i < c->n; i++) {
 		struct cproc *p = &c->p[i];
 		if (p->pt.gone || p->img < 0 || p->died || ckpt_proc_dead(p))
 			continue;
+		if (views && !have[i])
+			continue;
 		if (sp.skipped[i]) {
 			skip(c, i, why[i]);
 			continue;
 		}
+		struct img_proc v;
+		bool *whole;
+		int rc = exclusive_view(c, i, views ? &views[i] : ckpt_iproc(c, i), !views, &v,
+					&whole, st);
+		if (rc < 0) {
+			char err[512];
+			snprintf(err, sizeof(err),
+				 "reading which pages it shares (pagemap): %s: left resident",
+				 strerror(-rc));
+			skip(c, i, err);
+			shm_not_evicted(&sp, ckpt_iproc(c, i));
+			continue;
+		}
 		struct mv_err e = {0};
-		int rc = evict_proc_stopped(c->mv->evict, &p->pt, &c->im, ckpt_iproc(c, i),
-					    c->req->dir.dir, &shm, st, &e);
+		rc = evict_proc_stopped(c->mv->evict, &p->pt, &c->im, &v, c->req->dir.dir, whole,
+					&shm, st, &e);
+		ckpt_live_view_free(&v);
+		free(whole);
 		if (rc < 0) {
 			free(why);
 			shm_done(c, &sp); /* nothing of shared memory was dropped */
@@ -348,10 +433,70 @@ int ckpt_evict_all(struct ckpt *c, struct evict_stats *st)
 			shm_evict(c, &sp, k, st);
 	shm_done(c, &sp);
 	evict_drop_idle(c->mv->evict, c->im.id);
-	log_info("evict: %llu regions, %llu bytes dropped (%llu left resident); shared memory: "
-		 "%llu objects, %llu bytes dropped (%llu regions left resident)",
+	log_info("evict: %llu regions, %llu bytes dropped (%llu left resident, %llu bytes shared "
+		 "copy-on-write kept); shared memory: %llu objects, %llu bytes dropped (%llu "
+		 "regions left resident)",
 		 (unsigned long long)st->regions, (unsigned long long)st->bytes,
-		 (unsigned long long)st->kept_regions, (unsigned long long)st->shared_objects,
-		 (unsigned long long)st->shared_bytes, (unsigned long long)st->shared_regions);
+		 (unsigned long long)st->kept_regions, (unsigned long long)st->cow_bytes,
+		 (unsigned long long)st->shared_objects, (unsigned long long)st->shared_bytes,
+		 (unsigned long long)st->shared_regions);
 	return 0;
+}
+
+int ckpt_evict_all(struct ckpt *c, struct evict_stats *st)
+{
+	return evict_each(c, st, NULL, NULL);
+}
+
+int ckpt_evict_live(struct ckpt *c, struct evict_stats *st, struct live_evict_times *t,
+		    uint64_t *clean, uint64_t *written)
+{
+	uint64_t t0 = mv_now_ns();
+	/* The program ran since the image's instant: stop it again, every
+	 * thread and every process it forked meanwhile. A process that
+	 * exited since is recorded, not a failure: the image is complete. */
+	for (size_t i = 0; i < c->n; i++) {
+		ptrace_proc_forget(&c->p[i].pt);
+		c->p[i].requested = false;
+	}
+	job_progress(c->j, "stopping", c->done, c->total);
+	int rc = ckpt_stop_all(c);
+	ckpt_live_quiesce(c);
+	uint64_t t1 = mv_now_ns();
+	struct img_proc *views = xcalloc(MV_MAX(c->n, 1), sizeof(*views));
+	bool *have = xcalloc(MV_MAX(c->n, 1), sizeof(*have));
+	for (size_t i = 0; rc == 0 && i < c->n; i++) {
+		struct cproc *p = &c->p[i];
+		if (p->pt.gone || p->img < 0 || p->died || ckpt_proc_dead(p))
+			continue;
+		int v = ckpt_live_evict_view(c, i, &views[i], clean, written);
+		have[i] = v == 0;
+		if (v == -ENOENT)
+			skip(c, i,
+			     "was copied during the pause, so what it wrote since is not known: "
+			     "left resident");
+		else if (v < 0 && v != -ESRCH) {
+			char why[160];
+			snprintf(why, sizeof(why),
+				 "reading which pages it wrote since (pagemap): %s: left resident",
+				 strerror(-v));
+			skip(c, i, why);
+		}
+	}
+	uint64_t t2 = mv_now_ns();
+	/* Closing the uffds lifts the write protection: nothing runs. */
+	ckpt_live_stop(c);
+	uint64_t t3 = mv_now_ns();
+	if (rc == 0)
+		rc = evict_each(c, st, views, have);
+	*t = (struct live_evict_times){.stop_ns = t1 - t0,
+				       .scan_ns = t2 - t1,
+				       .unprotect_ns = t3 - t2,
+				       .drop_ns = mv_now_ns() - t3};
+	for (size_t i = 0; i < c->n; i++)
+		if (have[i])
+			ckpt_live_view_free(&views[i]);
+	free(views);
+	free(have);
+	return rc;
 }

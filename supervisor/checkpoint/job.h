@@ -6,7 +6,7 @@
  *   live.c        --live: write-protect, resume, copy while it runs
  * Everything here runs on the job's thread (the ptrace tracer).
  * Failure points (MEMVISOR_FAULT): ckpt_seize (EPERM from PTRACE_SEIZE),
- * ckpt_read (EIO from process_vm_readv), and those of image/pagesw.h and
+ * ckpt_read (EIO from a read of the process's memory), and those of image/pagesw.h and
  * image/dir.h. Stages
  * return 0 or -errno, recording the first failure with ckpt_fail. */
 #ifndef MV_CHECKPOINT_JOB_H
@@ -87,6 +87,11 @@ int ckpt_fail(struct ckpt *c, int rc, const char *code, const char *fmt, ...)
 /* Add a process to hold (pidfd taken over). */
 struct cproc *ckpt_add_proc(struct ckpt *c, pid_t pid, int pidfd, bool requested);
 
+/* Read [addr, addr + len) of p's memory through its /proc/TID/mem (copy.c
+ * says why not process_vm_readv), opened on first need (len 0: just
+ * that). 0 or -errno (-EIO: unmapped, or the mm is gone). */
+int ckpt_read_mem(struct cproc *p, uint64_t addr, void *dst, size_t len);
+
 /* Has the process gone (killed while stopped)? */
 bool ckpt_proc_dead(const struct cproc *p);
 
@@ -152,8 +157,26 @@ void ckpt_live_why_lost(const struct ckpt *c, char *buf, size_t len);
 /* The result's "live" object. */
 json_t *ckpt_live_json(const struct ckpt *c);
 
+/* Process proc died: its image record is about to be emptied; forget
+ * its extents (it is gone for the live copy too). */
+void ckpt_live_forget(struct ckpt *c, size_t proc);
+
 /* Stop the handler, close the uffds (lifting every protection), free. */
 void ckpt_live_stop(struct ckpt *c);
+
+/* --evict, every thread stopped again after the commit: stop the handler
+ * and take what the uffds still hold (events). */
+void ckpt_live_quiesce(struct ckpt *c);
+
+/* --evict: process proc's image record limited to the pages that may be
+ * dropped (present, copied and still write-protected: not written since
+ * the pause, nor touched by a layout change), in *out
+ * (ckpt_live_view_free). Bytes of its live extents that may be dropped
+ * and that were written since are added to *clean and *written. -ENOENT:
+ * nothing of it was copied live (not tracked); -ESRCH: it is gone. */
+int ckpt_live_evict_view(struct ckpt *c, size_t proc, struct img_proc *out, uint64_t *clean,
+			 uint64_t *written);
+void ckpt_live_view_free(struct img_proc *v);
 
 struct evict_stats;
 
@@ -161,6 +184,18 @@ struct evict_stats;
  * (supervisor/checkpoint/evict_stage.c). A failure leaves the processes as they were
  * except those evicted already, which are served on demand. */
 int ckpt_evict_all(struct ckpt *c, struct evict_stats *st);
+
+/* --evict --live, after the commit, the program running: stop it again,
+ * find the pages not written since the pause (ckpt_live_evict_view),
+ * close the live uffds and evict just those. The caller resumes. */
+struct live_evict_times {
+	uint64_t stop_ns;      /* stopping every thread again */
+	uint64_t scan_ns;      /* pagemap: which pages were not written */
+	uint64_t unprotect_ns; /* closing the live uffds (the protection walk) */
+	uint64_t drop_ns;      /* the evict's uffds, registration, madvise */
+};
+int ckpt_evict_live(struct ckpt *c, struct evict_stats *st, struct live_evict_times *t,
+		    uint64_t *clean, uint64_t *written);
 
 /* After the resume: wait for the writers (the checksums land), drop what
  * was read from processes killed meanwhile. */

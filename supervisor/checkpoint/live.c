@@ -11,7 +11,7 @@
  * Then the program resumes, and the protected part is copied while it
  * runs, the way QEMU's background snapshot copies a guest:
  *
- *   - the copier reads an extent (process_vm_readv: reading a protected
+ *   - the copier reads an extent (/proc/PID/mem: reading a protected
  *     page is allowed, writing it waits), then lifts the protection of
  *     the extent (which wakes its writers): what it read is the page as
  *     it was at the pause;
@@ -39,14 +39,23 @@
  *
  * A process that exits or execs meanwhile: its uffd's mm is gone
  * (ESRCH), and what was read since can be the new program's: the process
- * is recorded as gone, as one killed during a checkpoint is. */
+ * is recorded as gone, as one killed during a checkpoint is.
+ *
+ * With --evict the copier leaves the protection on (its proof is a
+ * protect of what is still protected, which fails the same way), a
+ * write to a copied page lifts the protection of its window, and layout
+ * events also mark their ranges. After the commit the program is stopped
+ * again (evict_stage.c ckpt_evict_live) and ckpt_live_evict_view gives,
+ * per process, the pages still present and protected outside the marked
+ * ranges: not written since the pause, so their copy is their content.
+ * Only those are dropped. */
 #include "supervisor/checkpoint/job.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "supervisor/kernel/pagemap.h"
 #include "supervisor/kernel/remote.h"
 #include "supervisor/reload/evict.h"
 #include "supervisor/kernel/uffd.h"
-#include "supervisor/kernel/vm.h"
 #include "supervisor/supervise/mv.h"
 
 #include <poll.h>
@@ -66,12 +75,17 @@
 #define LIVE_WANT   UFFD_FEATURE_THREAD_ID
 #define WHY_LEN	    256
 #define KEEP_WINDOW 64u /* pages kept at once for a write fault */
+/* --evict: pages of a copied extent whose protection one write lifts (and
+ * which then stay resident) */
+#define LIFT_WINDOW 64u
 
 /* An extent copied live. */
 struct lext {
 	struct img_extent *e;
 	void **saved; /* per page: its content at the pause, kept by a write fault */
-	bool copied;  /* read and unprotected by the copier: saved is freed */
+	void **wins;  /* the windows read for write faults, which saved points into */
+	size_t n_wins;
+	bool copied; /* read and unprotected by the copier: saved is freed */
 };
 
 struct lproc {
@@ -82,6 +96,9 @@ struct lproc {
 	struct lext *x; /* sorted by address */
 	size_t n, cap;
 	bool gone;
+	/* With --evict: ranges a layout event touched (never dropped). */
+	struct as_range *taint;
+	size_t n_taint, cap_taint;
 };
 
 struct live {
@@ -92,6 +109,9 @@ struct live {
 	int stopfd;
 	pthread_t handler;
 	bool started;
+	/* --evict: copied pages stay protected until the evict, so that
+	 * pagemap tells which were written since the pause (live_evict). */
+	bool evict;
 	uint64_t paused_bytes, live_bytes;
 	uint64_t setup_ns, protect_ns; /* in the pause: all of the set-up; its ioctls */
 	json_t *paused_why;	       /* [{pid, what, why}]: memory copied during the pause */
@@ -102,10 +122,10 @@ struct live {
 
 /* ---- setting up, while stopped ------------------------------------------ */
 
+/* What an evict drops is what a live copy protects. */
 static bool protectable(const struct img_region *r)
 {
-	return r->content == IMG_PRIVATE && !r->shared && r->ext.n &&
-	       (r->kind == AS_ANON || r->kind == AS_HEAP || r->kind == AS_STACK);
+	return evict_region_evictable(r);
 }
 
 static void paused_why(struct live *lv, pid_t pid, const struct img_region *r, const char *fmt, ...)
@@ -249,6 +269,7 @@ int ckpt_live_setup(struct ckpt *c)
 	pthread_mutex_init(&lv->mu, NULL);
 	lv->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	lv->paused_why = json_array();
+	lv->evict = c->req->evict;
 	lv->lp_of = xmalloc(MV_MAX(c->n, 1) * sizeof(*lv->lp_of));
 	for (size_t i = 0; i < c->n; i++)
 		lv->lp_of[i] = -1;
@@ -312,27 +333,39 @@ static int keep_page_locked(struct ckpt *c, struct lproc *lp, uint64_t addr)
 {
 	struct live *lv = c->live;
 	struct lext *x = find_lext(lp, addr);
+	uint32_t a = 0, b = 0;
+	if (x) {
+		uint32_t k = (uint32_t)((addr - x->e->addr) / PG);
+		a = k / KEEP_WINDOW * KEEP_WINDOW;
+		b = MV_MIN(x->e->pages, a + KEEP_WINDOW);
+	}
 	if (!x || x->copied) {
 		/* Copied already, or never in the image (a page that was the
-		 * zero page at the pause): let the write through. */
-		int rc = uffd_writeprotect(lp->uffd, addr, PG, false);
+		 * zero page at the pause): let the write through. With
+		 * --evict a copied extent is still protected: its window
+		 * goes, as a kept one would (and stays resident). */
+		uint64_t start = addr, len = PG;
+		if (x && lv->evict) {
+			uint32_t k = (uint32_t)((addr - x->e->addr) / PG);
+			uint32_t la = k / LIFT_WINDOW * LIFT_WINDOW;
+			start = x->e->addr + la * PG;
+			len = (uint64_t)(MV_MIN(x->e->pages, la + LIFT_WINDOW) - la) * PG;
+		}
+		int rc = uffd_writeprotect(lp->uffd, start, len, false);
 		return rc == -EAGAIN ? rc : 0;
 	}
 	const struct img_extent *e = x->e;
-	uint32_t k = (uint32_t)((addr - e->addr) / PG);
-	uint32_t a = k / KEEP_WINDOW * KEEP_WINDOW, b = MV_MIN(e->pages, a + KEEP_WINDOW);
 	uint64_t start = e->addr + a * PG, len = (uint64_t)(b - a) * PG;
 	char *buf = xmalloc(len);
-	ssize_t n = vm_read(c->p[lp->proc].pt.pid, start, buf, len);
-	if (n != (ssize_t)len) {
+	int n = ckpt_read_mem(&c->p[lp->proc], start, buf, len);
+	if (n < 0) {
 		free(buf);
-		if (n == -ESRCH) {
+		if (n == -ESRCH || ckpt_proc_dead(&c->p[lp->proc])) {
 			lp->gone = true;
 			return 0;
 		}
 		set_lost_locked(lv, "process %d: reading %#llx before a write: %s",
-				c->p[lp->proc].pt.pid, (unsigned long long)start,
-				strerror(n < 0 ? (int)-n : EIO));
+				c->p[lp->proc].pt.pid, (unsigned long long)start, strerror(-n));
 		return 0;
 	}
 	int rc = uffd_writeprotect(lp->uffd, start, len, false);
@@ -344,24 +377,38 @@ static int keep_page_locked(struct ckpt *c, struct lproc *lp, uint64_t addr)
 	}
 	if (!x->saved)
 		x->saved = xcalloc(e->pages, sizeof(*x->saved));
-	/* A page kept before was unprotected then and may have changed
-	 * since: its kept copy stays. */
+	/* The window is kept as read (no copy per page). A page kept before
+	 * was unprotected then and may have changed since: its kept copy
+	 * stays. */
+	x->wins = xrealloc(x->wins, (x->n_wins + 1) * sizeof(*x->wins));
+	x->wins[x->n_wins++] = buf;
 	for (uint32_t p = a; p < b; p++) {
 		if (x->saved[p])
 			continue;
-		x->saved[p] = xmalloc(PG);
-		memcpy(x->saved[p], buf + (size_t)(p - a) * PG, PG);
+		x->saved[p] = buf + (size_t)(p - a) * PG;
 		lv->kept++;
 	}
-	free(buf);
 	return 0;
 }
 
+static void taint_locked(struct lproc *lp, uint64_t start, uint64_t end)
+{
+	if (lp->n_taint == lp->cap_taint)
+		lp->taint =
+		    xrealloc(lp->taint, (lp->cap_taint = lp->cap_taint ? lp->cap_taint * 2 : 16) *
+					    sizeof(*lp->taint));
+	lp->taint[lp->n_taint++] = (struct as_range){start & ~(PG - 1), (end + PG - 1) & ~(PG - 1)};
+}
+
 /* munmap, mremap, madvise of [start, end): pages not copied nor kept in
- * it are lost for the image. Under lv->mu. */
+ * it are lost for the image. With --evict, nothing in the range is
+ * dropped: mremap moves pages with their protection, so a protected page
+ * may no longer be the one the image has at its address. Under lv->mu. */
 static void on_change_locked(struct ckpt *c, struct lproc *lp, uint64_t start, uint64_t end,
 			     const char *what)
 {
+	if (c->live->evict)
+		taint_locked(lp, start, end);
 	for (struct lext *x = lp->x + lower_bound(lp, start); x < lp->x + lp->n; x++) {
 		const struct img_extent *e = x->e;
 		if (e->addr >= end)
@@ -412,6 +459,8 @@ static void take(struct ckpt *c, size_t li, const struct uffd_msg *m, struct fau
 		lv->events++;
 		on_change_locked(c, lp, m->arg.remap.from, m->arg.remap.from + m->arg.remap.len,
 				 "moved (mremap)");
+		if (lv->evict)
+			taint_locked(lp, m->arg.remap.to, m->arg.remap.to + m->arg.remap.len);
 		break;
 	default:
 		break;
@@ -474,11 +523,16 @@ int ckpt_live_start(struct ckpt *c)
 	for (size_t i = 0; i < c->n; i++) {
 		if (lv->lp_of[i] < 0)
 			continue;
-		/* Its threads may exit once it runs: read through the process. */
-		c->p[i].tid = c->p[i].pt.pid;
-		if (c->p[i].memfd >= 0)
-			close(c->p[i].memfd);
-		c->p[i].memfd = -1;
+		/* Its /proc/TID/mem is opened now, while the thread is stopped:
+		 * the file holds this mm, whichever thread exits, and the copier
+		 * and the handler share it (pread). An exec makes its reads
+		 * fail, never read the new program. */
+		struct cproc *p = &c->p[i];
+		int rc = ckpt_read_mem(p, 0, NULL, 0);
+		if (rc < 0)
+			return ckpt_fail(c, rc, MV_E_INTERNAL, "opening /proc/%d/mem: %s", p->tid,
+					 strerror(-rc));
+		p->tid = p->pt.pid;
 	}
 	if (!lv->n_lp)
 		return 0;
@@ -492,6 +546,41 @@ int ckpt_live_start(struct ckpt *c)
 
 /* ---- the copier's side -------------------------------------------------- */
 
+static void free_saved(struct lext *x)
+{
+	for (size_t w = 0; w < x->n_wins; w++)
+		free(x->wins[w]);
+	free(x->wins);
+	free(x->saved);
+	x->wins = NULL;
+	x->saved = NULL;
+	x->n_wins = 0;
+}
+
+/* With --evict the copier leaves the protection on (pages written after
+ * their copy must be told from the others) but needs the same proof that
+ * no layout change overlapped its read: protecting again what is still
+ * protected (every page of e but those kept) changes nothing and fails
+ * with EAGAIN exactly when lifting the protection would. */
+static int reprotect_unkept(struct lproc *lp, const struct lext *x, const struct img_extent *e)
+{
+	for (uint32_t a = 0; a < e->pages;) {
+		if (x && x->saved && x->saved[a]) {
+			a++;
+			continue;
+		}
+		uint32_t b = a + 1;
+		while (b < e->pages && !(x && x->saved && x->saved[b]))
+			b++;
+		int rc =
+		    uffd_writeprotect(lp->uffd, e->addr + a * PG, (uint64_t)(b - a) * PG, true);
+		if (rc < 0)
+			return rc;
+		a = b;
+	}
+	return 0;
+}
+
 int ckpt_live_commit(struct ckpt *c, size_t proc, struct img_extent *e, void *dst)
 {
 	struct live *lv = c->live;
@@ -502,17 +591,16 @@ int ckpt_live_commit(struct ckpt *c, size_t proc, struct img_extent *e, void *ds
 		return -ECANCELED;
 	}
 	struct lext *x = find_lext(lp, e->addr);
-	int rc = lp->gone ? -ESRCH : uffd_writeprotect(lp->uffd, e->addr, img_extent_len(e), false);
+	int rc = lp->gone    ? -ESRCH
+		 : lv->evict ? reprotect_unkept(lp, x, e)
+			     : uffd_writeprotect(lp->uffd, e->addr, img_extent_len(e), false);
 	if (rc == -EAGAIN)
 		lv->retries++;
 	if (rc == 0 && x && x->saved) {
 		for (uint32_t k = 0; k < e->pages; k++)
-			if (x->saved[k]) {
+			if (x->saved[k])
 				memcpy((char *)dst + k * PG, x->saved[k], PG);
-				free(x->saved[k]);
-			}
-		free(x->saved);
-		x->saved = NULL;
+		free_saved(x);
 	}
 	if (rc == 0 && x)
 		x->copied = true;
@@ -572,6 +660,140 @@ json_t *ckpt_live_json(const struct ckpt *c)
 	return o;
 }
 
+static void free_lexts_locked(struct lproc *lp)
+{
+	for (size_t k = 0; k < lp->n; k++)
+		free_saved(&lp->x[k]);
+	lp->n = 0;
+}
+
+void ckpt_live_forget(struct ckpt *c, size_t proc)
+{
+	struct live *lv = c->live;
+	if (!lv || lv->lp_of[proc] < 0)
+		return;
+	pthread_mutex_lock(&lv->mu);
+	struct lproc *lp = &lv->lp[lv->lp_of[proc]];
+	free_lexts_locked(lp);
+	lp->gone = true;
+	pthread_mutex_unlock(&lv->mu);
+}
+
+/* ---- --evict: what may be dropped --------------------------------------- */
+
+void ckpt_live_quiesce(struct ckpt *c)
+{
+	struct live *lv = c->live;
+	if (!lv)
+		return;
+	if (lv->started) {
+		uint64_t one = 1;
+		if (write(lv->stopfd, &one, sizeof(one)) < 0)
+			log_warn("checkpoint --live: stopping the fault handler: %s",
+				 strerror(errno));
+		pthread_join(lv->handler, NULL);
+		lv->started = false;
+	}
+	/* Every thread is stopped: what is queued is all there will be. A
+	 * fault read here is taken as the handler would (its window stays
+	 * resident); one never read waits until the uffd is closed, then
+	 * runs into the evicted page and is served from the image. */
+	struct fault *q = xcalloc(PENDING, sizeof(*q));
+	for (size_t i = 0; i < lv->n_lp; i++) {
+		struct uffd_msg m[MSG_BATCH];
+		ssize_t got;
+		size_t nq = 0;
+		while ((got = read(lv->lp[i].uffd, m, sizeof(m))) > 0)
+			for (ssize_t k = 0; k < got / (ssize_t)sizeof(m[0]); k++)
+				take(c, i, &m[k], q, &nq);
+	}
+	free(q);
+}
+
+static int cmp_range(const void *x, const void *y)
+{
+	const struct as_range *a = x, *b = y;
+	return a->start < b->start ? -1 : a->start > b->start;
+}
+
+/* lp's marked ranges, sorted and merged (for img_ranges_subtract). */
+static void merge_taint(struct lproc *lp)
+{
+	qsort(lp->taint, lp->n_taint, sizeof(*lp->taint), cmp_range);
+	size_t n = 0;
+	for (size_t i = 0; i < lp->n_taint; i++) {
+		if (n && lp->taint[i].start <= lp->taint[n - 1].end)
+			lp->taint[n - 1].end = MV_MAX(lp->taint[n - 1].end, lp->taint[i].end);
+		else
+			lp->taint[n++] = lp->taint[i];
+	}
+	lp->n_taint = n;
+}
+
+int ckpt_live_evict_view(struct ckpt *c, size_t proc, struct img_proc *out, uint64_t *clean,
+			 uint64_t *written)
+{
+	struct live *lv = c->live;
+	if (!lv || lv->lp_of[proc] < 0)
+		return -ENOENT;
+	struct lproc *lp = &lv->lp[lv->lp_of[proc]];
+	if (lp->gone)
+		return -ESRCH;
+	for (size_t k = 0; k < lp->n; k++)
+		if (!lp->x[k].copied)
+			return -EAGAIN; /* the copy did not finish: never here */
+	merge_taint(lp);
+	const struct img_proc *ip = ckpt_iproc(c, proc);
+	struct pagemap pm;
+	int rc = pagemap_open(c->p[proc].pt.pid, c->mv->feat.pagemap_scan, &pm);
+	if (rc < 0)
+		return rc;
+	*out = *ip;
+	out->r = xcalloc(MV_MAX(ip->n_r, 1), sizeof(*out->r));
+	out->cap_r = MV_MAX(ip->n_r, 1);
+	struct as_range *runs = NULL, *ok = NULL;
+	size_t n = 0, cap = 0, n_ok = 0, cap_ok = 0;
+	for (size_t k = 0; k < ip->n_r && rc == 0; k++) {
+		const struct img_region *r = &ip->r[k];
+		out->r[k] = *r;
+		out->r[k].ext = (struct img_extents){0};
+		if (!lp->live_r[k])
+			continue;
+		/* Present and still write-protected: not written since the
+		 * pause, so its page in the image is its content now; and
+		 * outside every range a layout event touched. */
+		n = n_ok = 0;
+		rc = pagemap_runs(&pm, r->start, r->end, PAGE_IS_PRESENT, PAGE_IS_WRITTEN, &runs,
+				  &n, &cap);
+		for (size_t i = 0; i < n; i++)
+			img_ranges_subtract(lp->taint, lp->n_taint, runs[i].start, runs[i].end, &ok,
+					    &n_ok, &cap_ok);
+		img_extents_within(&r->ext, ok, n_ok, &out->r[k].ext);
+		uint64_t total = 0, kept = 0;
+		for (size_t x = 0; x < r->ext.n; x++)
+			total += img_extent_len(&r->ext.v[x]);
+		for (size_t x = 0; x < out->r[k].ext.n; x++)
+			kept += img_extent_len(&out->r[k].ext.v[x]);
+		*clean += kept;
+		*written += total - kept;
+	}
+	free(runs);
+	free(ok);
+	pagemap_close(&pm);
+	if (rc < 0)
+		ckpt_live_view_free(out);
+	return rc;
+}
+
+void ckpt_live_view_free(struct img_proc *v)
+{
+	for (size_t k = 0; v->r && k < v->n_r; k++)
+		free(v->r[k].ext.v);
+	free(v->r);
+	v->r = NULL;
+	v->n_r = 0;
+}
+
 void ckpt_live_stop(struct ckpt *c)
 {
 	struct live *lv = c->live;
@@ -589,14 +811,10 @@ void ckpt_live_stop(struct ckpt *c)
 	for (size_t i = 0; i < lv->n_lp; i++) {
 		struct lproc *lp = &lv->lp[i];
 		close(lp->uffd);
-		for (size_t k = 0; k < lp->n; k++) {
-			if (lp->x[k].saved)
-				for (uint32_t q = 0; q < lp->x[k].e->pages; q++)
-					free(lp->x[k].saved[q]);
-			free(lp->x[k].saved);
-		}
+		free_lexts_locked(lp);
 		free(lp->x);
 		free(lp->live_r);
+		free(lp->taint);
 	}
 	if (lv->stopfd >= 0)
 		close(lv->stopfd);

@@ -74,7 +74,7 @@ static const struct cli_arg checkpoint_args[] = {
      .kind = CLI_FLAG,
      .key = "live",
      .help = "copy private memory while the program runs: it stops only to be "
-	     "write-protected"},
+	     "write-protected (with --evict, again to drop what it did not write)"},
     {.name = "buffer",
      .arg = "SIZE",
      .kind = CLI_SIZE,

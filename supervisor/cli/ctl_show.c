@@ -297,6 +297,12 @@ static void render_live(json_t *lv)
 	       hsize(json_object_get(lv, "paused_bytes"), b, sizeof(b)), jint(lv, "write_faults"),
 	       mv_plural(jint(lv, "write_faults"), "write", "writes"), jint(lv, "kept_pages"),
 	       mv_plural(jint(lv, "kept_pages"), "page", "pages"));
+	json_t *ev = json_object_get(lv, "evict");
+	if (ev)
+		printf("  evict: stopped again %.1f ms to drop what was not written since the "
+		       "pause; %s written since stays resident\n",
+		       ms(ev, "pause_ns"),
+		       hsize(json_object_get(ev, "written_bytes"), a, sizeof(a)));
 	size_t i;
 	json_t *p;
 	json_array_foreach(json_object_get(lv, "paused"), i, p)

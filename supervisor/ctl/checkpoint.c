@@ -72,10 +72,6 @@ static int parse_opts(json_t *args, struct checkpoint_req *req, bool *force, str
 	    ctl_arg_int_opt(args, "buffer", &buffer, err) < 0 ||
 	    ctl_arg_int_opt(args, "stop_timeout_ms", &timeout, err) < 0)
 		return -1;
-	if (req->live && req->evict)
-		return ctl_fail(err, MV_E_BAD_REQUEST,
-				"live and evict together are not supported yet: evict stops the "
-				"program until the image is durable anyway");
 	if (buffer < (16 << 20) || buffer > (16ll << 30))
 		return ctl_fail(err, MV_E_BAD_REQUEST, "args.buffer: between 16 MiB and 16 GiB");
 	if (timeout < 1 || timeout > 3600 * 1000)

@@ -8,10 +8,12 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#define PAGE	   4096ull
-#define PM_PRESENT (1ull << 63)
-#define PM_SWAPPED (1ull << 62)
-#define PM_FILE	   (1ull << 61)
+#define PAGE		  4096ull
+#define PM_PRESENT	  (1ull << 63)
+#define PM_SWAPPED	  (1ull << 62)
+#define PM_FILE		  (1ull << 61)
+#define PM_UFFD_WP	  (1ull << 57) /* Linux 5.19 */
+#define PM_MMAP_EXCLUSIVE (1ull << 56) /* Linux 4.2 */
 
 int pagemap_open(pid_t pid, bool try_scan, struct pagemap *pm)
 {
@@ -102,6 +104,11 @@ static int runs_read(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t 
 			uint64_t cat = (ent[i] & PM_PRESENT ? PAGE_IS_PRESENT : 0) |
 				       (ent[i] & PM_SWAPPED ? PAGE_IS_SWAPPED : 0) |
 				       (ent[i] & PM_FILE ? PAGE_IS_FILE : 0);
+			/* As PAGEMAP_SCAN has it: a present page that is not
+			 * write-protected by a userfaultfd has been written
+			 * since it was protected (or never was). */
+			if ((ent[i] & PM_PRESENT) && !(ent[i] & PM_UFFD_WP))
+				cat |= PAGE_IS_WRITTEN;
 			if (!(cat & anyof) || (cat & none))
 				continue;
 			add_run(runs, n, cap, at + i * PAGE, at + (i + 1) * PAGE);
@@ -124,6 +131,25 @@ int pagemap_runs(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t anyo
 	}
 	return runs_read(pm, start, end, anyof & ~PAGE_IS_PFNZERO, none & ~PAGE_IS_PFNZERO, false,
 			 runs, n, cap);
+}
+
+int pagemap_exclusive_runs(struct pagemap *pm, uint64_t start, uint64_t end, struct as_range **runs,
+			   size_t *n, size_t *cap)
+{
+	uint64_t ent[4096];
+	for (uint64_t at = start; at < end;) {
+		size_t pages = MV_MIN((end - at) / PAGE, ARRAY_SIZE(ent));
+		ssize_t got = pread(pm->fd, ent, pages * 8, (off_t)(at / PAGE * 8));
+		if (got < 0)
+			return -errno;
+		if (got == 0)
+			break;
+		for (size_t i = 0; i < (size_t)got / 8; i++)
+			if ((ent[i] & PM_PRESENT) && (ent[i] & PM_MMAP_EXCLUSIVE))
+				add_run(runs, n, cap, at + i * PAGE, at + (i + 1) * PAGE);
+		at += (uint64_t)got / 8 * PAGE;
+	}
+	return 0;
 }
 
 int pagemap_written(pid_t pid, bool use_scan, uint64_t start, uint64_t end, bool *yes)

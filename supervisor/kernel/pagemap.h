@@ -21,10 +21,18 @@ void pagemap_close(struct pagemap *pm);
 
 /* Append to *runs the runs of pages in [start, end) that have any of the
  * categories in anyof and none in none (PAGE_IS_* bits). In the fallback,
- * PAGE_IS_PRESENT, PAGE_IS_SWAPPED and PAGE_IS_FILE are known;
+ * PAGE_IS_PRESENT, PAGE_IS_SWAPPED, PAGE_IS_FILE and, for present pages,
+ * PAGE_IS_WRITTEN (not write-protected by a userfaultfd) are known;
  * PAGE_IS_PFNZERO is never reported. Adjacent runs are merged. */
 int pagemap_runs(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t anyof, uint64_t none,
 		 struct as_range **runs, size_t *n, size_t *cap);
+
+/* Append to *runs the runs of pages in [start, end) that are present and
+ * mapped by this process alone (pagemap's "exclusively mapped" bit: not
+ * shared copy-on-write with another process after a fork, nor a KSM
+ * page). No PAGEMAP_SCAN category says this: the entries are read. */
+int pagemap_exclusive_runs(struct pagemap *pm, uint64_t start, uint64_t end, struct as_range **runs,
+			   size_t *n, size_t *cap);
 
 /* Has any page of [start, end) of pid (a private file mapping) been
  * copied on write, i.e. written? use_scan: PAGEMAP_SCAN works here. */

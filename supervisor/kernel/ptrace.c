@@ -48,6 +48,17 @@ void ptrace_proc_free(struct ptrace_proc *pp)
 	pp->pidfd = -1;
 }
 
+void ptrace_proc_forget(struct ptrace_proc *pp)
+{
+	for (size_t i = 0; i < pp->n; i++) {
+		free(pp->t[i].prstatus);
+		free(pp->t[i].fpstate);
+	}
+	pp->n = 0;
+	pp->first_interrupt_ns = pp->last_detach_ns = 0;
+	pp->exited_threads = 0;
+}
+
 static struct ptrace_thread *find(struct ptrace_proc *pp, pid_t tid)
 {
 	for (size_t i = 0; i < pp->n; i++)

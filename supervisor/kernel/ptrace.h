@@ -69,6 +69,10 @@ void ptrace_guard_stop(void);
 void ptrace_proc_init(struct ptrace_proc *pp, pid_t pid, int pidfd);
 void ptrace_proc_free(struct ptrace_proc *pp);
 
+/* Forget every thread (all detached or gone), keeping the process and its
+ * pidfd: the next ptrace_seize_new stops them all again. */
+void ptrace_proc_forget(struct ptrace_proc *pp);
+
 /* Seize and interrupt every thread in /proc/PID/task not seized yet,
  * and check that each thread recorded as stopped still is (an exec from
  * another thread kills it and may give its tid to a thread still on its

@@ -13,47 +13,6 @@ ssize_t vm_read(pid_t pid, uint64_t addr, void *buf, size_t len)
 	return n < 0 ? -errno : n;
 }
 
-int vm_readv(pid_t pid, const struct iovec *remote, size_t n, void *buf, size_t *done)
-{
-	/* process_vm_readv takes at most IOV_MAX (1024) ranges a call and
-	 * may stop short, inside a range, at a page it cannot read. */
-	struct iovec rv[1024];
-	size_t i = 0, skip = 0; /* the next range, and bytes of it already read */
-	*done = 0;
-	while (i < n) {
-		size_t k = 0, want = 0;
-		for (; k < ARRAY_SIZE(rv) && i + k < n; k++) {
-			rv[k] = remote[i + k];
-			if (k == 0) {
-				rv[0].iov_base = (char *)rv[0].iov_base + skip;
-				rv[0].iov_len -= skip;
-			}
-			want += rv[k].iov_len;
-		}
-		struct iovec local = {.iov_base = (char *)buf + *done, .iov_len = want};
-		ssize_t got = process_vm_readv(pid, &local, 1, rv, k, 0);
-		if (got < 0)
-			return -errno;
-		if (got == 0)
-			return -EFAULT;
-		*done += (size_t)got;
-		/* Advance over what was read. */
-		size_t left = (size_t)got;
-		while (left) {
-			size_t rest = remote[i].iov_len - skip;
-			if (left >= rest) {
-				left -= rest;
-				i++;
-				skip = 0;
-			} else {
-				skip += left;
-				left = 0;
-			}
-		}
-	}
-	return 0;
-}
-
 int vm_pread_mem(int memfd, uint64_t addr, void *buf, size_t len)
 {
 	size_t got = 0;

@@ -13,19 +13,11 @@
 
 ssize_t vm_read(pid_t pid, uint64_t addr, void *buf, size_t len);
 
-struct iovec;
-
-/* Read n remote ranges into buf, back to back: process_vm_readv with up
- * to IOV_MAX ranges a call, continued past short reads. 0, or -errno with
- * *done set to the bytes read before the range that failed (EFAULT for a
- * page process_vm_readv may not read, such as PROT_NONE; ESRCH when the
- * process is gone). */
-int vm_readv(pid_t pid, const struct iovec *remote, size_t n, void *buf, size_t *done);
-
 /* Read through an open /proc/PID/mem, which reads pages the process
  * cannot (PROT_NONE, write-only) because the kernel reads them with
- * FOLL_FORCE (fs/proc/base.c mem_rw). 0 or -errno; -EIO or -EFAULT for
- * an unmapped page. */
+ * FOLL_FORCE (fs/proc/base.c mem_rw), and, unlike process_vm_readv, does
+ * not unshare pages shared copy-on-write (supervisor/checkpoint/copy.c).
+ * 0 or -errno; -EIO or -EFAULT for an unmapped page. */
 int vm_pread_mem(int memfd, uint64_t addr, void *buf, size_t len);
 ssize_t vm_write(pid_t pid, uint64_t addr, const void *buf, size_t len);
 

@@ -1171,7 +1171,7 @@ static struct evspace *space_new(struct evict *reg)
 
 /* ---- evicting a stopped process --------------------------------------- */
 
-static bool evictable(const struct img_region *r)
+bool evict_region_evictable(const struct img_region *r)
 {
 	return r->content == IMG_PRIVATE && !r->shared && r->ext.n &&
 	       (r->kind == AS_ANON || r->kind == AS_HEAP || r->kind == AS_STACK);
@@ -1183,7 +1183,7 @@ static void build_map(struct evspace *s, const struct img *im, const struct img_
 {
 	size_t n = 0, pages = 0;
 	for (size_t k = 0; k < ip->n_r; k++)
-		if (evictable(&ip->r[k]))
+		if (evict_region_evictable(&ip->r[k]))
 			for (size_t x = 0; x < ip->r[k].ext.n; x++, n++)
 				pages += ip->r[k].ext.v[x].pages;
 	s->sums = xmalloc(MV_MAX(pages, 1) * sizeof(*s->sums));
@@ -1191,7 +1191,7 @@ static void build_map(struct evspace *s, const struct img *im, const struct img_
 	s->ch = xcalloc(MV_MAX(n, 1), sizeof(*s->ch));
 	s->cap_ch = MV_MAX(n, 1);
 	for (size_t k = 0; k < ip->n_r; k++) {
-		if (!evictable(&ip->r[k]))
+		if (!evict_region_evictable(&ip->r[k]))
 			continue;
 		for (size_t x = 0; x < ip->r[k].ext.n; x++) {
 			const struct img_extent *e = &ip->r[k].ext.v[x];
@@ -1251,8 +1251,31 @@ static int setup_space(struct evspace *s, struct ptrace_proc *pp, struct remote 
 /* Register, then drop: a region whose registration fails keeps its pages;
  * one whose madvise fails stays registered with its pages present (the
  * pages it lacks are not in the image either: zeros are right). */
+static int drop_pages(struct remote *r, uint64_t start, uint64_t len)
+{
+	long a[6] = {(long)start, (long)len, MADV_DONTNEED}, ret = 0;
+	int rc = remote_syscall_stopped(r, SYS_madvise, a, &ret);
+	return rc < 0 ? rc : ret < 0 ? (int)ret : 0;
+}
+
+/* The extents of g, adjacent ones together. */
+static int drop_extents(struct remote *r, const struct img_region *g, uint64_t *failed_at)
+{
+	for (size_t x = 0; x < g->ext.n;) {
+		uint64_t start = g->ext.v[x].addr, end = start + img_extent_len(&g->ext.v[x]);
+		for (x++; x < g->ext.n && g->ext.v[x].addr == end; x++)
+			end += img_extent_len(&g->ext.v[x]);
+		int rc = drop_pages(r, start, end - start);
+		if (rc < 0) {
+			*failed_at = start;
+			return rc;
+		}
+	}
+	return 0;
+}
+
 static void evict_region(struct evspace *s, struct remote *r, const struct img_region *g,
-			 struct evict_stats *st)
+			 bool whole, struct evict_stats *st)
 {
 	uint64_t len = g->end - g->start;
 	pthread_mutex_lock(&s->mu);
@@ -1267,12 +1290,14 @@ static void evict_region(struct evspace *s, struct remote *r, const struct img_r
 		st->kept_regions++;
 		return;
 	}
-	long a[6] = {(long)g->start, (long)len, MADV_DONTNEED}, ret = 0;
-	rc = remote_syscall_stopped(r, SYS_madvise, a, &ret);
-	if (rc < 0 || ret < 0) {
-		log_warn("evict: process %d: madvise(DONTNEED) of %#llx-%#llx: %s; left resident",
+	uint64_t at = g->start;
+	rc = whole ? drop_pages(r, g->start, len) : drop_extents(r, g, &at);
+	if (rc < 0) {
+		/* What was dropped before is in the map, and served. */
+		log_warn("evict: process %d: madvise(DONTNEED) of %#llx-%#llx from %#llx: %s; left "
+			 "resident",
 			 s->pid, (unsigned long long)g->start, (unsigned long long)g->end,
-			 strerror(rc < 0 ? -rc : (int)-ret));
+			 (unsigned long long)at, strerror(-rc));
 		st->kept_regions++;
 		return;
 	}
@@ -1315,8 +1340,8 @@ static void register_shared(struct evspace *s, const struct img_region *g,
 }
 
 int evict_proc_stopped(struct evict *reg, struct ptrace_proc *pp, const struct img *im,
-		       const struct img_proc *ip, const char *dir, const struct evict_shm *shm,
-		       struct evict_stats *st, struct mv_err *err)
+		       const struct img_proc *ip, const char *dir, const bool *whole,
+		       const struct evict_shm *shm, struct evict_stats *st, struct mv_err *err)
 {
 	struct remote r;
 	int rc = remote_open_stopped(&r, pp, &reg->mv->injecting);
@@ -1343,8 +1368,8 @@ int evict_proc_stopped(struct evict *reg, struct ptrace_proc *pp, const struct i
 	link_space(s);
 	uint64_t regions_before = st->regions, bytes_before = st->bytes;
 	for (size_t k = 0; k < ip->n_r; k++) {
-		if (evictable(&ip->r[k]))
-			evict_region(s, &r, &ip->r[k], st);
+		if (evict_region_evictable(&ip->r[k]))
+			evict_region(s, &r, &ip->r[k], !whole || whole[k], st);
 		else if (ip->r[k].content == IMG_SHARED)
 			register_shared(s, &ip->r[k], shm, st);
 	}

@@ -39,6 +39,10 @@ void evict_boost_thread(int nice);
 struct evspace;
 struct mv;
 
+/* Is r memory an evict drops (private anonymous, heap, stack, with pages
+ * in the image)? */
+bool evict_region_evictable(const struct img_region *r);
+
 /* The evicted spaces of one supervisor (mv->evict). Its fault workers
  * report pages the image cannot give back on mv's event stream and have
  * mv's reaper hold their uffds. It lives as long as the process: a
@@ -52,6 +56,7 @@ struct evict_stats {
 	uint64_t shared_regions; /* shared memory: regions left resident */
 	uint64_t shared_evicted_regions;       /* shared memory: mappings registered and evicted */
 	uint64_t shared_objects, shared_bytes; /* shared-memory objects evicted, their bytes */
+	uint64_t cow_bytes; /* private pages shared copy-on-write with another process: left */
 };
 
 /* Shared memory the evict is to take (supervisor/reload/shm.h), by image
@@ -89,11 +94,15 @@ void evict_drop_object(struct evict *reg, struct evobj *o);
  * checksums computed): create its uffd
  * by remote syscalls, register and drop its private anonymous regions,
  * register its mappings of the shared objects shm says (their pages are
- * dropped later, evshm_punch), start the fault workers. On failure before anything was dropped, the
- * process is untouched; err says why. */
+ * dropped later, evshm_punch), start the fault workers. whole[k] false:
+ * drop only the pages of region k's extents, not the whole region (ip is
+ * a view of the image record that leaves some pages out: written since
+ * the image's instant, or shared with another process); NULL: every
+ * region whole. On failure before anything was dropped, the process is
+ * untouched; err says why. */
 int evict_proc_stopped(struct evict *reg, struct ptrace_proc *pp, const struct img *im,
-		       const struct img_proc *ip, const char *dir, const struct evict_shm *shm,
-		       struct evict_stats *st, struct mv_err *err);
+		       const struct img_proc *ip, const char *dir, const bool *whole,
+		       const struct evict_shm *shm, struct evict_stats *st, struct mv_err *err);
 
 /* The live spaces evicted to image id (references; evict_put each), in
  * *out (malloc'd). Returns how many. */

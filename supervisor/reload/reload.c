@@ -335,7 +335,10 @@ static int match_image(struct mv *mv, struct reload_req *req, struct mv_err *err
 				  "%s holds image %s, but the evicted processes' image is %s (%s): "
 				  "refusing to load pages of another image",
 				  req->dir, req->id, id, dir);
-	return mv_err_set(err, -ENOENT, MV_E_INVALID, "no process is evicted to %s", req->dir);
+	return mv_err_set(err, -ENOENT, MV_E_INVALID,
+			  "no process is evicted to %s (reloaded already, or its evict dropped "
+			  "nothing: see the checkpoint's evicted bytes)",
+			  req->dir);
 }
 
 int reload_start(struct mv *mv, const char *dir, double rate, struct job **out, char *id,

@@ -89,6 +89,17 @@ churn() {
 	churn node-live --live -- node "$CHURN/objects.js" 20
 }
 
+# checkpoint --evict --live over and over with reloads: pages written
+# during the copy must stay, the others are dropped and served back.
+@test "churn --live-evict: C program, patterns on stacks, heaps and shared memory in processes and threads" {
+	churn pattern-live-evict --live-evict -- "$WL/churn_pattern" --rounds 400
+}
+
+@test "churn --live-evict: python3 multiprocessing fork pool and threads" {
+	skip_unless_cmd python3
+	churn python-live-evict --live-evict -- "$(python_bin)" "$CHURN/pool.py" 8
+}
+
 # memvisor SIGKILLed during an evict or a reload: the program dies with it,
 # has printed nothing a native run does not, and no process is left.
 # (--skip-wipe: the wipe-on-fork check belongs to the first test.)

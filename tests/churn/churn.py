@@ -23,6 +23,10 @@ memory is evicted to any more are removed.
 random pause of 0-300 ms instead: the program runs on while its memory is
 copied (write-protected), over and over; no evict, no reload.
 
+--live-evict: the evict is `checkpoint IMG-k --evict --live`: the program
+runs while its memory is copied and is stopped again only to drop the
+pages it did not write since; the reload as usual.
+
 --kill: once per run, at a random cycle, memvisor is SIGKILLed at a random
 moment during the evict or the reload. The program must die with it: what
 it printed must be a prefix of the native output, and no process of the
@@ -451,8 +455,10 @@ class Churn:
                 st["cycles"] += 1
                 time.sleep(rng.uniform(0, 0.3))
                 continue
-            rc, msg = self.ctl(sock, "checkpoint", img, "--evict", "--wait")
+            rc, msg = self.ctl(sock, "checkpoint", img, "--evict", "--wait",
+                               *(["--live"] if self.a.live_evict else []))
             if rc == 0:
+                st["fallbacks"] += "live copy given up" in msg
                 tm["ckpt_s"] += time.monotonic() - tc
                 m = re.search(r"paused ([\d.]+) ms", msg)
                 tm["paused_s"] += float(m.group(1)) / 1000 if m else 0
@@ -568,7 +574,8 @@ class Churn:
                    f"({st['evicts']} evicts, {st['busy']} busy, {st['gone']} gone, "
                    f"{st['ckpt_err']} checkpoint errors, {st['reloads']} reloads, "
                    f"{st['reload_err']} reload errors"
-                   + (f", {st['fallbacks']} live copies given up" if self.a.live else "")
+                   + (f", {st['fallbacks']} live copies given up"
+                      if self.a.live or self.a.live_evict else "")
                    + f"), exit {status}")
         timing = (f"  run {r}: {tm['ckpt_s']:.1f} s in checkpoints, the program stopped "
                   f"{tm['paused_s']:.1f} s of them; {tm['faults']} faults served (the slowest "
@@ -729,6 +736,8 @@ def main():
                     help="seconds a supervised run may take (default: from the native run)")
     ap.add_argument("--kill", action="store_true")
     ap.add_argument("--live", action="store_true", help="live checkpoints, no evict")
+    ap.add_argument("--live-evict", action="store_true",
+                    help="evict with checkpoint --evict --live")
     ap.add_argument("--keep", action="store_true", help="keep a failed run's files")
     ap.add_argument("--workdir", default=None)
     ap.add_argument("--cwd", default=None)

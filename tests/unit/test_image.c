@@ -138,6 +138,24 @@ static void test_extents(void)
 	img_ranges_subtract(have, 3, 30, 40, &out, &no, &cap);
 	ok(no == 0, "subtract: a covered range leaves nothing");
 	free(out);
+
+	/* Two extents, [P0, P4) at offset 4096 and [P6, P8) at 32768;
+	 * runs [P1, P2), [P3, P7), [P9, P10). */
+	const uint64_t P = IMG_PAGE;
+	struct img_extents two = {0}, in = {0};
+	struct img_extent ev[] = {{0, 4096, 4, 0}, {6 * P, 32768, 2, 0}};
+	two.v = ev;
+	two.n = 2;
+	struct as_range runs[] = {{P, 2 * P}, {3 * P, 7 * P}, {9 * P, 10 * P}};
+	img_extents_within(&two, runs, 3, &in);
+	ok(in.n == 3, "within: three pieces");
+	ok(in.n == 3 && in.v[0].addr == P && in.v[0].pages == 1 && in.v[0].off == 4096 + P,
+	   "within: a page inside the first extent, at its own offset");
+	ok(in.n == 3 && in.v[1].addr == 3 * P && in.v[1].pages == 1 && in.v[1].off == 4096 + 3 * P,
+	   "within: a run across the gap keeps only the extent's page");
+	ok(in.n == 3 && in.v[2].addr == 6 * P && in.v[2].pages == 1 && in.v[2].off == 32768,
+	   "within: the start of the second extent");
+	free(in.v);
 }
 
 /* A small image: one process with a private region of two extents, a

@@ -14,7 +14,16 @@
  * other time: madvise(MADV_DONTNEED) first) in a loop: memory that goes
  * away while a live checkpoint copies it.
  *
- * stdin, one line each: "sweeps" -> "sweeps N" (sum over threads), "exit".
+ * With --check, each writer first reads what it is about to overwrite,
+ * which must be its previous sweep's number; anything else (a page that
+ * came back older, or as zeros, after an evict) is reported on stderr and
+ * the program exits 3. With --cold-mib K, a second region of K MiB is
+ * filled once with a pattern and never written again ("verify" checks
+ * it): memory an evict may drop while the writers run.
+ *
+ * stdin, one line each: "sweeps" -> "sweeps N" (sum over threads),
+ * "verify" -> "verify ok" or "verify bad N" (words of the cold region
+ * that differ), "exit".
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -26,15 +35,36 @@
 
 #define PAGE 4096UL
 
-static char *region;
-static size_t pages, nthreads = 2, churn_len;
+static char *region, *cold;
+static size_t pages, nthreads = 2, churn_len, cold_len;
+static int check;
 static volatile uint64_t *sweeps;
 static pthread_barrier_t first;
 
 static void sweep(size_t t, uint64_t s)
 {
-	for (size_t p = t; p < pages; p += nthreads)
-		*(volatile uint64_t *)(region + p * PAGE) = s;
+	for (size_t p = t; p < pages; p += nthreads) {
+		volatile uint64_t *w = (volatile uint64_t *)(region + p * PAGE);
+		if (check && s > 1 && *w != s - 1) {
+			fprintf(stderr, "live_counter: thread %zu, page %zu: found %llu, wanted %llu\n",
+				t, p, (unsigned long long)*w, (unsigned long long)(s - 1));
+			_exit(3);
+		}
+		*w = s;
+	}
+}
+
+static uint64_t cold_word(size_t i)
+{
+	return (uint64_t)i * 0x9e3779b97f4a7c15ull ^ 0x5a5a5a5a5a5a5a5aull;
+}
+
+static size_t cold_bad(void)
+{
+	size_t bad = 0;
+	for (size_t i = 0; i < cold_len / 8; i++)
+		bad += ((volatile uint64_t *)cold)[i] != cold_word(i);
+	return bad;
 }
 
 static void *writer(void *arg)
@@ -72,16 +102,22 @@ static void *churner(void *arg)
 int main(int argc, char **argv)
 {
 	size_t mib = 64;
-	for (int i = 1; i + 1 < argc; i += 2) {
-		if (strcmp(argv[i], "--mib") == 0)
-			mib = strtoul(argv[i + 1], NULL, 0);
-		else if (strcmp(argv[i], "--threads") == 0)
-			nthreads = strtoul(argv[i + 1], NULL, 0);
-		else if (strcmp(argv[i], "--churn-mib") == 0)
-			churn_len = strtoul(argv[i + 1], NULL, 0) << 20;
+	for (int i = 1; i < argc; i++) {
+		const char *v = i + 1 < argc ? argv[i + 1] : "0";
+		if (strcmp(argv[i], "--check") == 0)
+			check = 1;
+		else if (strcmp(argv[i], "--mib") == 0 && ++i)
+			mib = strtoul(v, NULL, 0);
+		else if (strcmp(argv[i], "--threads") == 0 && ++i)
+			nthreads = strtoul(v, NULL, 0);
+		else if (strcmp(argv[i], "--churn-mib") == 0 && ++i)
+			churn_len = strtoul(v, NULL, 0) << 20;
+		else if (strcmp(argv[i], "--cold-mib") == 0 && ++i)
+			cold_len = strtoul(v, NULL, 0) << 20;
 	}
 	if (!mib || !nthreads || nthreads > 64) {
-		fprintf(stderr, "usage: live_counter [--mib M] [--threads 1-64] [--churn-mib C]\n");
+		fprintf(stderr, "usage: live_counter [--mib M] [--threads 1-64] [--churn-mib C] "
+				"[--cold-mib K] [--check]\n");
 		return 2;
 	}
 	pages = (mib << 20) / PAGE;
@@ -98,6 +134,16 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		memset(churn, 1, churn_len);
+	}
+	if (cold_len) {
+		cold = mmap(NULL, cold_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+			    0);
+		if (cold == MAP_FAILED) {
+			perror("live_counter: mmap");
+			return 2;
+		}
+		for (size_t i = 0; i < cold_len / 8; i++)
+			((uint64_t *)cold)[i] = cold_word(i);
 	}
 	region = mmap(NULL, mib << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (region == MAP_FAILED) {
@@ -124,6 +170,12 @@ int main(int argc, char **argv)
 			for (size_t t = 0; t < nthreads; t++)
 				n += sweeps[t];
 			printf("sweeps %llu\n", (unsigned long long)n);
+		} else if (strncmp(line, "verify", 6) == 0) {
+			size_t bad = cold_bad();
+			if (bad)
+				printf("verify bad %zu\n", bad);
+			else
+				printf("verify ok\n");
 		} else if (strncmp(line, "exit", 4) == 0) {
 			printf("bye\n");
 			fflush(stdout);
