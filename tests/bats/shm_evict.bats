@@ -187,6 +187,22 @@ time.sleep(120)
 	stop_fed
 }
 
+@test "shm evict: with --live shared memory stays resident, with the reason (the program wrote to it since the image)" {
+	start_tree memfd 16
+	say spin '^spinning$'
+	run ctl --json checkpoint "$TMP/img" --evict --live --wait
+	assert_success
+	echo "$output" | tail -1 >"$TMP/evict.json"
+	run ev "['shared_resident'][0]['reason']"
+	echo "$output"
+	[[ $output == *"--live"* ]]
+	run ev "['shared_objects']"
+	[ "$output" = 0 ]
+	wait_job reload "$TMP/img"
+	say stop '^stopped [0-9]+ writes ok 5$'
+	stop_fed
+}
+
 @test "shm evict: a corrupt page of evicted shared memory is never installed: the reload fails, the toucher gets SIGBUS" {
 	start_tree memfd 8
 	evict "$TMP/img"
