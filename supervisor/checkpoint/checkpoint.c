@@ -117,13 +117,16 @@ static int require_a_process(struct ckpt *c)
 			 "the program exited during the checkpoint: no process is left to save");
 }
 
-static json_t *evict_json(const struct evict_stats *st, json_t *skipped)
+static json_t *evict_json(const struct evict_stats *st, json_t *skipped, json_t *shared)
 {
-	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:s, s:o}", "regions", (json_int_t)st->regions,
-			 "bytes", (json_int_t)st->bytes, "kept_regions",
-			 (json_int_t)st->kept_regions, "shared_regions",
+	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}", "regions",
+			 (json_int_t)st->regions, "bytes", (json_int_t)st->bytes, "kept_regions",
+			 (json_int_t)st->kept_regions, "shared_objects",
+			 (json_int_t)st->shared_objects, "shared_bytes",
+			 (json_int_t)st->shared_bytes, "shared_evicted_regions",
+			 (json_int_t)st->shared_evicted_regions, "shared_regions",
 			 (json_int_t)st->shared_regions, "cow_bytes", (json_int_t)st->cow_bytes,
-			 "shared", "resident (shared memory is not evicted)", "skipped",
+			 "shared_resident", shared ? json_incref(shared) : json_array(), "skipped",
 			 skipped ? json_incref(skipped) : json_array());
 }
 
@@ -193,6 +196,7 @@ static void cleanup(struct ckpt *c)
 	free(c->obj);
 	img_free(&c->im);
 	json_decref(c->evict_skipped);
+	json_decref(c->evict_shared);
 }
 
 /* The copy: everything while stopped, or, with --live, what cannot be
@@ -323,7 +327,8 @@ static int attempt(struct job *j, bool live, uint64_t t_start, const char *fallb
 		goto out_failed;
 	j->result = result_json(&c);
 	if (c.req->evict)
-		json_object_set_new(j->result, "evicted", evict_json(&est, c.evict_skipped));
+		json_object_set_new(j->result, "evicted",
+				    evict_json(&est, c.evict_skipped, c.evict_shared));
 	if (live_json)
 		json_object_set_new(j->result, "live", mv_steal_ptr(live_json));
 	else if (fallback)

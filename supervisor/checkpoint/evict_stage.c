@@ -3,13 +3,21 @@
 #include "supervisor/checkpoint/job.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "supervisor/kernel/backing.h"
 #include "supervisor/kernel/pagemap.h"
 #include "supervisor/reload/evict.h"
+#include "supervisor/reload/shm.h"
+#include "supervisor/supervise/mv.h"
 
 #include <linux/kcmp.h>
+#include <linux/magic.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 /* A thread of p that waits in vfork (ptrace_classify_laggard). */
@@ -77,6 +85,247 @@ static void skip(struct ckpt *c, size_t i, const char *why)
 	log_info("evict: process %d %s", c->p[i].pt.pid, why);
 }
 
+/* ---- shared memory ---------------------------------------------------- */
+
+/* Which shared-memory objects of the image the evict takes, and why the
+ * others stay resident (docs/reload.md, "Shared memory"). */
+struct shm_plan {
+	struct ckpt *c;
+	size_t n;
+	bool *evict, *failed, *skipped; /* skipped: by process (c->n) */
+	uint64_t *regions;
+	int *fd;
+	char **why;
+};
+
+static void keep(struct shm_plan *sp, size_t k, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void keep(struct shm_plan *sp, size_t k, const char *fmt, ...)
+{
+	sp->evict[k] = false;
+	if (sp->why[k])
+		return; /* the first reason stays */
+	char buf[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	sp->why[k] = xstrdup(buf);
+}
+
+static bool starts(const char *s, const char *p)
+{
+	return strncmp(s, p, strlen(p)) == 0;
+}
+
+static bool ends(const char *s, const char *p)
+{
+	size_t a = strlen(s), b = strlen(p);
+	return a >= b && strcmp(s + a - b, p) == 0;
+}
+
+static long tree_index(const struct ckpt *c, pid_t pid)
+{
+	for (size_t i = 0; i < c->n; i++)
+		if (c->p[i].pt.pid == pid && !c->p[i].pt.gone)
+			return (long)i;
+	return -1;
+}
+
+/* Only what no process can reach but through its mappings: shared
+ * anonymous memory and memfds (unnamed, on tmpfs). A file with a name can
+ * be opened and read(2), which userfaultfd does not see; a SysV segment
+ * can be shmat(2)ed anew, a mapping no uffd of ours would hold. Opens the
+ * object read-write through the first mapping of it (map_files). */
+static void shm_kind(struct shm_plan *sp, size_t k)
+{
+	struct ckpt *c = sp->c;
+	const struct img_object *io = &c->im.o[k];
+	const char *path = io->path ? io->path : "";
+	if (starts(path, "/SYSV")) {
+		keep(sp, k,
+		     "a System V segment: a shmat(2) after the evict would map it with no "
+		     "userfaultfd registration and read zeros");
+		return;
+	}
+	if (!(starts(path, "/dev/zero") || starts(path, "/memfd:")) || !ends(path, " (deleted)")) {
+		keep(sp, k,
+		     "a shared file with a name: read(2) and write(2) through it would bypass "
+		     "userfaultfd");
+		return;
+	}
+	if (io->coverage != IMG_COVER_WHOLE) {
+		keep(sp, k,
+		     "the image holds only the pages that were mapped (its file could not "
+		     "be opened)");
+		return;
+	}
+	for (size_t i = 0; i < c->n && sp->fd[k] < 0; i++) {
+		struct img_proc *ip = c->p[i].img >= 0 ? ckpt_iproc(c, i) : NULL;
+		for (size_t r = 0; ip && r < ip->n_r && sp->fd[k] < 0; r++) {
+			const struct img_region *g = &ip->r[r];
+			if (g->content != IMG_SHARED || g->object != (long)k)
+				continue;
+			int fd = backing_open_rw(c->p[i].tid, g->start, g->end,
+						 makedev(io->dev_major, io->dev_minor), io->inode);
+			if (fd < 0) {
+				keep(sp, k,
+				     "it cannot be opened for writing through /proc/%d/map_files "
+				     "(%s; that needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE)",
+				     c->p[i].pt.pid, strerror(-fd));
+				return;
+			}
+			sp->fd[k] = fd;
+		}
+	}
+	struct statfs fs;
+	if (sp->fd[k] < 0)
+		keep(sp, k, "no process of the image maps it");
+	else if (fstatfs(sp->fd[k], &fs) < 0 || fs.f_type != TMPFS_MAGIC)
+		keep(sp, k, "it is not on tmpfs (shmem): no userfaultfd missing mode for it");
+}
+
+static void shm_user(void *arg, size_t k, pid_t pid, enum backing_use how)
+{
+	struct shm_plan *sp = arg;
+	if (how == BACKING_UNKNOWN) {
+		for (size_t q = 0; q < sp->n; q++)
+			if (sp->evict[q])
+				keep(sp, q,
+				     "process %d's descriptors cannot be read: it may hold it open",
+				     pid);
+		return;
+	}
+	if (how == BACKING_MAPS_UNREAD) {
+		/* Its descriptors show it holds none of ours. A process
+		 * outside the tree reaches a memfd or shared anonymous memory
+		 * of the tree only through a descriptor (SCM_RIGHTS,
+		 * pidfd_getfd, /proc/PID/fd or map_files of a tree process):
+		 * to map one and close it again is the case not covered
+		 * (docs/reload.md). */
+		log_debug("evict: process %d's maps cannot be read (it has capabilities memvisor "
+			  "lacks); it holds no descriptor of the shared memory",
+			  pid);
+		return;
+	}
+	if (!sp->evict[k])
+		return;
+	long i = tree_index(sp->c, pid);
+	if (how == BACKING_FD)
+		keep(sp, k,
+		     "process %d holds it open as a file descriptor: read(2), write(2) or "
+		     "sendfile(2) through it would bypass userfaultfd",
+		     pid);
+	else if (i < 0)
+		keep(sp, k, "process %d, outside the supervised tree, maps it", pid);
+	else if (sp->skipped[i] || sp->c->p[i].img < 0 || sp->c->p[i].died)
+		keep(sp, k, "process %d maps it and is not evicted", pid);
+}
+
+/* Decide, before any process is evicted, which objects are taken: the
+ * right kind, and mapped by evicted processes of the tree only, open as
+ * a descriptor by no one (every process on the system is looked at). */
+static void shm_plan(struct ckpt *c, struct shm_plan *sp, bool live)
+{
+	sp->c = c;
+	sp->n = c->im.n_o;
+	size_t n = MV_MAX(sp->n, 1);
+	sp->evict = xcalloc(n, sizeof(bool));
+	sp->failed = xcalloc(n, sizeof(bool));
+	sp->regions = xcalloc(n, sizeof(uint64_t));
+	sp->fd = xmalloc(n * sizeof(int));
+	sp->why = xcalloc(n, sizeof(char *));
+	size_t m = 0;
+	for (size_t k = 0; k < sp->n; k++) {
+		sp->fd[k] = -1;
+		sp->evict[k] = true;
+		if (live)
+			keep(sp, k,
+			     "--live: the program ran since the image's instant, and the image "
+			     "does not hold what it wrote there since");
+		else
+			shm_kind(sp, k);
+		m += sp->evict[k];
+	}
+	if (!m)
+		return;
+	struct backing_id *ids = xcalloc(sp->n, sizeof(*ids));
+	for (size_t k = 0; k < sp->n; k++)
+		ids[k] = (struct backing_id){makedev(c->im.o[k].dev_major, c->im.o[k].dev_minor),
+					     c->im.o[k].inode};
+	int rc = backing_users(ids, sp->n, c->mv->feat.procmap_query, shm_user, sp);
+	free(ids);
+	for (size_t k = 0; rc < 0 && k < sp->n; k++)
+		if (sp->evict[k])
+			keep(sp, k, "the processes that use it cannot be listed: %s",
+			     strerror(-rc));
+}
+
+/* Process ip, which maps objects of the plan, is not evicted after all:
+ * its mappings are not registered, so those objects stay resident. */
+static void shm_not_evicted(struct shm_plan *sp, const struct img_proc *ip)
+{
+	for (size_t r = 0; r < ip->n_r; r++)
+		if (ip->r[r].content == IMG_SHARED && ip->r[r].object >= 0 &&
+		    (size_t)ip->r[r].object < sp->n)
+			sp->failed[ip->r[r].object] = true;
+}
+
+/* Every mapping is registered: drop the pages. The object is served
+ * (evict_add_object) before its punch, whatever the punch does. */
+static void shm_evict(struct ckpt *c, struct shm_plan *sp, size_t k, struct evict_stats *st)
+{
+	if (sp->failed[k]) {
+		keep(sp, k, "a mapping of it could not be registered with userfaultfd");
+		st->shared_regions += sp->regions[k];
+		return;
+	}
+	struct evobj *o;
+	struct mv_err e = {0};
+	int rc = evshm_new(&c->im, k, sp->fd[k], c->req->dir.dir, &o, &e);
+	sp->fd[k] = -1; /* taken over, even on failure */
+	if (rc < 0) {
+		keep(sp, k, "%s", e.msg);
+		st->shared_regions += sp->regions[k];
+		return;
+	}
+	evict_add_object(c->mv->evict, o);
+	rc = evshm_punch(o);
+	if (rc < 0) {
+		keep(sp, k, "punching its pages out: %s", strerror(-rc));
+		st->shared_regions += sp->regions[k];
+	} else {
+		st->shared_objects++;
+		st->shared_bytes += evshm_bytes(o);
+		st->shared_evicted_regions += sp->regions[k];
+	}
+	evshm_put(o);
+}
+
+static void shm_done(struct ckpt *c, struct shm_plan *sp)
+{
+	for (size_t k = 0; k < sp->n; k++) {
+		if (sp->fd[k] >= 0)
+			close(sp->fd[k]);
+		if (!sp->why[k])
+			continue;
+		if (!c->evict_shared)
+			c->evict_shared = json_array();
+		const char *path = c->im.o[k].path ? c->im.o[k].path : "";
+		json_array_append_new(
+		    c->evict_shared, json_pack("{s:s, s:s}", "object", path, "reason", sp->why[k]));
+		log_info("evict: shared memory %s stays resident: %s", path, sp->why[k]);
+		free(sp->why[k]);
+	}
+	free(sp->evict);
+	free(sp->failed);
+	free(sp->regions);
+	free(sp->fd);
+	free(sp->why);
+	free(sp->skipped);
+}
+
 /* src (process i's image record, or a view of it) limited to the pages
  * this process maps alone, in *out (ckpt_live_view_free) and *whole (per
  * region: may be dropped whole; only when src is the record itself and
@@ -132,15 +381,21 @@ static int evict_each(struct ckpt *c, struct evict_stats *st, const struct img_p
 		      const bool *have)
 {
 	job_progress(c->j, "evicting", c->done, c->total);
+	struct shm_plan sp = {0};
+	sp.skipped = xcalloc(MV_MAX(c->n, 1), sizeof(bool));
+	char(*why)[512] = xcalloc(MV_MAX(c->n, 1), sizeof(*why));
+	for (size_t i = 0; i < c->n; i++)
+		sp.skipped[i] = vfork_skip(c, i, why[i], sizeof(why[i])) || (views && !have[i]);
+	shm_plan(c, &sp, views != NULL);
+	struct evict_shm shm = {sp.n, sp.evict, sp.failed, sp.regions};
 	for (size_t i = 0; i < c->n; i++) {
 		struct cproc *p = &c->p[i];
 		if (p->pt.gone || p->img < 0 || p->died || ckpt_proc_dead(p))
 			continue;
 		if (views && !have[i])
 			continue;
-		char err[512];
-		if (vfork_skip(c, i, err, sizeof(err))) {
-			skip(c, i, err);
+		if (sp.skipped[i]) {
+			skip(c, i, why[i]);
 			continue;
 		}
 		struct img_proc v;
@@ -148,28 +403,43 @@ static int evict_each(struct ckpt *c, struct evict_stats *st, const struct img_p
 		int rc = exclusive_view(c, i, views ? &views[i] : ckpt_iproc(c, i), !views, &v,
 					&whole, st);
 		if (rc < 0) {
+			char err[512];
 			snprintf(err, sizeof(err),
 				 "reading which pages it shares (pagemap): %s: left resident",
 				 strerror(-rc));
 			skip(c, i, err);
+			shm_not_evicted(&sp, ckpt_iproc(c, i));
 			continue;
 		}
 		struct mv_err e = {0};
 		rc = evict_proc_stopped(c->mv->evict, &p->pt, &c->im, &v, c->req->dir.dir, whole,
-					st, &e);
+					&shm, st, &e);
 		ckpt_live_view_free(&v);
 		free(whole);
-		if (rc < 0)
+		if (rc < 0) {
+			free(why);
+			shm_done(c, &sp); /* nothing of shared memory was dropped */
 			return ckpt_fail(c, rc, MV_E_EVICT_FAILED,
 					 "%s; the image at %s is complete and the program keeps "
 					 "its memory",
 					 e.msg, c->req->dir.dir);
+		}
 	}
-	log_info("evict: %llu regions, %llu bytes dropped (%llu left resident, %llu shared, %llu "
-		 "bytes shared copy-on-write kept)",
+	free(why);
+	/* Every process is evicted, and still stopped: drop the objects
+	 * whose every mapping is registered. */
+	for (size_t k = 0; k < sp.n; k++)
+		if (sp.evict[k])
+			shm_evict(c, &sp, k, st);
+	shm_done(c, &sp);
+	evict_drop_idle(c->mv->evict, c->im.id);
+	log_info("evict: %llu regions, %llu bytes dropped (%llu left resident, %llu bytes shared "
+		 "copy-on-write kept); shared memory: %llu objects, %llu bytes dropped (%llu "
+		 "regions left resident)",
 		 (unsigned long long)st->regions, (unsigned long long)st->bytes,
-		 (unsigned long long)st->kept_regions, (unsigned long long)st->shared_regions,
-		 (unsigned long long)st->cow_bytes);
+		 (unsigned long long)st->kept_regions, (unsigned long long)st->cow_bytes,
+		 (unsigned long long)st->shared_objects, (unsigned long long)st->shared_bytes,
+		 (unsigned long long)st->shared_regions);
 	return 0;
 }
 

@@ -330,13 +330,18 @@ static void render_checkpoint_result(json_t *res)
 	render_live(json_object_get(res, "live"));
 	json_t *ev = json_object_get(res, "evicted");
 	if (ev)
-		printf("  evicted: %s in %lld %s (%lld left resident; shared memory stays "
-		       "resident)\n",
+		printf("  evicted: %s in %lld %s (%lld left resident); shared memory: %s in %lld "
+		       "%s\n",
 		       hsize(json_object_get(ev, "bytes"), a, sizeof(a)), jint(ev, "regions"),
 		       mv_plural(jint(ev, "regions"), "region", "regions"),
-		       jint(ev, "kept_regions"));
+		       jint(ev, "kept_regions"),
+		       hsize(json_object_get(ev, "shared_bytes"), b, sizeof(b)),
+		       jint(ev, "shared_objects"),
+		       mv_plural(jint(ev, "shared_objects"), "object", "objects"));
 	size_t i;
 	json_t *p;
+	json_array_foreach(json_object_get(ev, "shared_resident"), i, p)
+	    printf("  not evicted: shared memory %s: %s\n", jstr(p, "object"), jstr(p, "reason"));
 	json_array_foreach(json_object_get(ev, "skipped"), i, p)
 	    printf("  not evicted: process %lld %s\n", jint(p, "pid"), jstr(p, "reason"));
 	json_array_foreach(json_object_get(res, "processes"), i, p)

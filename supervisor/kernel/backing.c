@@ -1,8 +1,12 @@
 #include "supervisor/kernel/backing.h"
 #include "common/util.h"
 #include "supervisor/kernel/procfs.h"
+#include "supervisor/kernel/procmap.h"
 
+#include <ctype.h>
 #include <dirent.h>
+#include <stdlib.h>
+#include <unistd.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -31,6 +35,104 @@ static int open_map_file(pid_t tid, const struct as_region *r)
 		return -ESTALE;
 	}
 	return fd;
+}
+
+int backing_open_rw(pid_t tid, uint64_t start, uint64_t end, uint64_t dev, uint64_t ino)
+{
+	char rel[64];
+	snprintf(rel, sizeof(rel), "map_files/%llx-%llx", (unsigned long long)start,
+		 (unsigned long long)end);
+	int fd = procfs_open(tid, rel, O_RDWR);
+	if (fd < 0)
+		return fd;
+	struct stat st;
+	if (fstat(fd, &st) < 0 || st.st_ino != ino || st.st_dev != dev) {
+		close(fd);
+		return -ESTALE;
+	}
+	return fd;
+}
+
+struct users {
+	const struct backing_id *ids;
+	size_t n;
+	bool *hit; /* ids mapped by this process */
+};
+
+static int user_vma(void *arg, const struct proc_vma *v)
+{
+	struct users *u = arg;
+	for (size_t k = 0; k < u->n; k++)
+		if (v->inode == u->ids[k].ino && proc_vma_dev(v) == u->ids[k].dev)
+			u->hit[k] = true;
+	return 0;
+}
+
+/* The objects process pid holds descriptors on (hit), or -errno. */
+static int user_fds(pid_t pid, struct users *u)
+{
+	int dfd = procfs_open(pid, "fd", O_RDONLY | O_DIRECTORY);
+	if (dfd < 0)
+		return dfd;
+	DIR *d = fdopendir(dfd);
+	if (!d) {
+		int err = -errno;
+		close(dfd);
+		return err;
+	}
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		struct stat st;
+		if (e->d_name[0] == '.' || fstatat(dfd, e->d_name, &st, 0) < 0)
+			continue;
+		for (size_t k = 0; k < u->n; k++)
+			if (st.st_ino == u->ids[k].ino && st.st_dev == u->ids[k].dev)
+				u->hit[k] = true;
+	}
+	closedir(d);
+	return 0;
+}
+
+static void report(struct users *u, pid_t pid, enum backing_use how, backing_user_fn fn, void *arg)
+{
+	for (size_t k = 0; k < u->n; k++)
+		if (u->hit[k])
+			fn(arg, k, pid, how);
+}
+
+int backing_users(const struct backing_id *ids, size_t n, bool use_query, backing_user_fn fn,
+		  void *arg)
+{
+	DIR *d = opendir("/proc");
+	if (!d)
+		return -errno;
+	struct users u = {ids, n, xcalloc(MV_MAX(n, 1), sizeof(bool))};
+	pid_t self = getpid();
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (!isdigit((unsigned char)e->d_name[0]))
+			continue;
+		pid_t pid = (pid_t)atoi(e->d_name);
+		if (pid == self)
+			continue;
+		memset(u.hit, 0, n * sizeof(bool));
+		int mrc = procmap_vmas(pid, use_query, 0, UINT64_MAX, user_vma, &u);
+		if (mrc == 0)
+			report(&u, pid, BACKING_MAPS, fn, arg);
+		memset(u.hit, 0, n * sizeof(bool));
+		int frc = user_fds(pid, &u);
+		if (frc == 0)
+			report(&u, pid, BACKING_FD, fn, arg);
+		if (frc == -ESRCH || frc == -ENOENT || mrc == -ESRCH || mrc == -ENOENT)
+			continue; /* gone meanwhile */
+		if (frc < 0)
+			fn(arg, n, pid, BACKING_UNKNOWN);
+		else if (mrc < 0)
+			fn(arg, n, pid, BACKING_MAPS_UNREAD);
+	}
+	closedir(d);
+	free(u.hit);
+	return 0;
 }
 
 static int open_from_fds(pid_t tid, const struct as_region *r)

@@ -23,6 +23,36 @@
  * sets *source to "map_files" or "fd"; -errno when neither way works. */
 int backing_open(pid_t tid, const struct as_region *r, const char **source);
 
+/* Open the file of the shared mapping [start, end) of process tid for
+ * reading and writing, through /proc/PID/map_files only, checked to be
+ * (dev, ino) (dev as makedev). An fd, or -errno. */
+int backing_open_rw(pid_t tid, uint64_t start, uint64_t end, uint64_t dev, uint64_t ino);
+
+/* Who else can reach a file: every process on the system (its /proc
+ * entry) that maps it or holds a descriptor on it. */
+struct backing_id {
+	uint64_t dev, ino; /* dev as makedev */
+};
+
+enum backing_use {
+	BACKING_MAPS = 1,    /* a mapping of it */
+	BACKING_FD = 2,	     /* an open descriptor on it */
+	BACKING_UNKNOWN = 3, /* the process's descriptors could not be read */
+	/* Its maps could not be read (a process with capabilities memvisor
+	 * lacks: ptrace access is refused), its descriptors could. */
+	BACKING_MAPS_UNREAD = 4,
+};
+
+typedef void (*backing_user_fn)(void *arg, size_t idx, pid_t pid, enum backing_use how);
+
+/* Call fn for every process but memvisor itself (and for every object of
+ * ids[0..n) it maps or holds open; BACKING_UNKNOWN or BACKING_MAPS_UNREAD
+ * with idx n for a process that could not be read). use_query: PROCMAP_QUERY works.
+ * Processes of another pid namespace than /proc's are not seen. 0, or
+ * -errno when /proc cannot be listed. */
+int backing_users(const struct backing_id *ids, size_t n, bool use_query, backing_user_fn fn,
+		  void *arg);
+
 /* Append to *runs the page-aligned runs of [0, size) that hold data,
  * from SEEK_DATA/SEEK_HOLE (holes cost nothing to skip). 0 or -errno. */
 int backing_data_runs(int fd, uint64_t size, struct as_range **runs, size_t *n, size_t *cap);

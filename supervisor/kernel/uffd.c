@@ -3,7 +3,10 @@
 #include "common/fault.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #define UFFD_PAGE 4096u
 
@@ -43,6 +46,20 @@ int uffd_api_best(int fd, uint64_t need, uint64_t optional, uint64_t *got)
 		rc = uffd_api(fd, need | optional, &missing);
 	}
 	*got = rc == 0 ? need | optional : missing & need;
+	return rc;
+}
+
+int uffd_open_local(uint64_t features, int *fd)
+{
+	*fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	if (*fd < 0)
+		return -errno;
+	uint64_t missing;
+	int rc = uffd_api(*fd, features, &missing);
+	if (rc < 0) {
+		close(*fd);
+		*fd = -1;
+	}
 	return rc;
 }
 

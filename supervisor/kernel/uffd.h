@@ -57,6 +57,12 @@ int uffd_api(int fd, uint64_t want, uint64_t *missing);
  * missing (*got then holds the missing ones). */
 int uffd_api_best(int fd, uint64_t need, uint64_t optional, uint64_t *got);
 
+/* A userfaultfd of memvisor's own mm (userfaultfd(2), O_CLOEXEC|O_NONBLOCK),
+ * its UFFDIO_API done asking for `features` (all needed). For shared
+ * memory: memvisor's own mapping of an evicted object, registered so that
+ * UFFDIO_COPY can put a page into the object's page cache atomically. */
+int uffd_open_local(uint64_t features, int *fd);
+
 /* Register [start, start+len) for missing-page faults. */
 int uffd_register(int fd, uint64_t start, uint64_t len);
 

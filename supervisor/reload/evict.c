@@ -6,7 +6,9 @@
 #include "common/hist.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "supervisor/reload/shm.h"
 #include "supervisor/reload/thp.h"
+#include "supervisor/kernel/procmap.h"
 #include "supervisor/kernel/procfs.h"
 #include "supervisor/supervise/events.h"
 #include "supervisor/supervise/mv.h"
@@ -85,6 +87,7 @@ struct evspace {
 	struct evict_thp thp; /* under mu */
 	uint64_t probe;	      /* an address of the mm never registered (the vdso) */
 	bool evicting; /* under lay: our own MADV_DONTNEED runs, its REMOVE events are ours */
+	bool shared;   /* mappings of evicted shared memory are registered (shm.h) */
 	bool dead, stopping, linked;
 	struct ev_ext *ext;
 	size_t n_ext;
@@ -110,6 +113,8 @@ struct evict {
 	pthread_mutex_t mu;
 	struct evspace *head;
 	uint64_t next_keep_id; /* atomic: ids of the uffds the reaper holds */
+	struct evobj **objs;   /* evicted shared-memory objects (under mu) */
+	size_t n_objs;
 	/* Under mu: bytes evicted over the run, and the counters of the
 	 * spaces that left the list (evict_totals). */
 	uint64_t evicted;
@@ -209,6 +214,79 @@ static void stop_space(struct evspace *s)
 	uint64_t one = 1;
 	if (write(s->stopfd, &one, sizeof(one)) < 0)
 		log_warn("evict: waking the workers of process %d: %s", s->pid, strerror(errno));
+}
+
+void evict_add_object(struct evict *reg, struct evobj *o)
+{
+	evshm_get(o);
+	pthread_mutex_lock(&reg->mu);
+	reg->objs = xrealloc(reg->objs, (reg->n_objs + 1) * sizeof(*reg->objs));
+	reg->objs[reg->n_objs++] = o;
+	pthread_mutex_unlock(&reg->mu);
+}
+
+size_t evict_objects_of(struct evict *reg, const char *id, struct evobj ***out)
+{
+	pthread_mutex_lock(&reg->mu);
+	struct evobj **v = xcalloc(MV_MAX(reg->n_objs, 1), sizeof(*v));
+	size_t n = 0;
+	for (size_t i = 0; i < reg->n_objs; i++)
+		if (strcmp(evshm_id(reg->objs[i]), id) == 0) {
+			evshm_get(reg->objs[i]);
+			v[n++] = reg->objs[i];
+		}
+	pthread_mutex_unlock(&reg->mu);
+	*out = v;
+	return n;
+}
+
+void evict_drop_object(struct evict *reg, struct evobj *o)
+{
+	bool found = false;
+	pthread_mutex_lock(&reg->mu);
+	for (size_t i = 0; i < reg->n_objs && !found; i++)
+		if (reg->objs[i] == o) {
+			reg->objs[i] = reg->objs[--reg->n_objs];
+			found = true;
+		}
+	pthread_mutex_unlock(&reg->mu);
+	if (found)
+		evshm_put(o);
+}
+
+void evict_drop_idle(struct evict *reg, const char *id)
+{
+	struct evspace **v;
+	struct evobj **objs;
+	size_t no = evict_objects_of(reg, id, &objs);
+	for (size_t i = 0; i < no; i++)
+		evshm_put(objs[i]);
+	free(objs);
+	size_t n = evict_spaces_of(reg, id, &v);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t owed, loaded;
+		evict_space_counts(v[i], &owed, &loaded);
+		if (!no && owed == 0 && loaded == 0)
+			stop_space(v[i]);
+		evict_put(v[i]);
+	}
+	free(v);
+}
+
+/* The evicted object a shared mapping v maps (a reference), or NULL. */
+static struct evobj *object_of(struct evict *reg, const struct proc_vma *v)
+{
+	struct evobj *o = NULL;
+	if (!v->shared)
+		return NULL;
+	pthread_mutex_lock(&reg->mu);
+	for (size_t i = 0; i < reg->n_objs && !o; i++)
+		if (evshm_is(reg->objs[i], proc_vma_dev(v), v->inode))
+			o = reg->objs[i];
+	if (o)
+		evshm_get(o);
+	pthread_mutex_unlock(&reg->mu);
+	return o;
 }
 
 bool evict_some_image(struct evict *reg, char *id, size_t idlen, char *dir, size_t dirlen)
@@ -592,6 +670,91 @@ static void read_ahead(struct evspace *s, uint64_t addr, const struct ev_chunk *
 		fetch_range(s, addr, c, hi, c->first + c->n, buf, ok, &bad, &enoent);
 }
 
+/* The region of process pid holding addr, without its name. */
+static int vma_one(void *arg, const struct proc_vma *v)
+{
+	struct proc_vma *out = arg;
+	*out = *v;
+	out->name = NULL;
+	out->name_len = 0;
+	return 1;
+}
+
+/* 1: v is the region at addr now; 0: no region holds addr; -errno: the
+ * process cannot be asked (its pid is not known yet: a fork child whose
+ * faulting thread left before we read its status). */
+static int vma_lookup(struct evspace *s, uint64_t addr, struct proc_vma *v)
+{
+	memset(v, 0, sizeof(*v));
+	if (s->tgid <= 0)
+		return -ESRCH;
+	int rc = procmap_vmas(s->tgid, s->reg->mv->feat.procmap_query, addr, addr + 1, vma_one, v);
+	if (rc < 0)
+		return rc;
+	return v->start <= addr && addr < v->end;
+}
+
+static bool vma_at(struct evspace *s, uint64_t addr, struct proc_vma *v)
+{
+	return vma_lookup(s, addr, v) == 1;
+}
+
+/* A fault at addr that no chunk covers, in region v (as the kernel had
+ * it under s->lay) of evicted shared-memory object o: the page is missing
+ * from the object's page cache. The object page comes from the mapping
+ * as the kernel has it now (the region at addr, its file and offset:
+ * PROCMAP_QUERY), not from a map of our own: mremap, fork and munmap
+ * need nothing then. The window around it is read with no lock held,
+ * then the region is looked up again under s->lay (read) and installed
+ * with UFFDIO_COPY: into the page cache, shared by every mapper, and
+ * this mapping. A page that is not owed (a hole of the image, loaded
+ * since the kernel raised the fault, or dropped by the program with
+ * MADV_REMOVE after it was loaded) gets UFFDIO_ZEROPAGE, which fails
+ * with EEXIST, and wakes the thread, when the page is in the page cache.
+ * Returns 1 when the region changed meanwhile (look again). */
+static int serve_shared(struct evspace *s, uint64_t addr, pid_t who, void *buf, uint64_t *woken,
+			struct evobj *o, const struct proc_vma *v)
+{
+	struct proc_vma now;
+	uint64_t pg = (v->offset + addr - v->start) / PG, a = pg, b = pg + 1;
+	uint64_t lo = v->offset / PG, hi = lo + (v->end - v->start) / PG;
+	bool owed = evshm_window(o, pg, lo, hi, &a, &b);
+	bool ok[FAULT_WINDOW] = {0};
+	int bad = 0;
+	if (owed) {
+		bad = evshm_read(o, a, b, buf, ok);
+		for (int t = 0; t < 2 && !ok[pg - a] && bad != -EBADMSG; t++)
+			bad = evshm_read(o, a, b, buf, ok);
+	}
+	pthread_rwlock_rdlock(&s->lay);
+	if (!vma_at(s, addr, &now) || now.start != v->start || now.end != v->end ||
+	    now.offset != v->offset || now.inode != v->inode || !now.shared) {
+		pthread_rwlock_unlock(&s->lay);
+		return 1;
+	}
+	int rc;
+	if (!owed) {
+		rc = uffd_zeropage(s->uffd, addr);
+	} else if (!ok[pg - a]) {
+		struct ev_ext e = {.off = pg * PG};
+		rc = unservable(s, addr, who, &e, bad);
+	} else {
+		rc = evshm_install(o, s->uffd, v->start + a * PG - v->offset, a, b, buf, ok);
+		if (rc == 0)
+			uffd_wake(s->uffd, addr, PG); /* the page may have come from another */
+	}
+	pthread_rwlock_unlock(&s->lay);
+	if (rc == -EAGAIN)
+		return rc; /* still waiting, and served again (serve_queue) */
+	*woken = mv_now_ns();
+	if (rc == 0 && owed) {
+		pthread_mutex_lock(&s->mu);
+		s->fault_bytes += (b - a) * PG;
+		pthread_mutex_unlock(&s->mu);
+	}
+	return rc;
+}
+
 /* A fault at addr: look the page up and install the window around it
  * (FAULT_WINDOW pages), each page checked against its own checksum, then
  * wake the thread and read ahead. The pages are read without any lock;
@@ -605,6 +768,27 @@ static int serve_fault(struct evspace *s, uint64_t addr, pid_t who, void *buf, u
 		struct ev_ext e;
 		pthread_rwlock_rdlock(&s->lay);
 		if (!chunk_at(s, addr, &c, &e)) {
+			struct proc_vma v;
+			int vr = s->shared ? vma_lookup(s, addr, &v) : 0;
+			if (vr < 0) {
+				/* It may be a page of evicted shared memory:
+				 * zeros would go into the object, for every
+				 * process. Let the thread fault again (with
+				 * its pid learnt, or gone). */
+				pthread_rwlock_unlock(&s->lay);
+				uffd_wake(s->uffd, addr, PG);
+				*woken = mv_now_ns();
+				return 0;
+			}
+			struct evobj *o = vr ? object_of(s->reg, &v) : NULL;
+			if (o) {
+				pthread_rwlock_unlock(&s->lay);
+				int src = serve_shared(s, addr, who, buf, woken, o, &v);
+				evshm_put(o);
+				if (src == 1)
+					continue; /* the layout changed meanwhile: look again */
+				return src;
+			}
 			/* Never written, or dropped by the program (munmap,
 			 * madvise): zeros, as without evict. */
 			__atomic_fetch_add(&s->zero_faults, 1, __ATOMIC_RELAXED);
@@ -691,6 +875,7 @@ static void on_fork(struct evspace *s, int ufd)
 	c->directfd = s->directfd >= 0 ? fcntl(s->directfd, F_DUPFD_CLOEXEC, 0) : -1;
 	c->parent = s->pid ? s->pid : s->parent;
 	c->probe = s->probe;
+	c->shared = s->shared; /* fork copies the registered shared mappings */
 	snprintf(c->id, sizeof(c->id), "%s", s->id);
 	c->dir = xstrdup(s->dir);
 	struct as_range *dc = NULL, *wf = NULL;
@@ -1028,8 +1213,10 @@ static int setup_space(struct evspace *s, struct ptrace_proc *pp, struct remote 
 	int rc = remote_userfaultfd_stopped(r, pp->pidfd, &s->uffd, err);
 	if (rc < 0)
 		return rc;
-	rc = uffd_api_best(s->uffd, UFFD_EVICT_FEATURES,
-			   UFFD_FEATURE_THREAD_ID | UFFD_FEATURE_POISON, &s->features);
+	rc =
+	    uffd_api_best(s->uffd, UFFD_EVICT_FEATURES,
+			  UFFD_FEATURE_THREAD_ID | UFFD_FEATURE_POISON | UFFD_FEATURE_MISSING_SHMEM,
+			  &s->features);
 	if (rc < 0)
 		return mv_err_set(
 		    err, rc, NULL,
@@ -1119,9 +1306,42 @@ static void evict_region(struct evspace *s, struct remote *r, const struct img_r
 		st->bytes += img_extent_len(&g->ext.v[x]);
 }
 
+/* Register a mapping of shared object g->object (in shm's plan) in
+ * missing mode: the object's pages are punched only once every mapping
+ * of it is registered (evict_stage.c), so a failure here leaves the
+ * object resident (failed[k]); a registered mapping whose pages stay
+ * present takes no fault but for a hole, which is served as zeros as
+ * the kernel would. Faults are told the object and offset by the
+ * process's region at the address (serve_shared), which needs the
+ * faulting thread's id (THREAD_ID: a fork child's pid) and shmem
+ * support (MISSING_SHMEM, Linux 4.11). */
+static void register_shared(struct evspace *s, const struct img_region *g,
+			    const struct evict_shm *shm, struct evict_stats *st)
+{
+	size_t k = (size_t)g->object;
+	if (!shm || g->object < 0 || k >= shm->n || !shm->evict[k]) {
+		st->shared_regions++;
+		return;
+	}
+	uint64_t need = UFFD_FEATURE_MISSING_SHMEM | UFFD_FEATURE_THREAD_ID;
+	int rc = (s->features & need) == need ? uffd_register(s->uffd, g->start, g->end - g->start)
+					      : -EOPNOTSUPP;
+	if (rc < 0) {
+		log_warn("evict: process %d: registering the shared mapping %#llx-%#llx: %s; its "
+			 "object stays resident",
+			 s->pid, (unsigned long long)g->start, (unsigned long long)g->end,
+			 strerror(-rc));
+		shm->failed[k] = true;
+		st->shared_regions++;
+		return;
+	}
+	s->shared = true;
+	shm->regions[k]++;
+}
+
 int evict_proc_stopped(struct evict *reg, struct ptrace_proc *pp, const struct img *im,
 		       const struct img_proc *ip, const char *dir, const bool *whole,
-		       struct evict_stats *st, struct mv_err *err)
+		       const struct evict_shm *shm, struct evict_stats *st, struct mv_err *err)
 {
 	struct remote r;
 	int rc = remote_open_stopped(&r, pp, &reg->mv->injecting);
@@ -1151,7 +1371,7 @@ int evict_proc_stopped(struct evict *reg, struct ptrace_proc *pp, const struct i
 		if (evict_region_evictable(&ip->r[k]))
 			evict_region(s, &r, &ip->r[k], !whole || whole[k], st);
 		else if (ip->r[k].content == IMG_SHARED)
-			st->shared_regions++;
+			register_shared(s, &ip->r[k], shm, st);
 	}
 	/* Each injected madvise returned once a worker had read its REMOVE
 	 * event (fs/userfaultfd.c userfaultfd_remove waits for the read),
@@ -1164,7 +1384,7 @@ int evict_proc_stopped(struct evict *reg, struct ptrace_proc *pp, const struct i
 	pthread_mutex_lock(&reg->mu);
 	reg->evicted += st->bytes - bytes_before;
 	pthread_mutex_unlock(&reg->mu);
-	if (st->regions == regions_before)
+	if (st->regions == regions_before && !s->shared)
 		stop_space(s); /* nothing dropped: nothing to serve */
 	evict_put(s);
 	return 0;

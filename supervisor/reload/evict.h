@@ -53,22 +53,56 @@ struct evict *evict_new(struct mv *mv);
 struct evict_stats {
 	uint64_t regions, bytes; /* evicted */
 	uint64_t kept_regions;	 /* private regions left resident (madvise or register failed) */
-	uint64_t shared_regions; /* shared memory: left resident */
-	uint64_t cow_bytes;	 /* private pages shared copy-on-write with another process: left */
+	uint64_t shared_regions; /* shared memory: regions left resident */
+	uint64_t shared_evicted_regions;       /* shared memory: mappings registered and evicted */
+	uint64_t shared_objects, shared_bytes; /* shared-memory objects evicted, their bytes */
+	uint64_t cow_bytes; /* private pages shared copy-on-write with another process: left */
 };
+
+/* Shared memory the evict is to take (supervisor/reload/shm.h), by image
+ * object: evict[k] when every mapping of object k is in an evicted
+ * process; evict_proc_stopped registers those mappings and sets failed[k]
+ * when one cannot be registered (the object must then stay resident),
+ * counting the registered ones in regions[k]. */
+struct evict_shm {
+	size_t n;
+	const bool *evict;
+	bool *failed;
+	uint64_t *regions;
+};
+
+struct evobj;
+
+/* Serve faults on shared-memory object o (registered before its pages
+ * are punched; held until it is loaded). */
+void evict_add_object(struct evict *reg, struct evobj *o);
+
+/* The objects evicted to image id (references; evshm_put each), in *out
+ * (malloc'd). Returns how many. */
+size_t evict_objects_of(struct evict *reg, const char *id, struct evobj ***out);
+
+/* After an evict to image id: a space that owes nothing (its only
+ * registrations were mappings of shared memory) while no object of id was
+ * evicted is stopped, its uffd closed: nothing is evicted there. */
+void evict_drop_idle(struct evict *reg, const char *id);
+
+/* o is loaded: forget it (its faults are the kernel's again). */
+void evict_drop_object(struct evict *reg, struct evobj *o);
 
 /* Evict process pp (every thread stopped by the calling thread) whose
  * image record is ip, in the committed image im at dir (its page
  * checksums computed): create its uffd
  * by remote syscalls, register and drop its private anonymous regions,
- * start the fault workers. whole[k] false: drop only the pages of region
- * k's extents, not the whole region (ip is a view of the image record
- * that leaves some pages out: written since the image's instant, or
- * shared with another process); NULL: every region whole. On failure
- * before anything was dropped, the process is untouched; err says why. */
+ * register its mappings of the shared objects shm says (their pages are
+ * dropped later, evshm_punch), start the fault workers. whole[k] false:
+ * drop only the pages of region k's extents, not the whole region (ip is
+ * a view of the image record that leaves some pages out: written since
+ * the image's instant, or shared with another process); NULL: every
+ * region whole. On failure before anything was dropped, the process is
+ * untouched; err says why. */
 int evict_proc_stopped(struct evict *reg, struct ptrace_proc *pp, const struct img *im,
 		       const struct img_proc *ip, const char *dir, const bool *whole,
-		       struct evict_stats *st, struct mv_err *err);
+		       const struct evict_shm *shm, struct evict_stats *st, struct mv_err *err);
 
 /* The live spaces evicted to image id (references; evict_put each), in
  * *out (malloc'd). Returns how many. */

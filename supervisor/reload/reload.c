@@ -4,6 +4,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "supervisor/reload/evict.h"
+#include "supervisor/reload/shm.h"
 #include "supervisor/image/read.h"
 #include "supervisor/supervise/jobs.h"
 
@@ -24,6 +25,8 @@ struct reload {
 	struct reload_req *req;
 	struct evspace **sp;
 	size_t n;
+	struct evobj **obj; /* shared-memory objects, loaded before the spaces */
+	size_t n_obj;
 	uint64_t t0, t_loading, bytes_read, total, last_progress;
 	uint64_t huge, huge_restored, huge_ns; /* thp.h */
 	uint64_t cpu_ns;		       /* the loader thread's CPU time loading */
@@ -78,11 +81,23 @@ static void pace(struct reload *r)
 	nanosleep(&ts, NULL);
 }
 
+/* Bytes of shared memory loaded back (by the loader and by faults). */
+static uint64_t shared_loaded(struct reload *r)
+{
+	uint64_t sum = 0;
+	for (size_t i = 0; i < r->n_obj; i++) {
+		uint64_t owed, loaded;
+		evshm_counts(r->obj[i], &owed, &loaded);
+		sum += loaded;
+	}
+	return sum;
+}
+
 static json_t *fault_json(struct reload *r, uint64_t *loaded, uint64_t *workers_ns)
 {
 	struct hist *h = xcalloc(1, sizeof(*h));
 	uint64_t faults = 0, wns = 0;
-	*loaded = 0;
+	*loaded = shared_loaded(r);
 	for (size_t i = 0; i < r->n; i++)
 		evict_space_faults(r->sp[i], h, &faults, loaded, &wns);
 	if (workers_ns)
@@ -184,6 +199,41 @@ static void finish_space(struct reload *r, struct evspace *s)
 	r->huge_ns += mv_now_ns() - t;
 }
 
+/* Shared memory first: a space's uffd is closed once the space owes
+ * nothing, and its mappings of an object must stay registered until the
+ * object owes nothing either (a hole touched through an unregistered
+ * mapping reads zeros). Each object is loaded once, through memvisor's
+ * own mapping of it, for every process that maps it. */
+static int load_objects(struct reload *r)
+{
+	r->n_obj = evict_objects_of(r->j->mv->evict, r->req->id, &r->obj);
+	for (size_t i = 0; i < r->n_obj; i++) {
+		uint64_t owed, loaded;
+		evshm_counts(r->obj[i], &owed, &loaded);
+		r->total += owed + loaded;
+	}
+	for (size_t i = 0; i < r->n_obj; i++) {
+		struct evobj *o = r->obj[i];
+		int rc = evshm_load_all(o, &load_ops, r);
+		if (rc == -EBADMSG || rc == -EIO) {
+			job_fail(r->j, MV_E_CORRUPT_IMAGE,
+				 "loading the shared memory %s from %s: %s: the bad pages were "
+				 "not loaded and stay evicted",
+				 evshm_path(o), r->req->dir,
+				 rc == -EBADMSG ? "a page fails its checksum" : strerror(-rc));
+			return rc;
+		}
+		if (rc < 0) {
+			job_fail(r->j, MV_E_INTERNAL, "loading the shared memory %s from %s: %s",
+				 evshm_path(o), r->req->dir, strerror(-rc));
+			return rc;
+		}
+		evict_drop_object(r->j->mv->evict, o);
+		evshm_finish(o);
+	}
+	return 0;
+}
+
 /* Load every space, and the fork children that appear meanwhile, until
  * a pass finds nothing owed. */
 static int load_all(struct reload *r)
@@ -192,7 +242,8 @@ static int load_all(struct reload *r)
 	size_t done = 0;
 	r->t_loading = mv_now_ns();
 	uint64_t cpu0 = mv_thread_cpu_ns();
-	for (;;) {
+	rc = load_objects(r);
+	for (; rc == 0;) {
 		add_spaces(r);
 		if (done == r->n)
 			break;
@@ -213,6 +264,8 @@ static json_t *result_json(struct reload *r)
 	uint64_t loaded, workers_ns, end = mv_now_ns();
 	json_t *o = fault_json(r, &loaded, &workers_ns);
 	uint64_t load_ns = end - r->t_loading - r->huge_ns;
+	json_object_update_new(o, json_pack("{s:i, s:I}", "shared_objects", (int)r->n_obj,
+					    "shared_bytes", (json_int_t)shared_loaded(r)));
 	json_object_update_new(
 	    o, json_pack("{s:s, s:s, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "dir",
 			 r->req->dir, "id", r->req->id, "spaces", (int)r->n, "gone", (int)r->gone,
@@ -250,6 +303,9 @@ static int reload_run(struct job *j)
 	for (size_t i = 0; i < r.n; i++)
 		evict_put(r.sp[i]);
 	free(r.sp);
+	for (size_t i = 0; i < r.n_obj; i++)
+		evshm_put(r.obj[i]);
+	free(r.obj);
 	return rc;
 }
 
