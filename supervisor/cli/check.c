@@ -217,9 +217,9 @@ static bool have_wp_async(const struct features *f, char *note, size_t n)
 	return uffd_bit(f, note, n, UFFD_FEATURE_WP_ASYNC);
 }
 
-static bool have_minor_shmem(const struct features *f, char *note, size_t n)
+static bool have_missing_shmem(const struct features *f, char *note, size_t n)
 {
-	return uffd_bit(f, note, n, UFFD_FEATURE_MINOR_SHMEM);
+	return uffd_bit(f, note, n, UFFD_FEATURE_MISSING_SHMEM);
 }
 
 static bool have_collapse(const struct features *f, char *note, size_t n)
@@ -283,8 +283,8 @@ static const struct check_row rows[] = {
      "checkpoint --live: memory copied while the program runs", MODE_NONE, have_wp},
     {"uffd_wp_async", "UFFD_FEATURE_WP_ASYNC (6.7)", "nothing yet (dirty-page tracking)", MODE_NONE,
      have_wp_async},
-    {"uffd_minor_shmem", "userfaultfd minor faults on shmem (5.14)",
-     "nothing yet (evicting shared memory)", MODE_NONE, have_minor_shmem},
+    {"uffd_missing_shmem", "userfaultfd missing faults on shmem (4.11)",
+     "evict: shared memory (without it: left resident)", MODE_NONE, have_missing_shmem},
 };
 
 struct result {

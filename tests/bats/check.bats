@@ -28,7 +28,7 @@ want = {
     "uffdio_poison": bool(feats >> 14 & 1),
     "uffd_wp": bool(feats & 1),
     "uffd_wp_async": bool(feats >> 15 & 1),
-    "uffd_minor_shmem": bool(feats >> 10 & 1),
+    "uffd_missing_shmem": bool(feats >> 5 & 1),
 }
 bad = [f"{n}: check says {f[n]['have']}, the kernel {v}" for n, v in want.items()
        if f[n]["have"] != v]
@@ -59,7 +59,7 @@ have_cap() { # N
 	assert_line --regexp '^seccomp user notification \(5\.0\) +yes +run: every supervised call \(required\)$'
 	for f in SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV \
 		PROCMAP_QUERY PAGEMAP_SCAN 'userfaultfd\(2\) for this user' 'unprivileged userfaultfd' \
-		'uffd-wp' UFFD_FEATURE_WP_ASYNC 'minor faults on shmem' UFFDIO_POISON MADV_COLLAPSE \
+		'uffd-wp' UFFD_FEATURE_WP_ASYNC 'missing faults on shmem' UFFDIO_POISON MADV_COLLAPSE \
 		pidfd_getfd 'ptrace of the program' PIDFD_INFO_EXIT; do
 		assert_line --regexp "^([^ ].*)?$f.* (yes|no) +[a-z]"
 	done
