@@ -67,7 +67,8 @@ survives() { # POINT[:N]
 # the fault and is queried and checkpointed; image: `memvisor image verify`
 # runs with the fault; exit: like supervise, and memvisor must exit 125 at
 # the end (the point is on its way out); evict: reload_wl is evicted and
-# reloaded with the fault (run_evict_point).
+# reloaded with the fault (run_evict_point); reload_wl shares no memory,
+# so shm_ points are not reached there (shm_evict.bats tests shm_punch).
 SCENARIOS=(
 	"notify_ supervise"
 	"pidfd_ supervise"
@@ -82,6 +83,7 @@ SCENARIOS=(
 	"uffd_ evict"
 	"reload_ evict"
 	"evict_ evict"
+	"shm_ evict"
 )
 
 scenario_of() { # POINT

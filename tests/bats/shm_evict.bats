@@ -158,6 +158,24 @@ wait_job() { # CTL-ARGS...
 	stop_fed
 }
 
+@test "shm evict: a punch-hole that fails leaves the object resident, with the reason, and every byte" {
+	export MEMVISOR_FAULT=shm_punch:1
+	start_tree memfd 16
+	unset MEMVISOR_FAULT
+	before=$(rss_shmem)
+	evict "$TMP/img"
+	run ev "['shared_resident'][0]['reason']"
+	echo "$output"
+	[[ $output == *"punching its pages out"* ]]
+	run ev "['shared_objects']"
+	[ "$output" = 0 ]
+	[ "$(rss_shmem)" -ge "$before" ]
+	say check '^ok 5$'
+	wait_job reload "$TMP/img"
+	say check '^ok 5$'
+	stop_fed
+}
+
 @test "shm evict: shared memory that a process outside the tree maps stays resident, with the reason" {
 	start_tree anon 16
 	range=$(awk '/\/dev\/zero/{print $1; exit}' /proc/"$PID"/maps)

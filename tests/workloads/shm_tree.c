@@ -30,8 +30,9 @@
  *   fork   the parent forks a new child that reads every page and writes
  *          its own page 0 anew, then exits: "forked ok" or "forked
  *          MISMATCH ..."
- *   spin   every process writes its own pages and reads random pages
- *          of the others', until stop: "spinning"
+ *   spin   every process writes its own pages (but page 0, which is the
+ *          fork children's) and reads random pages of the others', until
+ *          stop: "spinning"
  *   stop   "stopped N writes" then every process reads every page: as
  *          check ("ok N" or "MISMATCH ...") on the same line
  * EOF ends every process. */
@@ -149,14 +150,17 @@ static void *spin_main(void *arg)
 {
 	(void)arg;
 	uint64_t r = (uint64_t)getpid() * 6364136223846793005ull + 1;
-	size_t own = (size_t)me;
-	while (spinning && !fail[0]) {
+	/* Page 0 is the fork children's (one at a time): a child forked
+	 * while the parent spins would otherwise write it beside the
+	 * parent's own writer, and a value could go back. */
+	size_t first = me ? (size_t)me : (size_t)nprocs, own = first;
+	while (spinning && !fail[0] && first < npages) {
 		write_page(own, seen[own] + 1);
 		seen[own]++;
 		writes++;
 		own += (size_t)nprocs;
 		if (own >= npages)
-			own = (size_t)me;
+			own = first;
 		for (int k = 0; k < 4 && !fail[0]; k++) {
 			r = r * 6364136223846793005ull + 1442695040888963407ull;
 			check_page((size_t)(r >> 33) % npages);
