@@ -119,14 +119,15 @@ static int require_a_process(struct ckpt *c)
 
 static json_t *evict_json(const struct evict_stats *st, json_t *skipped, json_t *shared)
 {
-	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}", "regions",
+	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}", "regions",
 			 (json_int_t)st->regions, "bytes", (json_int_t)st->bytes, "kept_regions",
 			 (json_int_t)st->kept_regions, "shared_objects",
 			 (json_int_t)st->shared_objects, "shared_bytes",
 			 (json_int_t)st->shared_bytes, "shared_evicted_regions",
 			 (json_int_t)st->shared_evicted_regions, "shared_regions",
 			 (json_int_t)st->shared_regions, "cow_bytes", (json_int_t)st->cow_bytes,
-			 "shared_resident", shared ? json_incref(shared) : json_array(), "skipped",
+			 "scattered_bytes", (json_int_t)st->scattered_bytes, "shared_resident",
+			 shared ? json_incref(shared) : json_array(), "skipped",
 			 skipped ? json_incref(skipped) : json_array());
 }
 

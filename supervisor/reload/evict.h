@@ -57,6 +57,7 @@ struct evict_stats {
 	uint64_t shared_evicted_regions;       /* shared memory: mappings registered and evicted */
 	uint64_t shared_objects, shared_bytes; /* shared-memory objects evicted, their bytes */
 	uint64_t cow_bytes; /* private pages shared copy-on-write with another process: left */
+	uint64_t scattered_bytes; /* private pages left because too scattered (MAX_RUNS) */
 };
 
 /* Shared memory the evict is to take (supervisor/reload/shm.h), by image
