@@ -380,7 +380,8 @@ static uint64_t cap_runs(struct img_extents *x)
  * of its own (UFFDIO_COPY allocates), so evicting it would multiply the
  * tree's memory by the number of processes sharing it; resident, it is
  * counted once (docs/reload.md, "Fork trees"). A region whose pages to
- * drop are scattered in more than MAX_RUNS runs drops its longest ones. */
+ * drop are scattered in more than MAX_RUNS runs, and that is not dropped
+ * whole, drops its longest ones. */
 static int exclusive_view(struct ckpt *c, size_t i, const struct img_proc *src, bool is_record,
 			  struct img_proc *out, bool **whole, struct evict_stats *st)
 {
@@ -410,7 +411,11 @@ static int exclusive_view(struct ckpt *c, size_t i, const struct img_proc *src, 
 			mine += img_extent_len(&out->r[k].ext.v[x]);
 		(*whole)[k] = is_record && mine == total;
 		st->cow_bytes += total - mine;
-		st->scattered_bytes += cap_runs(&out->r[k].ext);
+		/* A region dropped whole is one madvise however scattered its
+		 * pages: capped, it would drop pages the map no longer owes
+		 * (zeros). */
+		if (!(*whole)[k])
+			st->scattered_bytes += cap_runs(&out->r[k].ext);
 	}
 	free(runs);
 	pagemap_close(&pm);

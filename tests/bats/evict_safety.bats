@@ -236,3 +236,17 @@ evicted_field() { json_get "$TMP/job.json" "d['result']['evicted']['$1']"; }
 	echo exit >&7
 	stop_fed
 }
+
+@test "evict safety: one process's region of 4096 scattered pages is dropped whole and every page comes back" {
+	# The run cap (1024 runs a region) once applied to a region dropped
+	# whole too: one madvise dropped all of it while the map owed only the
+	# 1024 longest runs, and the rest came back as zeros.
+	start_fed "$WL/evict_unmap" --sparse-mib 32 --big-mib 1
+	ctl --json checkpoint "$TMP/img" --evict --wait | tail -1 >"$TMP/job.json"
+	say check '^ok$'
+	[ "$(evicted_field scattered_bytes)" = 0 ]
+	[ "$(evicted_field bytes)" -ge $((4096 * 4096)) ]
+	ctl reload "$TMP/img" --wait
+	say check '^ok$'
+	stop_fed
+}
