@@ -2,8 +2,9 @@
 # bench/cow.sh BUILD_DIR: forked trees across checkpoint, evict and reload
 # (bench/README.md, "Fork trees"; issue 15). For each program: the tree's
 # Pss and Rss (summed over its processes' smaps_rollup) before, after
-# `checkpoint --evict`, and after `reload --wait`; the image's pages file
-# and the bytes evicted and kept because shared copy-on-write.
+# `checkpoint --evict`, and after `reload --wait`; the image's pages file,
+# the bytes stored once for several processes (dedup), the pause, and the
+# bytes evicted and kept because shared copy-on-write.
 #
 #   python   bench/cow_pool.py: 1 parent + 8 workers over 256 MiB the
 #            parent filled before forking, each worker writing 1 page in 64
@@ -37,8 +38,8 @@ tree() { # FIELD -> MB summed over the tree
 }
 mb() { awk -v b="$1" 'BEGIN {printf "%.0f", b / 1e6}'; }
 
-echo "| program | processes | Pss before | Rss before | image | evicted | kept (shared c-o-w) | Pss evicted | Pss after reload | Rss after reload |"
-echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| program | processes | Pss before | Rss before | image | stored once (dedup) | pause | evicted | kept (shared c-o-w) | Pss evicted | Pss after reload | Rss after reload |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for c in $CASES; do
 	case $c in
 	python) cmd=(python3 "$here/cow_pool.py" 256 8 64) ;;
@@ -58,11 +59,11 @@ for c in $CASES; do
 	pss0=$(tree Pss) rss0=$(tree Rss)
 	"$MV" ctl --socket "$T/s" --json checkpoint "$DIR/cow.img" --evict --wait 2>/dev/null | tail -1 >"$T/job.json"
 	img=$(stat -c %s "$DIR/cow.img/pages")
-	read -r ev cow < <(python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["result"]["evicted"]; print(e["bytes"], e.get("cow_bytes", 0))' "$T/job.json")
+	read -r ev cow pause dd < <(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["result"]; e=r["evicted"]; print(e["bytes"], e.get("cow_bytes", 0), r["pause_ns"], r.get("dedup", {}).get("bytes", 0))' "$T/job.json")
 	pss1=$(tree Pss)
 	"$MV" ctl --socket "$T/s" reload "$DIR/cow.img" --wait >/dev/null 2>&1
 	pss2=$(tree Pss) rss2=$(tree Rss)
-	echo "| $c | $n | $pss0 MB | $rss0 MB | $(mb "$img") MB | $(mb "$ev") MB | $(mb "$cow") MB | $pss1 MB | $pss2 MB | $rss2 MB |"
+	echo "| $c | $n | $pss0 MB | $rss0 MB | $(mb "$img") MB | $(mb "$dd") MB | $(awk -v p="$pause" 'BEGIN {printf "%.0f", p / 1e6}') ms | $(mb "$ev") MB | $(mb "$cow") MB | $pss1 MB | $pss2 MB | $rss2 MB |"
 	echo exit >&7
 	exec 7>&-
 	wait "$mvp" || true

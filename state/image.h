@@ -23,7 +23,7 @@
 #include <sys/types.h>
 
 #define IMG_FORMAT	"memvisor-image"
-#define IMG_VERSION	2 /* written; 1 (no page checksums) is still read */
+#define IMG_VERSION	3 /* written; 2 (no shared bytes), 1 (no page checksums) are still read */
 #define IMG_VERSION_MIN 1
 #define IMG_PAGE	4096u
 #define IMG_HEADER_SIZE 4096u
@@ -231,7 +231,9 @@ int img_manifest_parse(const char *text, size_t len, struct img *im, struct mv_e
 /* Check an image's internal consistency: regions sorted, aligned and
  * disjoint; every extent page-aligned, inside its region (or object),
  * within one 2 MiB block, inside the pages file after the header, and no
- * two extents overlapping in the file. 0 or -EINVAL with err. */
+ * two extents overlapping in the file but, from version 3, extents of
+ * different processes (a page shared copy-on-write, stored once). 0 or
+ * -EINVAL with err. */
 int img_validate(const struct img *im, struct mv_err *err);
 
 /* The pages file header. */

@@ -645,6 +645,7 @@ out:
 struct fileref {
 	uint64_t off, len;
 	const char *owner; /* for the message */
+	long proc;	   /* index of its process, or -1: an object's */
 };
 
 static int cmp_fileref(const void *a, const void *b)
@@ -741,29 +742,50 @@ static int check_proc(const struct img *im, const struct img_proc *p, uint64_t d
 	return 0;
 }
 
-static void add_refs(const struct img_extents *x, const char *owner, struct fileref **v, size_t *n)
+static void add_refs(const struct img_extents *x, const char *owner, long proc, struct fileref **v,
+		     size_t *n)
 {
 	for (size_t i = 0; i < x->n; i++)
-		(*v)[(*n)++] = (struct fileref){x->v[i].off, img_extent_len(&x->v[i]), owner};
+		(*v)[(*n)++] = (struct fileref){x->v[i].off, img_extent_len(&x->v[i]), owner, proc};
 }
 
-/* No two extents share a byte of the pages file. */
+/* No two extents share a byte of the pages file, but from version 3
+ * extents of two different processes (a page shared copy-on-write,
+ * stored once). */
 static int check_file_overlap(const struct img *im, size_t n_ext, struct mv_err *err)
 {
 	_cleanup_free_ struct fileref *v = xcalloc(n_ext + 1, sizeof(*v));
+	_cleanup_free_ uint64_t *proc_end = xcalloc(im->n_p + 1, sizeof(*proc_end));
 	size_t n = 0;
 	for (size_t i = 0; i < im->n_p; i++)
 		for (size_t k = 0; k < im->p[i].n_r; k++)
-			add_refs(&im->p[i].r[k].ext, "a region", &v, &n);
+			add_refs(&im->p[i].r[k].ext, "a region", (long)i, &v, &n);
 	for (size_t i = 0; i < im->n_o; i++)
-		add_refs(&im->o[i].ext, "an object", &v, &n);
+		add_refs(&im->o[i].ext, "an object", -1, &v, &n);
 	qsort(v, n, sizeof(*v), cmp_fileref);
-	for (size_t i = 1; i < n; i++)
-		if (v[i].off < v[i - 1].off + v[i - 1].len)
+	/* The furthest end so far: of any extent, of an object's. */
+	uint64_t end = 0, obj_end = 0;
+	const char *end_owner = "";
+	bool share = im->version >= 3;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t e = v[i].off + v[i].len;
+		bool bad =
+		    v[i].off < obj_end ||
+		    (v[i].off < end && (!share || v[i].proc < 0 || v[i].off < proc_end[v[i].proc]));
+		if (bad)
 			return mv_err_set(
 			    err, -EINVAL, NULL,
 			    "two extents overlap in the pages file at offset %#llx (%s, %s)",
-			    (unsigned long long)v[i].off, v[i - 1].owner, v[i].owner);
+			    (unsigned long long)v[i].off, end_owner, v[i].owner);
+		if (v[i].proc >= 0)
+			proc_end[v[i].proc] = MV_MAX(proc_end[v[i].proc], e);
+		else
+			obj_end = MV_MAX(obj_end, e);
+		if (e > end) {
+			end = e;
+			end_owner = v[i].owner;
+		}
+	}
 	return 0;
 }
 
@@ -831,7 +853,8 @@ int img_validate(const struct img *im, struct mv_err *err)
 	int rc = check_totals(&t, &im->recorded, err);
 	if (rc < 0)
 		return rc;
-	if (t.data_bytes > data_end - IMG_HEADER_SIZE)
+	/* (From version 3 the sum counts a shared page once per process.) */
+	if (im->version < 3 && t.data_bytes > data_end - IMG_HEADER_SIZE)
 		return mv_err_set(err, -EINVAL, NULL,
 				  "the extents hold more bytes than the pages file");
 	return check_file_overlap(im, t.extents, err);

@@ -195,6 +195,7 @@ static void cleanup(struct ckpt *c)
 		free(c->obj[k].mapped);
 	}
 	free(c->obj);
+	ckpt_dedup_free(&c->dd);
 	img_free(&c->im);
 	json_decref(c->evict_skipped);
 	json_decref(c->evict_shared);
@@ -227,14 +228,25 @@ static int copy_stage(struct ckpt *c, bool live, json_t **live_json)
 	return rc;
 }
 
+/* What one attempt tells the next. */
+struct tries {
+	char live_why[256]; /* why the live attempt was given up ("": it was not) */
+	uint64_t live_pause_ns;
+	char stale[256]; /* why shared pages are stored once per process */
+};
+
 /* One attempt at the checkpoint. A live attempt given up (-ECANCELED,
- * why in why_out) leaves the temporary directory without a pages file,
- * ready for the next. fallback: why this attempt stops the world after a
- * live one was given up (for the result). */
-static int attempt(struct job *j, bool live, uint64_t t_start, const char *fallback, char *why_out,
-		   size_t why_len, uint64_t *pause_ns)
+ * why in tr->live_why), or one whose shared pages were not equal to the
+ * bytes they refer to (-ESTALE, why in tr->stale), leaves the temporary
+ * directory without a pages file, ready for the next: stopping the
+ * world, storing every page of every process. */
+
+static int attempt(struct job *j, bool live, uint64_t t_start, struct tries *tr)
 {
 	struct ckpt c = {.j = j, .mv = j->mv, .req = j->ctx};
+	/* --live lays the pages file out again (live.c). */
+	c.dd.off_why = live ? "--live" : tr->stale[0] ? tr->stale : NULL;
+	const char *fallback = !live && tr->live_why[0] ? tr->live_why : NULL;
 	c.t_start = t_start;
 	img_init(&c.im);
 	c.im.created_ns = mv_wall_ns();
@@ -271,8 +283,8 @@ static int attempt(struct job *j, bool live, uint64_t t_start, const char *fallb
 	/* -ECANCELED is also a client's cancel (check_cancel), which ends
 	 * the job instead of starting it again stopped. */
 	if (rc == -ECANCELED && live && !job_cancel_asked(j)) {
-		snprintf(why_out, why_len, "%s", c.live_why);
-		*pause_ns = c.pause_end - c.pause_start;
+		snprintf(tr->live_why, sizeof(tr->live_why), "%s", c.live_why);
+		tr->live_pause_ns = c.pause_end - c.pause_start;
 		pagesw_close(c.w);
 		unlinkat(c.req->dir.tmpfd, IMG_PAGES, 0);
 		json_decref(live_json);
@@ -287,6 +299,18 @@ static int attempt(struct job *j, bool live, uint64_t t_start, const char *fallb
 	pagesw_flush_now(c.w);
 	if (rc == 0)
 		rc = ckpt_settle(&c);
+	if (rc == 0 && (rc = ckpt_dedup_check(&c)) == -ESTALE) {
+		/* The next attempt stores every page of every process. */
+		log_info("checkpoint: %s: starting again, storing shared pages once per process",
+			 c.dd.why);
+		snprintf(tr->stale, sizeof(tr->stale), "%s", c.dd.why);
+		if (c.req->evict)
+			ckpt_resume_all(&c);
+		pagesw_close(c.w);
+		unlinkat(c.req->dir.tmpfd, IMG_PAGES, 0);
+		cleanup(&c);
+		return rc;
+	}
 	if (rc == 0)
 		rc = require_a_process(&c);
 	if (rc == 0)
@@ -327,6 +351,7 @@ static int attempt(struct job *j, bool live, uint64_t t_start, const char *fallb
 	if (erc < 0)
 		goto out_failed;
 	j->result = result_json(&c);
+	json_object_set_new(j->result, "dedup", ckpt_dedup_json(&c));
 	if (c.req->evict)
 		json_object_set_new(j->result, "evicted",
 				    evict_json(&est, c.evict_skipped, c.evict_shared));
@@ -335,7 +360,7 @@ static int attempt(struct job *j, bool live, uint64_t t_start, const char *fallb
 	else if (fallback)
 		json_object_set_new(j->result, "live",
 				    json_pack("{s:b, s:s, s:I}", "live", 0, "fallback", fallback,
-					      "live_pause_ns", (json_int_t)*pause_ns));
+					      "live_pause_ns", (json_int_t)tr->live_pause_ns));
 	pagesw_close(c.w);
 	cleanup(&c);
 	return 0;
@@ -356,29 +381,37 @@ out_failed:
 	return rc < 0 ? rc : -EIO;
 }
 
+/* The processes' pidfds for one more attempt (an attempt takes them). */
+static void rearm(struct checkpoint_req *req, const int *spare)
+{
+	for (size_t i = 0; i < req->n; i++) {
+		if (req->pidfds[i] >= 0)
+			close(req->pidfds[i]);
+		req->pidfds[i] = spare[i] >= 0 ? fcntl(spare[i], F_DUPFD_CLOEXEC, 0) : -1;
+	}
+}
+
 int checkpoint_run(struct job *j)
 {
 	struct checkpoint_req *req = j->ctx;
 	uint64_t t0 = mv_now_ns();
-	/* A live attempt given up starts again stopping the world: the
-	 * processes' pidfds are needed twice. */
-	int *spare = NULL;
-	if (req->live) {
-		spare = xmalloc(MV_MAX(req->n, 1) * sizeof(*spare));
-		for (size_t i = 0; i < req->n; i++)
-			spare[i] = fcntl(req->pidfds[i], F_DUPFD_CLOEXEC, 0);
-	}
-	char why[256] = "";
-	uint64_t pause = 0;
-	int rc = attempt(j, req->live, t0, NULL, why, sizeof(why), &pause);
+	/* A live attempt given up starts again stopping the world, and one
+	 * whose shared pages lost their first copy starts again storing
+	 * every page: the processes' pidfds may be needed three times. */
+	int *spare = xmalloc(MV_MAX(req->n, 1) * sizeof(*spare));
+	for (size_t i = 0; i < req->n; i++)
+		spare[i] = fcntl(req->pidfds[i], F_DUPFD_CLOEXEC, 0);
+	struct tries tr = {0};
+	int rc = attempt(j, req->live, t0, &tr);
 	if (rc == -ECANCELED && req->live && !job_cancel_asked(j)) {
-		for (size_t i = 0; i < req->n; i++) {
-			req->pidfds[i] = spare[i];
-			spare[i] = -1;
-		}
-		rc = attempt(j, false, t0, why, why, sizeof(why), &pause);
+		rearm(req, spare);
+		rc = attempt(j, false, t0, &tr);
 	}
-	for (size_t i = 0; spare && i < req->n; i++)
+	if (rc == -ESTALE && !job_cancel_asked(j)) {
+		rearm(req, spare);
+		rc = attempt(j, false, t0, &tr);
+	}
+	for (size_t i = 0; i < req->n; i++)
 		if (spare[i] >= 0)
 			close(spare[i]);
 	free(spare);

@@ -25,7 +25,8 @@ struct reader {
 	struct iovec iov[BATCH_IOV];
 	struct img_extent *ext[BATCH_IOV];
 	size_t n, bytes, at;
-	bool live; /* the program runs: a failed read is for the caller to judge */
+	uint64_t next; /* the pages-file offset after the last extent placed */
+	bool live;     /* the program runs: a failed read is for the caller to judge */
 };
 
 static int writer_failed(struct ckpt *c)
@@ -123,6 +124,7 @@ static int place(struct reader *r, const struct img_extent *e)
 		return ckpt_fail(r->c, -EINVAL, MV_E_INTERNAL,
 				 "extent at pages offset %#llx out of order",
 				 (unsigned long long)e->off);
+	r->next = e->off + len;
 	return 0;
 }
 
@@ -277,8 +279,13 @@ static int copy_regions(struct reader *r)
 				continue;
 			for (size_t x = 0; rc == 0 && x < ip->r[k].ext.n; x++) {
 				struct img_extent *e = &ip->r[k].ext.v[x];
-				rc =
-				    r->live ? copy_live_extent(r, i, e) : copy_vm(r, i, e->addr, e);
+				/* Bytes stored for another process (dedup.c). */
+				if (c->dd.on && e->off < r->next)
+					rc = ckpt_dedup_read(c, i, e);
+				else if (r->live)
+					rc = copy_live_extent(r, i, e);
+				else
+					rc = copy_vm(r, i, e->addr, e);
 			}
 		}
 	}

@@ -5,6 +5,7 @@
  *   copy.c        reading the pages into the writer's buffers
  *   live.c        --live: write-protect, resume, copy while it runs
  *   evict_stage.c --evict: what each process may lose, and the evict
+ *   dedup.c       a page shared copy-on-write by a tree, stored once
  *   job.c         what they share: the processes, failures, memory reads
  * Everything here runs on the job's thread (the ptrace tracer), but the
  * live copy's write-fault handler (live.c).
@@ -18,6 +19,7 @@
 #include "state/image.h"
 #include "supervisor/checkpoint/checkpoint.h"
 #include "supervisor/image/pagesw.h"
+#include "supervisor/kernel/pagemap.h"
 #include "supervisor/kernel/ptrace.h"
 
 #include <jansson.h>
@@ -60,6 +62,41 @@ struct cproc {
 	bool died; /* killed while we held it */
 };
 
+/* A stored page that later pages may refer to (dedup.c). */
+struct dedup_slot {
+	uint64_t pfn, off, addr;
+	size_t proc;
+};
+
+/* Processes proc's pages that refer to bytes read from process src. */
+struct dedup_pair {
+	size_t proc, src;
+};
+
+/* A page that refers to bytes stored for another process, as read. */
+struct dedup_sum {
+	uint64_t off;
+	uint32_t crc;
+};
+
+/* Pages a tree shares copy-on-write, stored once (dedup.c). */
+struct dedup {
+	const char *off_why;	/* why this attempt may not (set before the plan) */
+	bool on;		/* it does: more than one process */
+	bool hidden;		/* page frame numbers read as 0 (no CAP_SYS_ADMIN) */
+	struct dedup_slot *tab; /* open addressing on pfn, cap a power of 2 */
+	size_t cap, used;
+	struct dedup_pair *pairs;
+	size_t n_pairs, cap_pairs;
+	struct dedup_sum *sums; /* every referring page, in copy order */
+	size_t n_sums, cap_sums;
+	uint64_t *pfn;	    /* scratch, per page of a chunk */
+	char *a;	    /* scratch: one extent */
+	uint64_t ref_bytes; /* bytes referring to a page stored before */
+	uint64_t verify_ns; /* reading and checksumming them */
+	char why[256];	    /* why the check failed (ckpt_dedup_check) */
+};
+
 struct ckpt {
 	struct job *j;
 	struct mv *mv;
@@ -81,6 +118,7 @@ struct ckpt {
 	struct live *live;	   /* --live (live.c), or NULL */
 	char live_why[256];	   /* why the live copy was given up */
 	struct mv_err err;	   /* the first failure (ckpt_fail) */
+	struct dedup dd;
 };
 
 /* Record the first failure (code and message for the job), return rc. */
@@ -199,6 +237,36 @@ struct live_evict_times {
 };
 int ckpt_evict_live(struct ckpt *c, struct evict_stats *st, struct live_evict_times *t,
 		    uint64_t *clean, uint64_t *written);
+
+/* ---- a tree's copy-on-write pages, stored once (dedup.c) ---- */
+
+/* Before the plan: store shared pages once if c->dd.want and more than
+ * one process is held. */
+void ckpt_dedup_start(struct ckpt *c);
+
+/* Region r of process i, whose private pages to store are runs[0..n):
+ * its extents, a page whose frame a process planned before stores (and
+ * whose bytes equal that copy's, read now) referring to that copy's
+ * bytes in the pages file, the others given new offsets (c->off). */
+int ckpt_dedup_region(struct ckpt *c, size_t i, struct pagemap *pm, struct img_region *r,
+		      const struct as_range *runs, size_t n);
+
+/* The copy of extent e of process i, which refers to bytes stored for
+ * another process: read it and checksum each page (e->crc too), for
+ * ckpt_dedup_check. 0 (also when i is gone: it is marked died), or the
+ * job's failure. */
+int ckpt_dedup_read(struct ckpt *c, size_t i, struct img_extent *e);
+
+/* After the writers are done (every page checksummed): -ESTALE, the
+ * reason in c->dd.why, when a page that refers to another's bytes is not
+ * equal to them (its frame was reused while the tree was stopped), or the
+ * process whose bytes it refers to was killed before they were read. */
+int ckpt_dedup_check(struct ckpt *c);
+
+/* The result's "dedup" object. */
+json_t *ckpt_dedup_json(const struct ckpt *c);
+
+void ckpt_dedup_free(struct dedup *dd);
 
 /* After the resume: wait for the writers (the checksums land), drop what
  * was read from processes killed meanwhile. */

@@ -72,14 +72,18 @@ static void plan_identity(struct ckpt *c, size_t i)
 
 /* Private memory: the pages the process has written (anonymous pages),
  * present or swapped; not page-cache pages of a file (PAGE_IS_FILE: clean
- * file pages are the file's, a reference), not the shared zero page. */
-static int plan_private(struct ckpt *c, struct pagemap *pm, struct img_region *r)
+ * file pages are the file's, a reference), not the shared zero page. A
+ * page shared copy-on-write with a process planned before is stored once
+ * (dedup.c). */
+static int plan_private(struct ckpt *c, size_t i, struct pagemap *pm, struct img_region *r)
 {
 	struct as_range *runs = NULL;
 	size_t n = 0, cap = 0;
 	int rc = pagemap_runs(pm, r->start, r->end, PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
 			      PAGE_IS_FILE | PAGE_IS_PFNZERO, &runs, &n, &cap);
-	for (size_t k = 0; rc == 0 && k < n; k++)
+	if (rc == 0 && c->dd.on)
+		rc = ckpt_dedup_region(c, i, pm, r, runs, n);
+	for (size_t k = 0; rc == 0 && !c->dd.on && k < n; k++)
 		img_extents_add_run(&r->ext, runs[k].start, runs[k].end, &c->off);
 	free(runs);
 	return rc;
@@ -182,7 +186,7 @@ static int plan_region(struct ckpt *c, size_t i, struct pagemap *pm, struct as_r
 	}
 	if (!r->shared) {
 		r->content = IMG_PRIVATE;
-		return plan_private(c, pm, r);
+		return plan_private(c, i, pm, r);
 	}
 	if (idx < 0) {
 		r->content = IMG_FILE;
@@ -270,6 +274,7 @@ int ckpt_plan_all(struct ckpt *c)
 {
 	job_progress(c->j, "layout", 0, 0);
 	c->off = IMG_HEADER_SIZE;
+	ckpt_dedup_start(c);
 	for (size_t i = 0; i < c->n; i++) {
 		if (c->p[i].pt.gone)
 			continue;

@@ -12,8 +12,9 @@
 #define PM_PRESENT	  (1ull << 63)
 #define PM_SWAPPED	  (1ull << 62)
 #define PM_FILE		  (1ull << 61)
-#define PM_UFFD_WP	  (1ull << 57) /* Linux 5.19 */
-#define PM_MMAP_EXCLUSIVE (1ull << 56) /* Linux 4.2 */
+#define PM_UFFD_WP	  (1ull << 57)	     /* Linux 5.19 */
+#define PM_MMAP_EXCLUSIVE (1ull << 56)	     /* Linux 4.2 */
+#define PM_PFN		  ((1ull << 55) - 1) /* 0 without CAP_SYS_ADMIN (Linux 4.2) */
 
 int pagemap_open(pid_t pid, bool try_scan, struct pagemap *pm)
 {
@@ -147,6 +148,29 @@ int pagemap_exclusive_runs(struct pagemap *pm, uint64_t start, uint64_t end, str
 		for (size_t i = 0; i < (size_t)got / 8; i++)
 			if ((ent[i] & PM_PRESENT) && (ent[i] & PM_MMAP_EXCLUSIVE))
 				add_run(runs, n, cap, at + i * PAGE, at + (i + 1) * PAGE);
+		at += (uint64_t)got / 8 * PAGE;
+	}
+	return 0;
+}
+
+int pagemap_shared_pfns(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t *pfn,
+			bool *hidden)
+{
+	uint64_t ent[4096];
+	for (uint64_t at = start; at < end;) {
+		size_t pages = MV_MIN((end - at) / PAGE, ARRAY_SIZE(ent));
+		ssize_t got = pread(pm->fd, ent, pages * 8, (off_t)(at / PAGE * 8));
+		if (got < 0)
+			return errno == ENOENT ? -ESRCH : -errno;
+		if (got == 0)
+			return -ESRCH; /* the mm is gone */
+		for (size_t i = 0; i < (size_t)got / 8; i++) {
+			uint64_t e = ent[i];
+			bool shared = (e & PM_PRESENT) && !(e & (PM_MMAP_EXCLUSIVE | PM_FILE));
+			*pfn++ = shared ? e & PM_PFN : 0;
+			if (shared && !(e & PM_PFN))
+				*hidden = true;
+		}
 		at += (uint64_t)got / 8 * PAGE;
 	}
 	return 0;

@@ -34,6 +34,15 @@ int pagemap_runs(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t anyo
 int pagemap_exclusive_runs(struct pagemap *pm, uint64_t start, uint64_t end, struct as_range **runs,
 			   size_t *n, size_t *cap);
 
+/* For each page of [start, end), in pfn[(addr - start) / 4096]: the
+ * page frame number of a present anonymous page mapped by more than one
+ * process (or more than once: KSM), else 0. Two such entries with the
+ * same number are one physical page at the moment each was read. PFNs
+ * read as 0 without CAP_SYS_ADMIN: *hidden is set when a shared page
+ * had none. */
+int pagemap_shared_pfns(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t *pfn,
+			bool *hidden);
+
 /* Has any page of [start, end) of pid (a private file mapping) been
  * copied on write, i.e. written? use_scan: PAGEMAP_SCAN works here. */
 int pagemap_written(pid_t pid, bool use_scan, uint64_t start, uint64_t end, bool *yes);

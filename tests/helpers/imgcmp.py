@@ -12,6 +12,10 @@ of memvisor, for the tests.
   imgcmp.py pages IMG PID START END
       Print how many pages of [START, END) the image holds.
 
+Extents of different processes may share bytes of the pages file
+(version 3: a page a forked tree shares copy-on-write is stored once);
+each is read where its offset says.
+
 The pages it compares must also match their own checksums in the page
 checksums that end a version 2 pages file (a sample: pure Python takes a
 millisecond a page).

@@ -277,12 +277,12 @@ static void test_manifest(void)
 	char *t2 = edit(text, "[86016,1,", "[86016,1,");
 	ok(t2 != NULL, "the second extent is [address, pages, offset, crc]");
 	free(t2);
-	expect_refused(text, "\"version\":2", "\"version\":3", "another version", "version 3");
+	expect_refused(text, "\"version\":3", "\"version\":4", "another version", "version 4");
 	expect_refused(text, "\"page_sums_offset\":20480", "\"page_sums_offset\":16384",
 		       "page checksums that do not end the file", "page_sums_offset");
 	{
 		/* A version 1 manifest (no page checksums) is still read. */
-		char *v1 = edit(text, "\"version\":2", "\"version\":1");
+		char *v1 = edit(text, "\"version\":3", "\"version\":1");
 		char *v1b = v1 ? edit(v1, "\"page_sums_offset\":20480,", "") : NULL;
 		char e1[IMG_ERR_LEN] = "";
 		ok(v1b && parse_and_validate(v1b, strlen(v1b), e1) == 0, "a version 1 manifest is read: %s",
@@ -312,6 +312,34 @@ static void test_manifest(void)
 	char err2[IMG_ERR_LEN];
 	ok(parse_and_validate(text, len / 2, err2) == -EINVAL && strstr(err2, "not JSON"),
 	   "a truncated manifest is refused: %s", err2);
+
+	/* Version 3: extents of two processes may share bytes (a page
+	 * shared copy-on-write, stored once); one process's may not, nor an
+	 * object's, nor any before version 3. */
+	{
+		struct img_proc *q = img_add_proc(&im, 43);
+		struct as_region src = {.start = 0x10000, .end = 0x20000, .kind = AS_ANON};
+		struct img_region *r = img_add_region(q, &src);
+		r->content = IMG_PRIVATE;
+		uint64_t at = im.p[0].r[0].ext.v[0].off + IMG_PAGE;
+		img_extents_add_run(&r->ext, 0x11000, 0x12000, &at);
+		img_totals(&im, &im.recorded);
+		ok(img_validate(&im, &E) == 0, "two processes' extents sharing a page: %s", err);
+		im.version = 2;
+		ok(img_validate(&im, &E) == -EINVAL &&
+		       (strstr(err, "overlap") || strstr(err, "more bytes than")),
+		   "version 2: two processes' extents sharing a page are refused: %s", err);
+		im.version = IMG_VERSION;
+		r->ext.v[0].off = im.o[0].ext.v[0].off;
+		ok(img_validate(&im, &E) == -EINVAL && strstr(err, "overlap"),
+		   "a process's extent sharing an object's bytes is refused: %s", err);
+		r->ext.v[0].off = im.p[0].r[0].ext.v[1].off;
+		img_extents_add_run(&r->ext, 0x15000, 0x16000, &at);
+		r->ext.v[1].off = im.p[0].r[0].ext.v[1].off;
+		img_totals(&im, &im.recorded);
+		ok(img_validate(&im, &E) == -EINVAL && strstr(err, "overlap"),
+		   "one process's two extents sharing a page are refused: %s", err);
+	}
 
 	/* A run crossing a 2 MiB boundary in one extent is refused. */
 	im.p[0].r[0].start = 0x100000;

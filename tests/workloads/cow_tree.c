@@ -9,7 +9,7 @@
  * Child c writes the first word of every S-th page (default 64) starting
  * at page c: its pages are its own, the rest stays shared with the parent
  * and the other children until someone writes it. Then it prints
- * "ready PARENT CHILD..." and reads stdin:
+ * "heap ADDRESS BYTES" and "ready PARENT CHILD..." and reads stdin:
  *   verify  every process checks every word of its view of the heap ->
  *           "verify ok" or "verify bad N" (words that differ, summed)
  *   exit    (or EOF) the children exit, then the parent.
@@ -129,6 +129,7 @@ int main(int argc, char **argv)
 		if (read(res[0], &x, sizeof(x)) != sizeof(x))
 			return 2;
 	}
+	printf("heap %p %zu\n", (void *)heap, words * sizeof(*heap));
 	printf("ready %d", (int)getpid());
 	for (size_t c = 0; c < k; c++)
 		printf(" %d", (int)kid[c]);
