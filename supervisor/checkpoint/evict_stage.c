@@ -4,6 +4,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "supervisor/kernel/backing.h"
+#include "supervisor/kernel/features.h"
 #include "supervisor/kernel/pagemap.h"
 #include "supervisor/reload/evict.h"
 #include "supervisor/reload/shm.h"
@@ -144,9 +145,17 @@ static void shm_kind(struct shm_plan *sp, size_t k)
 	const struct img_object *io = &c->im.o[k];
 	const char *path = io->path ? io->path : "";
 	if (starts(path, "/SYSV")) {
-		keep(sp, k,
-		     "a System V segment: a shmat(2) after the evict would map it with no "
-		     "userfaultfd registration and read zeros");
+		int err = features_uffd_sysv();
+		if (err)
+			keep(sp, k,
+			     "a System V segment: the kernel refuses userfaultfd on its mappings "
+			     "(UFFDIO_REGISTER: %s; it takes anonymous, shmem and hugetlb mappings "
+			     "only)",
+			     strerror(err));
+		else
+			keep(sp, k,
+			     "a System V segment: a shmat(2) after the evict would map it with no "
+			     "userfaultfd registration and read zeros");
 		return;
 	}
 	if (!(starts(path, "/dev/zero") || starts(path, "/memfd:")) || !ends(path, " (deleted)")) {

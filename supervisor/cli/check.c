@@ -222,6 +222,17 @@ static bool have_missing_shmem(const struct features *f, char *note, size_t n)
 	return uffd_bit(f, note, n, UFFD_FEATURE_MISSING_SHMEM);
 }
 
+static bool have_uffd_sysv(const struct features *f, char *note, size_t n)
+{
+	if (!f->uffd_sysv_err)
+		return true;
+	return say(note, n, false, "UFFDIO_REGISTER of a System V segment: %s%s",
+		   strerror(f->uffd_sysv_err),
+		   f->uffd_sysv_err == EINVAL ? " (the kernel takes only anonymous, shmem and "
+						"hugetlb mappings)"
+					      : "");
+}
+
 static bool have_collapse(const struct features *f, char *note, size_t n)
 {
 	int err = f->collapse_err;
@@ -285,6 +296,8 @@ static const struct check_row rows[] = {
      have_wp_async},
     {"uffd_missing_shmem", "userfaultfd missing faults on shmem (4.11)",
      "evict: shared memory (without it: left resident)", MODE_NONE, have_missing_shmem},
+    {"uffd_sysv_shm", "userfaultfd on System V shared memory",
+     "evict: System V segments (without it: left resident)", MODE_NONE, have_uffd_sysv},
 };
 
 struct result {

@@ -20,6 +20,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/shm.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -340,6 +341,41 @@ static void trial_uffd_events(struct features *f)
 	close(fd);
 }
 
+int features_uffd_sysv(void)
+{
+	int fd = uffd_open(0);
+	if (fd < 0)
+		fd = uffd_open(UFFD_USER_MODE_ONLY);
+	if (fd < 0)
+		fd = uffd_open_dev();
+	if (fd < 0)
+		return -fd;
+	uint64_t missing;
+	int err = -uffd_api(fd, UFFD_FEATURE_MISSING_SHMEM, &missing);
+	int id = err ? -1 : shmget(IPC_PRIVATE, 4096, IPC_CREAT | 0600);
+	if (!err && id < 0)
+		err = errno;
+	void *p = id < 0 ? (void *)-1 : shmat(id, NULL, 0);
+	if (id >= 0) {
+		if (p == (void *)-1)
+			err = errno;
+		shmctl(id, IPC_RMID, NULL); /* gone with the detach */
+	}
+	if (p != (void *)-1) {
+		struct uffdio_register r = {.range = {(uintptr_t)p, 4096},
+					    .mode = UFFDIO_REGISTER_MODE_MISSING};
+		err = ioctl(fd, UFFDIO_REGISTER, &r) == 0 ? 0 : errno;
+		shmdt(p);
+	}
+	close(fd);
+	return err;
+}
+
+static void trial_uffd_sysv(struct features *f)
+{
+	f->uffd_sysv_err = features_uffd_sysv();
+}
+
 /* MADV_COLLAPSE of a huge-page-aligned range of ours, then through
  * process_madvise of the same range in a child, as reload does it
  * (supervisor/reload/thp.c): another process's memory needs CAP_SYS_NICE
@@ -378,5 +414,6 @@ void features_probe_trials(struct features *f)
 	trial_pidfd_info(f);
 	trial_ptrace(f);
 	trial_uffd_events(f);
+	trial_uffd_sysv(f);
 	trial_collapse(f);
 }

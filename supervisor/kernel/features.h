@@ -47,6 +47,7 @@ struct features {
 	int uffd_events_err;   /* UFFDIO_API with the features evict needs */
 	int collapse_err;      /* process_madvise(MADV_COLLAPSE) of a child's memory */
 	int collapse_self_err; /* madvise(MADV_COLLAPSE) of our own */
+	int uffd_sysv_err;     /* features_uffd_sysv */
 };
 
 /* Probe what can be probed from the supervisor alone. The seccomp flags
@@ -56,6 +57,13 @@ void features_probe(struct features *f);
 /* features_probe, then the trials in child processes, the seccomp
  * listener's flags among them. For a process with one thread: it forks. */
 void features_probe_trials(struct features *f);
+
+/* Can a userfaultfd register a System V shared memory mapping (missing
+ * mode)? 0, or the errno: EINVAL up to Linux 6.18 at least (mm/
+ * userfaultfd.c vma_can_userfault: a SysV mapping's vm_ops are ipc/shm.c's,
+ * so it is neither anonymous nor a shmem vma). Makes and removes a
+ * one-page segment. */
+int features_uffd_sysv(void);
 
 /* The names of the userfaultfd feature bits, for hello and check:
  * calls fn for each bit of features it knows, in bit order. */

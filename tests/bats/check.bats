@@ -29,6 +29,7 @@ want = {
     "uffd_wp": bool(feats & 1),
     "uffd_wp_async": bool(feats >> 15 & 1),
     "uffd_missing_shmem": bool(feats >> 5 & 1),
+    "uffd_sysv_shm": k["uffd_sysv_shm"],
 }
 bad = [f"{n}: check says {f[n]['have']}, the kernel {v}" for n, v in want.items()
        if f[n]["have"] != v]

@@ -126,6 +126,11 @@ evict_and_reload() { # KIND
 	run ev "['shared_resident'][0]['reason']"
 	echo "$output"
 	[[ $output == *"System V"* ]]
+	# Why is the kernel's: it refuses userfaultfd on SysV mappings, as
+	# `memvisor check` (and its independent probe) say.
+	if [ "$(python3 "$HELPERS/kprobe.py" | json_get - 'd["uffd_sysv_shm"]')" = False ]; then
+		[[ $output == *"refuses userfaultfd"* ]]
+	fi
 	run ev "['shared_objects']"
 	[ "$output" = 0 ]
 	[ "$(rss_shmem)" -ge "$before" ]

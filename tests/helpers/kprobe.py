@@ -9,6 +9,8 @@ Prints one JSON object:
                     none), from a full uffd or a user-mode-only one; null
                     when neither could be made
   event_fork        UFFDIO_API with EVENT_FORK|REMAP|REMOVE|UNMAP worked
+  uffd_sysv_shm     a uffd registered a System V segment's mapping for
+                    missing faults (UFFDIO_REGISTER)
   unprivileged_userfaultfd, ptrace_scope   the sysctls, null when absent
 """
 import ctypes
@@ -38,6 +40,34 @@ def api(fd, want):
     return struct.unpack("QQQ", buf.raw)[1] if rc == 0 else None
 
 
+# _IOWR(0xAA, 0x00, struct uffdio_register): 32 bytes
+UFFDIO_REGISTER = (3 << 30) | (32 << 16) | (0xAA << 8) | 0x00
+IPC_PRIVATE, IPC_CREAT, IPC_RMID = 0, 0o1000, 0
+MISSING_SHMEM = 1 << 5
+
+
+def sysv_registers():
+    fd, _ = uffd()
+    if fd < 0:
+        fd, _ = uffd(UFFD_USER_MODE_ONLY)
+    if fd < 0 or api(fd, MISSING_SHMEM) is None:
+        return False
+    libc.shmat.restype = ctypes.c_void_p
+    shmid = libc.shmget(IPC_PRIVATE, ctypes.c_size_t(4096), IPC_CREAT | 0o600)
+    if shmid < 0:
+        os.close(fd)
+        return False
+    addr = libc.shmat(shmid, None, 0)
+    libc.shmctl(shmid, IPC_RMID, None)
+    ok = False
+    if addr not in (None, ctypes.c_void_p(-1).value):
+        reg = ctypes.create_string_buffer(struct.pack("QQQQ", addr, 4096, 1, 0), 32)
+        ok = libc.ioctl(fd, ctypes.c_ulong(UFFDIO_REGISTER), reg) == 0
+        libc.shmdt(ctypes.c_void_p(addr))
+    os.close(fd)
+    return ok
+
+
 def sysctl(name):
     try:
         with open("/proc/sys/" + name) as f:
@@ -61,6 +91,7 @@ if fd < 0:
 out["event_fork"] = fd >= 0 and api(fd, EVICT) is not None
 if fd >= 0:
     os.close(fd)
+out["uffd_sysv_shm"] = sysv_registers()
 out["unprivileged_userfaultfd"] = sysctl("vm/unprivileged_userfaultfd")
 out["ptrace_scope"] = sysctl("kernel/yama/ptrace_scope")
 print(json.dumps(out))
