@@ -124,8 +124,7 @@ static void store(struct emit *m, uint64_t addr, uint64_t pfn)
 		m->ns = addr;
 	}
 	if (pfn)
-		insert(&m->c->dd,
-		       (struct dedup_slot){pfn, m->c->off + (addr - m->ns), addr, m->proc});
+		insert(&m->c->dd, (struct dedup_slot){pfn, m->c->off + (addr - m->ns), m->proc});
 }
 
 static void refer(struct emit *m, uint64_t addr, const struct dedup_slot *s)
@@ -235,7 +234,7 @@ int ckpt_dedup_check(struct ckpt *c)
 	/* The writers have checksummed every page of the file. */
 	for (size_t k = 0; k < dd->n_sums; k++) {
 		uint64_t page = (dd->sums[k].off - IMG_HEADER_SIZE) / PG;
-		if (c->im.sums[page] != dd->sums[k].crc || (k == 0 && fault_hit("ckpt_dedup"))) {
+		if (c->im.sums[page] != dd->sums[k].crc || (k == 0 && fault_hit("dedup_differs"))) {
 			snprintf(dd->why, sizeof(dd->why),
 				 "a page at pages offset %#llx shared by the page frame number "
 				 "differs from its copy (the frame was reused)",

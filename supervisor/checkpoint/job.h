@@ -64,7 +64,7 @@ struct cproc {
 
 /* A stored page that later pages may refer to (dedup.c). */
 struct dedup_slot {
-	uint64_t pfn, off, addr;
+	uint64_t pfn, off;
 	size_t proc;
 };
 

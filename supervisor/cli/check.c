@@ -253,7 +253,7 @@ static const struct check_row rows[] = {
     {"procfs", "/proc", "run: processes, threads, queries", MODE_RUN, have_procfs},
     {"pidfd", "pidfd_open (5.3)", "run: process exits, signals by pidfd", MODE_RUN, have_pidfd},
     {"process_vm_readv", "process_vm_readv (3.2)",
-     "run: execve paths and arguments; checkpoint: the copy", MODE_RUN, have_process_vm},
+     "evict: finding a system call instruction to inject calls with", MODE_EVICT, have_process_vm},
     {"wait_killable_recv", "SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (5.19)",
      "run: a signal does not abort a call being decided", MODE_NONE, have_killable},
     {"sync_wake_up", "SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (6.6)",

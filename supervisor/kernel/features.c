@@ -182,7 +182,8 @@ void features_probe(struct features *f)
 	probe_pidfd(f);
 	static const char probe[] = "x";
 	char got = 0;
-	f->process_vm = vm_read(getpid(), (uint64_t)(uintptr_t)probe, &got, 1) == 1 && got == 'x';
+	struct iovec l = {&got, 1}, r = {(void *)probe, 1};
+	f->process_vm = process_vm_readv(getpid(), &l, 1, &r, 1, 0) == 1 && got == 'x';
 	f->mdwe = prctl(PR_GET_MDWE, 0, 0, 0, 0) >= 0;
 	long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
 	f->landlock_abi = abi > 0 ? (int)abi : 0;

@@ -1,16 +1,37 @@
 #include "supervisor/kernel/vm.h"
 #include "common/util.h"
+#include "supervisor/kernel/procfs.h"
+
+#include <fcntl.h>
 
 #include <stdbool.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <unistd.h>
+
+/* pread of /proc/PID/mem, once (a short read is the caller's). */
+static ssize_t mem_read(int fd, uint64_t addr, void *buf, size_t len)
+{
+	ssize_t n;
+	do
+		n = pread(fd, buf, len, (off_t)addr);
+	while (n < 0 && errno == EINTR);
+	return n < 0 ? -errno : n;
+}
+
+static int mem_open(pid_t pid)
+{
+	return procfs_open(pid, "mem", O_RDONLY);
+}
 
 ssize_t vm_read(pid_t pid, uint64_t addr, void *buf, size_t len)
 {
-	struct iovec local = {.iov_base = buf, .iov_len = len};
-	struct iovec remote = {.iov_base = (void *)(uintptr_t)addr, .iov_len = len};
-	ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
-	return n < 0 ? -errno : n;
+	int fd = mem_open(pid);
+	if (fd < 0)
+		return fd;
+	ssize_t n = mem_read(fd, addr, buf, len);
+	close(fd);
+	return n;
 }
 
 int vm_pread_mem(int memfd, uint64_t addr, void *buf, size_t len)
@@ -37,7 +58,7 @@ ssize_t vm_write(pid_t pid, uint64_t addr, const void *buf, size_t len)
 	return n < 0 ? -errno : n;
 }
 
-ssize_t vm_read_string(pid_t pid, uint64_t addr, char *buf, size_t max)
+static ssize_t read_string(int fd, uint64_t addr, char *buf, size_t max)
 {
 	size_t got = 0;
 	while (got + 1 < max) {
@@ -45,7 +66,7 @@ ssize_t vm_read_string(pid_t pid, uint64_t addr, char *buf, size_t max)
 		 * before an unmapped page. */
 		size_t chunk = 4096 - ((addr + got) & 4095);
 		chunk = MV_MIN(chunk, max - 1 - got);
-		ssize_t n = vm_read(pid, addr + got, buf + got, chunk);
+		ssize_t n = mem_read(fd, addr + got, buf + got, chunk);
 		if (n <= 0) {
 			if (got)
 				break;
@@ -60,6 +81,16 @@ ssize_t vm_read_string(pid_t pid, uint64_t addr, char *buf, size_t max)
 	return (ssize_t)got;
 }
 
+ssize_t vm_read_string(pid_t pid, uint64_t addr, char *buf, size_t max)
+{
+	int fd = mem_open(pid);
+	if (fd < 0)
+		return fd;
+	ssize_t n = read_string(fd, addr, buf, max);
+	close(fd);
+	return n;
+}
+
 ssize_t vm_read_argv(pid_t pid, uint64_t argv, bool compat32, char *buf, size_t max,
 		     size_t max_args)
 {
@@ -67,18 +98,24 @@ ssize_t vm_read_argv(pid_t pid, uint64_t argv, bool compat32, char *buf, size_t 
 	uint32_t ptrs32[64];
 	max_args = MV_MIN(max_args, ARRAY_SIZE(ptrs));
 	size_t width = compat32 ? 4 : 8;
-	ssize_t n = vm_read(pid, argv, compat32 ? (void *)ptrs32 : (void *)ptrs, max_args * width);
-	if (n < 0)
+	int fd = mem_open(pid);
+	if (fd < 0)
+		return fd;
+	ssize_t n = mem_read(fd, argv, compat32 ? (void *)ptrs32 : (void *)ptrs, max_args * width);
+	if (n < 0) {
+		close(fd);
 		return n;
+	}
 	size_t count = (size_t)n / width, used = 0;
 	for (size_t i = 0; i < count && used + 1 < max; i++) {
 		uint64_t p = compat32 ? ptrs32[i] : ptrs[i];
 		if (!p)
 			break;
-		ssize_t len = vm_read_string(pid, p, buf + used, max - used);
+		ssize_t len = read_string(fd, p, buf + used, max - used);
 		if (len < 0)
 			break;
 		used += (size_t)len + 1;
 	}
+	close(fd);
 	return (ssize_t)used;
 }

@@ -1,8 +1,12 @@
-/* Reading and writing another process's memory with process_vm_readv /
- * process_vm_writev: no fault handling, no ptrace stop. Functions return
- * bytes moved or -errno. Never use what is read here for a decision about
- * the call that is being answered without checking the notification is
- * still valid afterwards (the tracee's other threads may change it). */
+/* Reading another process's memory through /proc/PID/mem, writing it with
+ * process_vm_writev: no ptrace stop. Reads go through /proc/PID/mem, not
+ * process_vm_readv: that one pins what it reads (FOLL_PIN), and a pin of
+ * an anonymous page shared copy-on-write unshares it (Linux 5.19), so
+ * reading an exec's path out of a forked child's heap gave the child a
+ * copy of that page. Functions return bytes moved or -errno. Never use
+ * what is read here for a decision about the call that is being answered
+ * without checking the notification is still valid afterwards (the
+ * tracee's other threads may change it). */
 #ifndef MV_VM_H
 #define MV_VM_H
 

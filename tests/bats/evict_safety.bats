@@ -285,10 +285,10 @@ heaps_match() { # IMG
 }
 
 @test "evict safety: a shared page whose bytes differ from the copy it would refer to makes the checkpoint store every page, and nothing is lost" {
-	# ckpt_dedup: the check after the copy finds a referring page unlike
+	# dedup_differs: the check after the copy finds a referring page unlike
 	# the bytes it refers to (a page frame reused while the tree was
 	# stopped); the checkpoint starts again without sharing.
-	MEMVISOR_FAULT=ckpt_dedup start_fed "$WL/cow_tree" --mib 16 --children 2 --stride 64
+	MEMVISOR_FAULT=dedup_differs start_fed "$WL/cow_tree" --mib 16 --children 2 --stride 64
 	ctl --json checkpoint "$TMP/img" --evict --wait | tail -1 >"$TMP/job.json"
 	run json_get "$TMP/job.json" 'd["result"]["dedup"]'
 	echo "dedup: $output"

@@ -68,7 +68,9 @@ survives() { # POINT[:N]
 # runs with the fault; exit: like supervise, and memvisor must exit 125 at
 # the end (the point is on its way out); evict: reload_wl is evicted and
 # reloaded with the fault (run_evict_point); reload_wl shares no memory,
-# so shm_ points are not reached there (shm_evict.bats tests shm_punch).
+# so shm_ points are not reached there (shm_evict.bats tests shm_punch),
+# nor dedup_ ones, which need a forked tree (evict_safety.bats tests
+# dedup_differs).
 SCENARIOS=(
 	"notify_ supervise"
 	"pidfd_ supervise"
@@ -84,6 +86,7 @@ SCENARIOS=(
 	"reload_ evict"
 	"evict_ evict"
 	"shm_ evict"
+	"dedup_ evict"
 )
 
 scenario_of() { # POINT

@@ -351,3 +351,14 @@ x = bytearray(64 << 20); x[::4096] = b"x" * len(x[::4096]); print(sum(x[::4096])
 	# mt_mem's own process made at least 8 threads' worth of mmaps.
 	[ "$(json_get "$TMP/s.json" '[p for p in d["processes"] if p["exe"].endswith("mt_mem")][0]["stats"]["calls"]["mmap"]["allow"]')" -ge 64 ]
 }
+
+@test "an exec's path is read without unsharing the copy-on-write page it lies in" {
+	# The path was read with process_vm_readv, whose read pin gives a
+	# forked child its own copy of a page it shares with its parent.
+	run "$WL/cow_exec"
+	assert_success
+	assert_output "exclusive 0"
+	run "$MEMVISOR" run -- "$WL/cow_exec"
+	assert_success
+	assert_output "exclusive 0"
+}
