@@ -31,6 +31,15 @@ static inline void mv_closep(int *fd)
 	}
 }
 
+/* qsort, which must not be given a NULL base even for 0 elements (C11
+ * 7.22.5: UBSan stops the program on it): an empty array may be NULL. */
+static inline void mv_qsort(void *base, size_t n, size_t size,
+			    int (*cmp)(const void *, const void *))
+{
+	if (n > 1)
+		qsort(base, n, size, cmp);
+}
+
 #define _cleanup_free_	_cleanup_(mv_freep)
 #define _cleanup_close_ _cleanup_(mv_closep)
 

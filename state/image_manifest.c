@@ -762,7 +762,7 @@ static int check_file_overlap(const struct img *im, size_t n_ext, struct mv_err 
 			add_refs(&im->p[i].r[k].ext, "a region", (long)i, &v, &n);
 	for (size_t i = 0; i < im->n_o; i++)
 		add_refs(&im->o[i].ext, "an object", -1, &v, &n);
-	qsort(v, n, sizeof(*v), cmp_fileref);
+	mv_qsort(v, n, sizeof(*v), cmp_fileref);
 	/* The furthest end so far: of any extent, of an object's. */
 	uint64_t end = 0, obj_end = 0;
 	const char *end_owner = "";

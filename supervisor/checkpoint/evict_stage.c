@@ -368,10 +368,10 @@ static uint64_t cap_runs(struct img_extents *x)
 	}
 	uint64_t left = 0;
 	if (n > MAX_RUNS) {
-		qsort(runs, n, sizeof(*runs), cmp_len_desc);
+		mv_qsort(runs, n, sizeof(*runs), cmp_len_desc);
 		for (size_t k = MAX_RUNS; k < n; k++)
 			left += runs[k].end - runs[k].start;
-		qsort(runs, MAX_RUNS, sizeof(*runs), cmp_start);
+		mv_qsort(runs, MAX_RUNS, sizeof(*runs), cmp_start);
 		struct img_extents kept = {0};
 		img_extents_within(x, runs, MAX_RUNS, &kept);
 		free(x->v);

@@ -739,7 +739,7 @@ static int cmp_range(const void *x, const void *y)
 /* lp's marked ranges, sorted and merged (for img_ranges_subtract). */
 static void merge_taint(struct lproc *lp)
 {
-	qsort(lp->taint, lp->n_taint, sizeof(*lp->taint), cmp_range);
+	mv_qsort(lp->taint, lp->n_taint, sizeof(*lp->taint), cmp_range);
 	size_t n = 0;
 	for (size_t i = 0; i < lp->n_taint; i++) {
 		if (n && lp->taint[i].start <= lp->taint[n - 1].end)

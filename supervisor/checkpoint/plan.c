@@ -132,7 +132,7 @@ static int plan_mapped(struct ckpt *c, size_t i, struct pagemap *pm, const struc
 		o->mapped = xrealloc(o->mapped,
 				     (o->cap_m = o->cap_m ? o->cap_m * 2 : 8) * sizeof(*o->mapped));
 	o->mapped[o->n_m++] = (struct as_range){ostart, oend};
-	qsort(o->mapped, o->n_m, sizeof(*o->mapped), cmp_range);
+	mv_qsort(o->mapped, o->n_m, sizeof(*o->mapped), cmp_range);
 	return rc;
 }
 
@@ -283,8 +283,7 @@ int ckpt_plan_all(struct ckpt *c)
 			return rc;
 	}
 	for (size_t k = 0; k < c->im.n_o; k++)
-		if (c->obj[k].n_pc) /* qsort's base must not be NULL, even for 0 */
-			qsort(c->obj[k].pc, c->obj[k].n_pc, sizeof(struct piece), cmp_piece);
+		mv_qsort(c->obj[k].pc, c->obj[k].n_pc, sizeof(struct piece), cmp_piece);
 	int rc = plan_objects(c);
 	c->total = c->off - IMG_HEADER_SIZE;
 	c->t_planned = mv_now_ns();

@@ -152,7 +152,7 @@ size_t imgread_refs(const struct imgread *r, struct imgread_ref **refs)
 			push_refs(&im->p[i].r[k].ext, i, k, v, &n);
 	for (size_t k = 0; k < im->n_o; k++)
 		push_refs(&im->o[k].ext, SIZE_MAX, k, v, &n);
-	qsort(v, n, sizeof(*v), cmp_ref);
+	mv_qsort(v, n, sizeof(*v), cmp_ref);
 	*refs = v;
 	return n;
 }

@@ -422,7 +422,7 @@ static void move_range(struct evspace *s, uint64_t from, uint64_t to, uint64_t l
 	split_at(s, from + len);
 	for (size_t i = lower_bound(s, from); i < s->n_ch && s->ch[i].addr < from + len; i++)
 		s->ch[i].addr = s->ch[i].addr - from + to;
-	qsort(s->ch, s->n_ch, sizeof(*s->ch), cmp_chunk);
+	mv_qsort(s->ch, s->n_ch, sizeof(*s->ch), cmp_chunk);
 }
 
 static void mark_loaded(struct evspace *s, uint32_t ext, uint32_t a, uint32_t b)
@@ -1204,7 +1204,7 @@ static void build_map(struct evspace *s, const struct img *im, const struct img_
 			s->n_ext++;
 		}
 	}
-	qsort(s->ch, s->n_ch, sizeof(*s->ch), cmp_chunk);
+	mv_qsort(s->ch, s->n_ch, sizeof(*s->ch), cmp_chunk);
 }
 
 static int setup_space(struct evspace *s, struct ptrace_proc *pp, struct remote *r, const char *dir,
