@@ -270,6 +270,49 @@ void img_totals(const struct img *im, struct img_totals *t)
 	}
 }
 
+struct span {
+	uint64_t off, len;
+};
+
+static int cmp_span(const void *a, const void *b)
+{
+	const struct span *x = a, *y = b;
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+static void add_spans(const struct img_extents *x, struct span *v, size_t *n)
+{
+	for (size_t i = 0; i < x->n; i++)
+		v[(*n)++] = (struct span){x->v[i].off, img_extent_len(&x->v[i])};
+}
+
+uint64_t img_stored_bytes(const struct img *im)
+{
+	size_t cap = 0, n = 0;
+	for (size_t i = 0; i < im->n_p; i++)
+		for (size_t k = 0; k < im->p[i].n_r; k++)
+			cap += im->p[i].r[k].ext.n;
+	for (size_t k = 0; k < im->n_o; k++)
+		cap += im->o[k].ext.n;
+	struct span *v = xcalloc(cap + 1, sizeof(*v));
+	for (size_t i = 0; i < im->n_p; i++)
+		for (size_t k = 0; k < im->p[i].n_r; k++)
+			add_spans(&im->p[i].r[k].ext, v, &n);
+	for (size_t k = 0; k < im->n_o; k++)
+		add_spans(&im->o[k].ext, v, &n);
+	mv_qsort(v, n, sizeof(*v), cmp_span);
+	uint64_t bytes = 0, end = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t e = v[i].off + v[i].len;
+		if (e > end) {
+			bytes += e - MV_MAX(v[i].off, end);
+			end = e;
+		}
+	}
+	free(v);
+	return bytes;
+}
+
 /* ---- the pages header ----------------------------------------------- */
 
 static void put32(unsigned char *b, uint32_t v)

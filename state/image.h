@@ -221,6 +221,10 @@ void img_ranges_subtract(const struct as_range *have, size_t n, uint64_t start, 
 
 void img_totals(const struct img *im, struct img_totals *t);
 
+/* Bytes of the pages file the extents hold, each counted once: less than
+ * img_totals' data_bytes by what processes of a tree share (version 3). */
+uint64_t img_stored_bytes(const struct img *im);
+
 /* The manifest as JSON text (malloc'd, NUL-terminated, *len bytes). */
 char *img_manifest_write(const struct img *im, size_t *len);
 

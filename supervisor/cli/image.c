@@ -89,13 +89,18 @@ static void info_text(const char *dir, const struct imgread *r)
 	if (localtime_r(&secs, &tm))
 		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
 	printf("image:     %s\n", dir);
-	printf("format:    %s %d, id %s\n", IMG_FORMAT, IMG_VERSION, im->id);
+	printf("format:    %s %u, id %s\n", IMG_FORMAT, im->version, im->id);
 	printf("created:   %s by memvisor %s on %s (%s)\n", when, im->memvisor, im->kernel,
 	       im->arch);
 	printf("pause:     %.1f ms\n", (double)im->pause_ns / 1e6);
+	uint64_t stored = img_stored_bytes(im);
 	printf("size:      %s of pages (%s of data), %s of manifest\n",
 	       human(im->pages_size, a, sizeof(a)), human(t->data_bytes, b, sizeof(b)),
 	       human(r->manifest_size, c, sizeof(c)));
+	if (stored < t->data_bytes)
+		printf(
+		    "shared:    %s of the data stored once for several processes (copy-on-write)\n",
+		    human(t->data_bytes - stored, a, sizeof(a)));
 	printf("contents:  %zu %s (%zu gone), %zu %s, %zu %s, %zu %s, %zu shared %s\n",
 	       t->processes, mv_plural((long long)t->processes, "process", "processes"), t->gone,
 	       t->threads, mv_plural((long long)t->threads, "thread", "threads"), t->regions,
@@ -156,14 +161,16 @@ static json_t *info_json(const char *dir, const struct imgread *r)
 			      "pause_ns", (json_int_t)p->pause_ns));
 	}
 	return json_pack(
-	    "{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}",
-	    "dir", dir, "id", im->id, "memvisor", im->memvisor, "created_ns",
-	    (json_int_t)im->created_ns, "pause_ns", (json_int_t)im->pause_ns, "pages_size",
-	    (json_int_t)im->pages_size, "manifest_size", (json_int_t)r->manifest_size, "processes",
-	    (json_int_t)t->processes, "threads", (json_int_t)t->threads, "regions",
+	    "{s:s, s:s, s:i, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, "
+	    "s:o}",
+	    "dir", dir, "id", im->id, "version", (int)im->version, "memvisor", im->memvisor,
+	    "created_ns", (json_int_t)im->created_ns, "pause_ns", (json_int_t)im->pause_ns,
+	    "pages_size", (json_int_t)im->pages_size, "manifest_size", (json_int_t)r->manifest_size,
+	    "processes", (json_int_t)t->processes, "threads", (json_int_t)t->threads, "regions",
 	    (json_int_t)t->regions, "extents", (json_int_t)t->extents, "objects",
-	    (json_int_t)t->objects, "data_bytes", (json_int_t)t->data_bytes, "committed",
-	    (json_int_t)t->committed, "by_kind", kinds, "process_list", procs);
+	    (json_int_t)t->objects, "data_bytes", (json_int_t)t->data_bytes, "stored_bytes",
+	    (json_int_t)img_stored_bytes(im), "committed", (json_int_t)t->committed, "by_kind",
+	    kinds, "process_list", procs);
 }
 
 static void print_json(json_t *o, enum cli_json mode)

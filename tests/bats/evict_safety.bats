@@ -303,3 +303,27 @@ heaps_match() { # IMG
 	echo exit >&7
 	stop_fed
 }
+
+@test "evict safety: image info shows the bytes stored once, and an image of format 2 (no shared bytes) is still read, verified and reloaded" {
+	start_fed "$WL/cow_tree" --mib 16 --children 2 --stride 64
+	ctl checkpoint "$TMP/img" --wait >/dev/null
+	run "$MEMVISOR" image info "$TMP/img"
+	assert_success
+	assert_output --partial "format:    memvisor-image 3,"
+	assert_output --regexp "shared: +[0-9.]+ MiB of the data stored once"
+	"$MEMVISOR" image info --json "$TMP/img" >"$TMP/info.json"
+	[ "$(json_get "$TMP/info.json" 'd["data_bytes"] - d["stored_bytes"] >= 2 * 15 << 20')" = True ]
+	# A version 2 image: one process, whose extents share nothing.
+	ctl checkpoint "$TMP/one" --pid "$(awk '/^ready/{print $3}' "$TMP/out")" --evict --wait >/dev/null
+	python3 "$HELPERS/imgv2.py" "$TMP/one"
+	run "$MEMVISOR" image info "$TMP/one"
+	assert_success
+	assert_output --partial "format:    memvisor-image 2,"
+	refute_output --partial "shared:"
+	"$MEMVISOR" image verify "$TMP/one"
+	say verify '^verify ok'
+	ctl reload "$TMP/one" --wait
+	say verify '^verify ok'
+	echo exit >&7
+	stop_fed
+}
