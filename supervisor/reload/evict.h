@@ -35,6 +35,9 @@
 
 /* Raise the calling thread's priority to nice (if we may). */
 void evict_boost_thread(int nice);
+/* Serve faults under SCHED_FIFO where we may (on), or not; returns whether
+ * the thread did before (evict.c). */
+bool evict_fault_rt(bool on);
 
 struct evspace;
 struct mv;

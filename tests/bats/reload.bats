@@ -359,3 +359,42 @@ native_out() { # COMMANDS...
 		stop_fed
 	done
 }
+
+# The scheduling class (ps cls: FF = SCHED_FIFO, TS = SCHED_OTHER) of each
+# fault worker of memvisor ($MVPID), one per line.
+fault_worker_classes() {
+	ps -L -o comm=,cls= -p "$MVPID" | awk '$1 == "mv-fault" {print $2}'
+}
+
+@test "reload: fault workers serve faults under SCHED_FIFO where memvisor may, and stay so after their read-ahead" {
+	require_root "SCHED_FIFO needs CAP_SYS_NICE"
+	start --mib 32
+	say sum '^sum '
+	before=$LAST
+	evict "$TMP/img"
+	say check '^ok$' # every page faulted in: each fault then reads ahead
+	run fault_worker_classes
+	echo "fault workers: $(echo $output)"
+	[ "$(echo "$output" | grep -c .)" -ge 4 ]
+	refute_output --partial TS
+	wait_job reload "$TMP/img"
+	say sum '^sum '
+	[ "$LAST" = "$before" ]
+	stop_fed
+}
+
+@test "reload: MEMVISOR_FAULT_RT=0 leaves the fault workers in the normal class" {
+	MEMVISOR_FAULT_RT=0 start --mib 32
+	say sum '^sum '
+	before=$LAST
+	evict "$TMP/img"
+	say check '^ok$'
+	run fault_worker_classes
+	echo "fault workers: $(echo $output)"
+	[ "$(echo "$output" | grep -c .)" -ge 4 ]
+	refute_output --partial FF
+	wait_job reload "$TMP/img"
+	say sum '^sum '
+	[ "$LAST" = "$before" ]
+	stop_fed
+}
