@@ -1746,6 +1746,13 @@ int evict_load_all(struct evspace *s, const struct evict_load_ops *ops, void *ar
 	pthread_mutex_unlock(&p.mu);
 	for (int i = 0; i < started; i++)
 		pthread_join(t[i], NULL);
+	/* A process that exited between two slots had its pending pages
+	 * dropped (mark_dead): the readers then found nothing owed and the
+	 * loop ended as if everything was loaded. It is gone. */
+	pthread_mutex_lock(&s->mu);
+	if (rc == 0 && s->dead)
+		rc = -ESRCH;
+	pthread_mutex_unlock(&s->mu);
 	*reader_cpu_ns += p.reader_cpu_ns;
 	for (int i = 0; i < LOAD_SLOTS; i++)
 		free(p.sl[i].buf);
