@@ -512,9 +512,7 @@ static void *handler_main(void *arg)
 	for (size_t i = 0; i < n; i++)
 		pfd[i] = (struct pollfd){.fd = lv->lp[i].uffd, .events = POLLIN};
 	pfd[n] = (struct pollfd){.fd = lv->stopfd, .events = POLLIN};
-	pthread_setname_np(pthread_self(), "mv-live-wp");
-	evict_boost_thread(EVICT_WORKER_NICE); /* a program thread waits on each fault */
-	evict_fault_rt(true);
+	evict_fault_thread("mv-live-wp"); /* a program thread waits on each fault */
 	for (;;) {
 		int r = poll(pfd, n + 1, nq ? 1 : -1);
 		if (r < 0 && errno != EINTR)

@@ -1054,17 +1054,6 @@ static void wait_readable(struct evspace *s, unsigned us)
 	ppoll(&pfd, 1, &ts, NULL);
 }
 
-/* EAGAIN: the kernel refuses every copy while an event of this uffd is
- * under way (mmap_changing: munmap, mremap, madvise, fork), from before
- * the change until the event is read. Timeline (a munmap): thread A
- * enters munmap (userfaultfd_unmap_prep: copies fail from now on), zaps
- * the pages, and only then queues its UNMAP event and waits for it to be
- * read; thread B faults meanwhile and its copy fails. B's fault is kept,
- * and B not woken: a woken B faults again, each copy fails and wakes it
- * once more, and its faults, read before any event, filled every
- * worker's queue with copies of one fault until no worker read the uffd
- * any more, and A waited for good (the churn node hang). So the fault
- * waits here until the uffd has the event (or another fault) to read. */
 /* The oldest read-ahead owed, at normal priority: nobody waits on it. */
 static void read_ahead_one(struct worker *w)
 {
@@ -1077,6 +1066,17 @@ static void read_ahead_one(struct worker *w)
 		evict_fault_rt(true);
 }
 
+/* EAGAIN: the kernel refuses every copy while an event of this uffd is
+ * under way (mmap_changing: munmap, mremap, madvise, fork), from before
+ * the change until the event is read. Timeline (a munmap): thread A
+ * enters munmap (userfaultfd_unmap_prep: copies fail from now on), zaps
+ * the pages, and only then queues its UNMAP event and waits for it to be
+ * read; thread B faults meanwhile and its copy fails. B's fault is kept,
+ * and B not woken: a woken B faults again, each copy fails and wakes it
+ * once more, and its faults, read before any event, filled every
+ * worker's queue with copies of one fault until no worker read the uffd
+ * any more, and A waited for good (the churn node hang). So the fault
+ * waits here until the uffd has the event (or another fault) to read. */
 static void serve_queue(struct worker *w)
 {
 	struct evspace *s = w->s;
@@ -1155,7 +1155,7 @@ static __thread bool fault_rt;
 
 /* nice -10 is not enough where the program keeps every CPU busy: the
  * scheduler still gives its threads their share first, and a fault waited
- * milliseconds for a worker to run (bench/README.md, "fault priority").
+ * milliseconds for a worker to run (bench/README.md, "2026-12-04").
  * A thread serving faults runs SCHED_FIFO at the lowest real-time
  * priority where memvisor may (CAP_SYS_NICE or RLIMIT_RTPRIO), for just
  * the work a program thread waits on: evict_fault_rt(false) before work
@@ -1184,13 +1184,18 @@ bool evict_fault_rt(bool on)
 	return was;
 }
 
+void evict_fault_thread(const char *name)
+{
+	pthread_setname_np(pthread_self(), name);
+	evict_boost_thread(EVICT_WORKER_NICE);
+	evict_fault_rt(true);
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
 	struct evspace *s = w->s;
-	pthread_setname_np(pthread_self(), "mv-fault");
-	evict_boost_thread(EVICT_WORKER_NICE);
-	evict_fault_rt(true);
+	evict_fault_thread("mv-fault");
 	struct pollfd pfd[2] = {{.fd = s->uffd, .events = POLLIN},
 				{.fd = s->stopfd, .events = POLLIN}};
 	while (!s->stopping) {

@@ -38,6 +38,10 @@ void evict_boost_thread(int nice);
 /* Serve faults under SCHED_FIFO where we may (on), or not; returns whether
  * the thread did before (evict.c). */
 bool evict_fault_rt(bool on);
+/* A thread that program threads wait on (fault workers, the live
+ * checkpoint's write-fault handler): named name, nice
+ * EVICT_WORKER_NICE and SCHED_FIFO where we may. */
+void evict_fault_thread(const char *name);
 
 struct evspace;
 struct mv;
