@@ -4,7 +4,7 @@
  *   memvisor agent ──fork──> keeper      (forked first, holds nothing else)
  *        │  master socket: one channel per container ('C')
  *        └─ per container: its init's pidfd ('P'), the userfaultfds of its
- *           evicted memory ('H' / 'R', the reaper's protocol: evict.c calls
+ *           evicted memory ('H' / 'R', the reaper's protocol: registry.c calls
  *           reaper_hold_fd on mv->reaper_wr, which is the channel), 'D' when
  *           the agent lets the container go
  *

@@ -13,7 +13,8 @@
  * Threads: EVICT_WORKERS fault workers per space read the uffd (faults and
  * events) in parallel; a loader (the reload job's thread) streams the
  * rest. s->mu guards the chunks, the loaded bits and the counters, and is
- * never held across storage I/O or an ioctl.
+ * never held across storage I/O or an ioctl. The types, the lock order
+ * and which file of this folder does what are in space.h.
  *
  * Functions return 0 or -errno. */
 #ifndef MV_EVICT_H
@@ -36,7 +37,7 @@
 /* Raise the calling thread's priority to nice (if we may). */
 void evict_boost_thread(int nice);
 /* Serve faults under SCHED_FIFO where we may (on), or not; returns whether
- * the thread did before (evict.c). */
+ * the thread did before (workers.c). */
 bool evict_fault_rt(bool on);
 /* A thread that program threads wait on (fault workers, the live
  * checkpoint's write-fault handler): named name, nice

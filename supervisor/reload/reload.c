@@ -47,7 +47,7 @@ static void req_free(void *ctx)
 
 /* The header and the manifest, and that dir still holds the image the
  * processes were evicted to. Every page's checksum is checked before it
- * is installed (evict.c read_pages): a whole pass over the image first
+ * is installed (pages.c pages_read): a whole pass over the image first
  * would read it twice and hold the loading back. */
 static int verify(struct reload *r)
 {

@@ -155,7 +155,7 @@ int evshm_new(const struct img *im, size_t k, int fd, const char *dir, struct ev
 	snprintf(path, sizeof(path), "%s/%s", dir, IMG_PAGES);
 	if (rc == 0 && (o->pagesfd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
 		rc = mv_err_set(err, -errno, NULL, "%s: %s", path, strerror(errno));
-	/* The loader reads with O_DIRECT, as for private memory (evict.c):
+	/* The loader reads with O_DIRECT, as for private memory (loader.c):
 	 * the image is not kept a second time in the page cache. */
 	if (rc == 0)
 		o->directfd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
