@@ -29,7 +29,7 @@ SANITIZE ?=
 DEPS_PKGS := build-essential pkg-config libseccomp-dev libev-dev libjansson-dev \
 	     bats bats-support bats-assert python3 perl sqlite3 git \
 	     clang libclang-rt-14-dev python3-prometheus-client groff-base \
-	     runc crun busybox-static
+	     runc crun busybox-static liburing-dev
 
 # Pure code (no event loop): linked into the binary and into unit tests.
 CORE_SRC := $(wildcard common/*.c policy/*.c state/*.c tracee/*.c)
@@ -87,7 +87,10 @@ $(BUILD)/workloads/%_static: tests/workloads/%_static.c
 $(BUILD)/workloads/%: tests/workloads/%.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"
-	@$(CC) $(CPPFLAGS) $(CSTD) $(WARN) -O2 -g -pthread -o $@ $<
+	@$(CC) $(CPPFLAGS) $(CSTD) $(WARN) -O2 -g -pthread -o $@ $< $(WL_LIBS)
+
+# Workloads that link a library of their own.
+$(BUILD)/workloads/kheld: WL_LIBS := -luring
 
 $(BUILD)/bench/%: bench/%.c
 	@mkdir -p $(dir $@)

@@ -132,6 +132,98 @@ int parse_fdinfo_flags(const char *text, unsigned long *flags)
 	return 0;
 }
 
+/* ---- io_uring ---------------------------------------------------------- */
+
+/* seq_file_path escapes " \t\n\\" as a backslash and three octal digits. */
+static char *unescape_path(const char *s, const char *eol)
+{
+	char *out = xmalloc((size_t)(eol - s) + 1), *o = out;
+	while (s < eol) {
+		if (s[0] == '\\' && eol - s >= 4 && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' &&
+		    s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
+			*o++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 | (s[3] - '0'));
+			s += 4;
+		} else {
+			*o++ = *s++;
+		}
+	}
+	*o = '\0';
+	return out;
+}
+
+/* The table lines after "KEY:\tN\n": "%5u: ..." each; fn gets each
+ * line's text after ": ". Returns the lines read. */
+static uint32_t table_lines(const char *after, uint32_t max,
+			    void (*fn)(void *arg, const char *s, const char *eol), void *arg)
+{
+	uint32_t n = 0;
+	const char *p = strchr(after, '\n');
+	while (p && n < max) {
+		p++;
+		const char *eol = strchr(p, '\n');
+		if (!eol)
+			eol = p + strlen(p);
+		const char *q = p;
+		while (q < eol && *q == ' ')
+			q++;
+		const char *d = q;
+		while (d < eol && *d >= '0' && *d <= '9')
+			d++;
+		if (d == q || d + 2 > eol || d[0] != ':' || d[1] != ' ')
+			break;
+		fn(arg, d + 2, eol);
+		n++;
+		p = *eol ? eol : NULL;
+	}
+	return n;
+}
+
+static void buf_line(void *arg, const char *s, const char *eol)
+{
+	struct uring_info *u = arg;
+	char *end;
+	uint64_t addr = strtoull(s, &end, 16);
+	uint64_t len = end < eol && *end == '/' ? strtoull(end + 1, NULL, 10) : 0;
+	u->bufs[u->bufs_listed++] = (struct as_range){addr, addr + len};
+}
+
+static void file_line(void *arg, const char *s, const char *eol)
+{
+	struct uring_info *u = arg;
+	u->files[u->files_listed++] = unescape_path(s, eol);
+}
+
+int parse_uring_fdinfo(const char *text, struct uring_info *out)
+{
+	memset(out, 0, sizeof(*out));
+	const char *b = field(text, NULL, "UserBufs");
+	const char *f = field(text, NULL, "UserFiles");
+	if (!b)
+		return -EINVAL;
+	/* A ring holds at most 2^14 buffers and 2^20 files (IORING_MAX_*):
+	 * a count beyond that is not an io_uring's. */
+	unsigned long nb = strtoul(b, NULL, 10), nf = f ? strtoul(f, NULL, 10) : 0;
+	if (nb > (1u << 16) || nf > (1u << 20))
+		return -EINVAL;
+	out->n_bufs = (uint32_t)nb;
+	out->n_files = (uint32_t)nf;
+	out->bufs = xcalloc(MV_MAX(nb, 1), sizeof(*out->bufs));
+	out->files = xcalloc(MV_MAX(nf, 1), sizeof(*out->files));
+	table_lines(b, out->n_bufs, buf_line, out);
+	if (f)
+		table_lines(f, out->n_files, file_line, out);
+	return 0;
+}
+
+void uring_info_free(struct uring_info *u)
+{
+	for (uint32_t i = 0; i < u->files_listed; i++)
+		free(u->files[i]);
+	free(u->files);
+	free(u->bufs);
+	memset(u, 0, sizeof(*u));
+}
+
 /* ---- maps ----------------------------------------------------------- */
 
 /* Parse one number field of [*p, eol) and the separator that must follow

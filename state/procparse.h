@@ -55,6 +55,25 @@ int parse_pids(const char *text, pid_t **v, size_t *n, size_t *cap);
 /* /proc/PID/fdinfo/FD: the open flags (octal). */
 int parse_fdinfo_flags(const char *text, unsigned long *flags);
 
+struct as_range;
+/* What /proc/PID/fdinfo/FD of an io_uring instance tells of the memory
+ * and files the kernel holds for it (io_uring/fdinfo.c): the registered
+ * buffers (pinned with FOLL_LONGTERM: the kernel reads and writes them
+ * without a fault) and the registered files (by path, escaped as
+ * seq_file_path does: "\040" for a space, undone here). The kernel lists
+ * the tables only when it gets the ring's lock (mutex_trylock): *_listed
+ * short of the count means they were busy; read again. */
+struct uring_info {
+	uint32_t n_bufs, bufs_listed;
+	struct as_range *bufs; /* [addr, addr+len), malloc'd */
+	uint32_t n_files, files_listed;
+	char **files; /* malloc'd paths, "<none>" for an empty slot */
+};
+
+/* -EINVAL for text that is not an io_uring fdinfo (no "UserBufs:"). */
+int parse_uring_fdinfo(const char *text, struct uring_info *out);
+void uring_info_free(struct uring_info *u);
+
 /* One region as /proc/PID/maps prints it (fs/proc/task_mmu.c
  * show_map_vma), or as PROCMAP_QUERY returns it. name is not
  * NUL-terminated: name_len bytes, 0 for none (plain anonymous memory). */

@@ -106,6 +106,21 @@ static int stall_point(struct ckpt *c)
 	return ckpt_fail(c, -ETIMEDOUT, MV_E_TIMEOUT, "the job stalled (fault injected)");
 }
 
+/* Fault point live_copy_stall: with --live, the copy while the program
+ * runs starts 2 s late, as behind a slow disk, its pages protected
+ * meanwhile (kernel_held.bats makes a thread exit then). A cancel ends
+ * the wait. */
+static int live_stall_point(struct ckpt *c)
+{
+	if (!fault_hit("live_copy_stall"))
+		return 0;
+	for (int i = 0; i < 200 && !job_cancel_asked(c->j); i++) {
+		struct timespec ts = {0, 10 * 1000000};
+		nanosleep(&ts, NULL);
+	}
+	return 0;
+}
+
 /* An image without a single process is no checkpoint: the program ended
  * before it could be stopped, or while it was held. */
 static int require_a_process(struct ckpt *c)
@@ -117,18 +132,22 @@ static int require_a_process(struct ckpt *c)
 			 "the program exited during the checkpoint: no process is left to save");
 }
 
-static json_t *evict_json(const struct evict_stats *st, json_t *skipped, json_t *shared)
+static json_t *evict_json(const struct evict_stats *st, const struct ckpt *c)
 {
-	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}", "regions",
-			 (json_int_t)st->regions, "bytes", (json_int_t)st->bytes, "kept_regions",
-			 (json_int_t)st->kept_regions, "shared_objects",
-			 (json_int_t)st->shared_objects, "shared_bytes",
-			 (json_int_t)st->shared_bytes, "shared_evicted_regions",
-			 (json_int_t)st->shared_evicted_regions, "shared_regions",
-			 (json_int_t)st->shared_regions, "cow_bytes", (json_int_t)st->cow_bytes,
-			 "scattered_bytes", (json_int_t)st->scattered_bytes, "shared_resident",
-			 shared ? json_incref(shared) : json_array(), "skipped",
-			 skipped ? json_incref(skipped) : json_array());
+	json_t *o = json_pack(
+	    "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}", "regions",
+	    (json_int_t)st->regions, "bytes", (json_int_t)st->bytes, "kept_regions",
+	    (json_int_t)st->kept_regions, "shared_objects", (json_int_t)st->shared_objects,
+	    "shared_bytes", (json_int_t)st->shared_bytes, "shared_evicted_regions",
+	    (json_int_t)st->shared_evicted_regions, "shared_regions",
+	    (json_int_t)st->shared_regions, "cow_bytes", (json_int_t)st->cow_bytes,
+	    "scattered_bytes", (json_int_t)st->scattered_bytes, "shared_resident",
+	    c->evict_shared ? json_incref(c->evict_shared) : json_array(), "skipped",
+	    c->evict_skipped ? json_incref(c->evict_skipped) : json_array());
+	json_object_set_new(o, "kernel_bytes", json_integer((json_int_t)st->kernel_bytes));
+	json_object_set_new(o, "kernel_resident",
+			    c->evict_kernel ? json_incref(c->evict_kernel) : json_array());
+	return o;
 }
 
 static json_t *result_json(struct ckpt *c)
@@ -199,6 +218,7 @@ static void cleanup(struct ckpt *c)
 	img_free(&c->im);
 	json_decref(c->evict_skipped);
 	json_decref(c->evict_shared);
+	json_decref(c->evict_kernel);
 }
 
 /* The copy: everything while stopped, or, with --live, what cannot be
@@ -214,6 +234,8 @@ static int copy_stage(struct ckpt *c, bool live, json_t **live_json)
 	if (rc == 0)
 		rc = ckpt_live_start(c);
 	ckpt_resume_all(c);
+	if (rc == 0)
+		rc = live_stall_point(c);
 	if (rc == 0)
 		rc = ckpt_copy_live(c);
 	if (c->live) {
@@ -353,8 +375,7 @@ static int attempt(struct job *j, bool live, uint64_t t_start, struct tries *tr)
 	j->result = result_json(&c);
 	json_object_set_new(j->result, "dedup", ckpt_dedup_json(&c));
 	if (c.req->evict)
-		json_object_set_new(j->result, "evicted",
-				    evict_json(&est, c.evict_skipped, c.evict_shared));
+		json_object_set_new(j->result, "evicted", evict_json(&est, &c));
 	if (live_json)
 		json_object_set_new(j->result, "live", mv_steal_ptr(live_json));
 	else if (fallback)

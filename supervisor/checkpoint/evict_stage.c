@@ -1,6 +1,7 @@
 /* `checkpoint --evict`: the step between a durable image and the resume,
  * every thread still stopped (supervisor/checkpoint/job.h, supervisor/reload/evict.h). */
 #include "supervisor/checkpoint/job.h"
+#include "supervisor/checkpoint/held.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "supervisor/kernel/backing.h"
@@ -92,6 +93,7 @@ static void skip(struct ckpt *c, size_t i, const char *why)
  * others stay resident (docs/reload.md, "Shared memory"). */
 struct shm_plan {
 	struct ckpt *c;
+	const struct held *held; /* by process (c->n) */
 	size_t n;
 	bool *evict, *failed, *skipped; /* skipped: by process (c->n) */
 	uint64_t *regions;
@@ -232,6 +234,37 @@ static void shm_user(void *arg, size_t k, pid_t pid, enum backing_use how)
 		keep(sp, k, "process %d maps it and is not evicted", pid);
 }
 
+/* Objects the kernel reaches without a fault: a file in an io_uring's
+ * registered-file table (read and write through the ring bypass
+ * userfaultfd, and a write into a punched page makes a zeroed page of
+ * it), and a mapping holding memory the kernel writes at exit or pins
+ * (a process-shared robust mutex, an io_uring buffer). */
+static void shm_held(struct shm_plan *sp)
+{
+	struct ckpt *c = sp->c;
+	for (size_t i = 0; i < c->n; i++) {
+		const struct held *h = &sp->held[i];
+		for (size_t k = 0; k < sp->n; k++)
+			if (sp->evict[k] && c->im.o[k].path && held_has_file(h, c->im.o[k].path))
+				keep(sp, k,
+				     "it is in the registered-file table of an io_uring of process "
+				     "%d: reads and writes through the ring bypass userfaultfd",
+				     c->p[i].pt.pid);
+		struct img_proc *ip = c->p[i].img >= 0 ? ckpt_iproc(c, i) : NULL;
+		for (size_t r = 0; ip && r < ip->n_r; r++) {
+			const struct img_region *g = &ip->r[r];
+			if (g->content != IMG_SHARED || g->object < 0 ||
+			    (size_t)g->object >= sp->n || !sp->evict[g->object] ||
+			    !held_overlaps(h, g->start, g->end))
+				continue;
+			keep(sp, (size_t)g->object,
+			     "process %d keeps memory the kernel writes without a fault in it (a "
+			     "robust mutex, an io_uring buffer)",
+			     c->p[i].pt.pid);
+		}
+	}
+}
+
 /* Decide, before any process is evicted, which objects are taken: the
  * right kind, and mapped by evicted processes of the tree only, open as
  * a descriptor by no one (every process on the system is looked at). */
@@ -259,6 +292,7 @@ static void shm_plan(struct ckpt *c, struct shm_plan *sp, bool live)
 	}
 	if (!m)
 		return;
+	shm_held(sp);
 	struct backing_id *ids = xcalloc(sp->n, sizeof(*ids));
 	for (size_t k = 0; k < sp->n; k++)
 		ids[k] = (struct backing_id){makedev(c->im.o[k].dev_major, c->im.o[k].dev_minor),
@@ -392,8 +426,11 @@ static uint64_t cap_runs(struct img_extents *x)
  * drop are scattered in more than MAX_RUNS runs, and that is not dropped
  * whole, drops its longest ones. */
 static int exclusive_view(struct ckpt *c, size_t i, const struct img_proc *src, bool is_record,
-			  struct img_proc *out, bool **whole, struct evict_stats *st)
+			  const struct held *h, struct img_proc *out, bool **whole,
+			  struct evict_stats *st)
 {
+	struct as_range *hv;
+	size_t hn = held_merged(h, &hv);
 	struct pagemap pm;
 	int rc = pagemap_open(c->p[i].pt.pid, false, &pm);
 	if (rc < 0)
@@ -412,14 +449,32 @@ static int exclusive_view(struct ckpt *c, size_t i, const struct img_proc *src, 
 			continue;
 		n = 0;
 		rc = pagemap_exclusive_runs(&pm, r->start, r->end, &runs, &n, &cap);
-		img_extents_within(&r->ext, runs, n, &out->r[k].ext);
-		uint64_t total = 0, mine = 0;
+		struct img_extents mine_x = {0};
+		img_extents_within(&r->ext, runs, n, &mine_x);
+		/* Less what the kernel holds or touches on the program's
+		 * behalf (held.h): it stays resident. */
+		bool held = hn && held_overlaps(h, r->start, r->end);
+		if (held) {
+			n = 0;
+			img_ranges_subtract(hv, hn, r->start, r->end, &runs, &n, &cap);
+			img_extents_within(&mine_x, runs, n, &out->r[k].ext);
+		} else {
+			out->r[k].ext = mine_x;
+			mine_x = (struct img_extents){0};
+		}
+		uint64_t total = 0, mine = 0, left = 0;
 		for (size_t x = 0; x < r->ext.n; x++)
 			total += img_extent_len(&r->ext.v[x]);
+		for (size_t x = 0; x < mine_x.n; x++)
+			mine += img_extent_len(&mine_x.v[x]);
 		for (size_t x = 0; x < out->r[k].ext.n; x++)
-			mine += img_extent_len(&out->r[k].ext.v[x]);
-		(*whole)[k] = is_record && mine == total;
+			left += img_extent_len(&out->r[k].ext.v[x]);
+		if (!held)
+			mine = left;
+		free(mine_x.v);
+		(*whole)[k] = is_record && left == total;
 		st->cow_bytes += total - mine;
+		st->kernel_bytes += mine - left;
 		/* A region dropped whole is one madvise however scattered its
 		 * pages: capped, it would drop pages the map no longer owes
 		 * (zeros). */
@@ -427,6 +482,7 @@ static int exclusive_view(struct ckpt *c, size_t i, const struct img_proc *src, 
 			st->scattered_bytes += cap_runs(&out->r[k].ext);
 	}
 	free(runs);
+	free(hv);
 	pagemap_close(&pm);
 	if (rc < 0) {
 		ckpt_live_view_free(out);
@@ -434,6 +490,20 @@ static int exclusive_view(struct ckpt *c, size_t i, const struct img_proc *src, 
 		*whole = NULL;
 	}
 	return rc;
+}
+
+/* A process the evict would take: held, in the image, alive. */
+static bool evictable_proc(struct ckpt *c, size_t i)
+{
+	struct cproc *p = &c->p[i];
+	return !p->pt.gone && p->img >= 0 && !p->died && !ckpt_proc_dead(p);
+}
+
+static void held_free_all(struct held *held, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		held_free(&held[i]);
+	free(held);
 }
 
 /* Evict every process we hold; views (or NULL: each process's image
@@ -446,13 +516,24 @@ static int evict_each(struct ckpt *c, struct evict_stats *st, const struct img_p
 	struct shm_plan sp = {0};
 	sp.skipped = xcalloc(MV_MAX(c->n, 1), sizeof(bool));
 	char(*why)[512] = xcalloc(MV_MAX(c->n, 1), sizeof(*why));
-	for (size_t i = 0; i < c->n; i++)
+	struct held *held = xcalloc(MV_MAX(c->n, 1), sizeof(*held));
+	for (size_t i = 0; i < c->n; i++) {
 		sp.skipped[i] = vfork_skip(c, i, why[i], sizeof(why[i])) || (views && !have[i]);
+		if (sp.skipped[i] || !evictable_proc(c, i))
+			continue;
+		/* Before anything is registered: the scan injects calls. */
+		int rc = held_scan_stopped(c, i, true, &held[i]);
+		if (rc == 0 && held[i].unknown[0]) {
+			snprintf(why[i], sizeof(why[i]), "%s", held[i].unknown);
+			sp.skipped[i] = true;
+		}
+	}
+	sp.held = held;
 	shm_plan(c, &sp, views != NULL);
 	struct evict_shm shm = {sp.n, sp.evict, sp.failed, sp.regions};
 	for (size_t i = 0; i < c->n; i++) {
 		struct cproc *p = &c->p[i];
-		if (p->pt.gone || p->img < 0 || p->died || ckpt_proc_dead(p))
+		if (!evictable_proc(c, i))
 			continue;
 		if (views && !have[i])
 			continue;
@@ -462,8 +543,8 @@ static int evict_each(struct ckpt *c, struct evict_stats *st, const struct img_p
 		}
 		struct img_proc v;
 		bool *whole;
-		int rc = exclusive_view(c, i, views ? &views[i] : ckpt_iproc(c, i), !views, &v,
-					&whole, st);
+		int rc = exclusive_view(c, i, views ? &views[i] : ckpt_iproc(c, i), !views,
+					&held[i], &v, &whole, st);
 		if (rc < 0) {
 			char err[512];
 			snprintf(err, sizeof(err),
@@ -478,8 +559,14 @@ static int evict_each(struct ckpt *c, struct evict_stats *st, const struct img_p
 					&shm, st, &e);
 		ckpt_live_view_free(&v);
 		free(whole);
+		if (rc == 0) {
+			if (!c->evict_kernel)
+				c->evict_kernel = json_array();
+			held_json(&held[i], p->pt.pid, c->evict_kernel);
+		}
 		if (rc < 0) {
 			free(why);
+			held_free_all(held, c->n);
 			shm_done(c, &sp); /* nothing of shared memory was dropped */
 			return ckpt_fail(c, rc, MV_E_EVICT_FAILED,
 					 "%s; the image at %s is complete and the program keeps "
@@ -488,6 +575,7 @@ static int evict_each(struct ckpt *c, struct evict_stats *st, const struct img_p
 		}
 	}
 	free(why);
+	held_free_all(held, c->n);
 	/* Every process is evicted, and still stopped: drop the objects
 	 * whose every mapping is registered. */
 	for (size_t k = 0; k < sp.n; k++)

@@ -115,6 +115,7 @@ struct ckpt {
 	uint64_t ns_read, ns_wait; /* where the copy's time went */
 	json_t *evict_skipped;	   /* [{pid, reason}]: processes --evict left resident */
 	json_t *evict_shared;	   /* [{object, reason}]: shared memory --evict left resident */
+	json_t *evict_kernel;	   /* [{pid, what, bytes, ranges}]: kept for the kernel (held.h) */
 	struct live *live;	   /* --live (live.c), or NULL */
 	char live_why[256];	   /* why the live copy was given up */
 	struct mv_err err;	   /* the first failure (ckpt_fail) */

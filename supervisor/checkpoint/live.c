@@ -50,6 +50,7 @@
  * ranges: not written since the pause, so their copy is their content.
  * Only those are dropped. */
 #include "supervisor/checkpoint/job.h"
+#include "supervisor/checkpoint/held.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "supervisor/kernel/pagemap.h"
@@ -116,6 +117,7 @@ struct live {
 	uint64_t paused_bytes, live_bytes;
 	uint64_t setup_ns, protect_ns; /* in the pause: all of the set-up; its ioctls */
 	json_t *paused_why;	       /* [{pid, what, why}]: memory copied during the pause */
+	json_t *held; /* [{pid, what, bytes, ranges}]: kept for the kernel (held.h) */
 	/* Under mu: */
 	char lost[WHY_LEN]; /* non-empty: the image cannot be finished live */
 	uint64_t faults, kept, retries, events;
@@ -221,6 +223,12 @@ static int make_uffd(struct ckpt *c, struct cproc *p, int *uffd)
 	return rc;
 }
 
+static void keep_held_locked(struct ckpt *c, struct lproc *lp, const struct held *h);
+
+/* The kernel's own accesses (held.h) are found before anything is
+ * protected: the scan injects a call into each thread, whose write to its
+ * stack must not wait on a write-protect fault nobody serves yet. What it
+ * finds is kept once protected, during the pause. */
 static void setup_proc(struct ckpt *c, size_t i)
 {
 	struct live *lv = c->live;
@@ -229,14 +237,28 @@ static void setup_proc(struct ckpt *c, size_t i)
 	bool any = false;
 	for (size_t k = 0; k < ip->n_r && !any; k++)
 		any = protectable(&ip->r[k]);
-	int uffd = -1;
-	if (!any || make_uffd(c, p, &uffd) < 0)
+	if (!any)
 		return;
+	struct held h;
+	if (held_scan_stopped(c, i, false, &h) < 0)
+		return;
+	int uffd = -1;
+	if (h.unknown[0])
+		paused_why(lv, p->pt.pid, NULL, "%s", h.unknown);
+	if (h.unknown[0] || make_uffd(c, p, &uffd) < 0) {
+		held_free(&h);
+		return;
+	}
 	struct lproc lp = {.proc = i, .uffd = uffd, .n_r = ip->n_r};
 	lp.live_r = xcalloc(MV_MAX(ip->n_r, 1), sizeof(*lp.live_r));
 	for (size_t k = 0; k < ip->n_r; k++)
 		if (protectable(&ip->r[k]))
 			lp.live_r[k] = protect_region(lv, &lp, p->pt.pid, &ip->r[k]);
+	pthread_mutex_lock(&lv->mu);
+	keep_held_locked(c, &lp, &h);
+	pthread_mutex_unlock(&lv->mu);
+	held_json(&h, p->pt.pid, lv->held);
+	held_free(&h);
 	lv->lp = xrealloc(lv->lp, (lv->n_lp + 1) * sizeof(*lv->lp));
 	lv->lp_of[i] = (long)lv->n_lp;
 	lv->lp[lv->n_lp++] = lp;
@@ -289,6 +311,7 @@ int ckpt_live_setup(struct ckpt *c)
 	pthread_mutex_init(&lv->mu, NULL);
 	lv->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	lv->paused_why = json_array();
+	lv->held = json_array();
 	lv->evict = c->req->evict;
 	lv->lp_of = xmalloc(MV_MAX(c->n, 1) * sizeof(*lv->lp_of));
 	for (size_t i = 0; i < c->n; i++)
@@ -342,6 +365,9 @@ static void set_lost_locked(struct live *lv, const char *fmt, ...)
 	log_info("checkpoint --live: %s: starting again, stopping the program", lv->lost);
 }
 
+static int keep_pages_locked(struct ckpt *c, struct lproc *lp, struct lext *x, uint32_t a,
+			     uint32_t b);
+
 /* A write fault at addr: keep the pages of the aligned KEEP_WINDOW
  * around it that are neither copied nor kept (they have not changed
  * since the pause: still protected), then lift their protection, which
@@ -374,6 +400,15 @@ static int keep_page_locked(struct ckpt *c, struct lproc *lp, uint64_t addr)
 		int rc = uffd_writeprotect(lp->uffd, start, len, false);
 		return rc == -EAGAIN ? rc : 0;
 	}
+	return keep_pages_locked(c, lp, x, a, b);
+}
+
+/* Keep pages [a, b) of x (at most KEEP_WINDOW, not copied yet) as they
+ * are, then lift their protection. Under lv->mu. */
+static int keep_pages_locked(struct ckpt *c, struct lproc *lp, struct lext *x, uint32_t a,
+			     uint32_t b)
+{
+	struct live *lv = c->live;
 	const struct img_extent *e = x->e;
 	uint64_t start = e->addr + a * PG, len = (uint64_t)(b - a) * PG;
 	char *buf = get_win(lv);
@@ -409,6 +444,26 @@ static int keep_page_locked(struct ckpt *c, struct lproc *lp, uint64_t addr)
 		lv->kept++;
 	}
 	return 0;
+}
+
+static void keep_held_locked(struct ckpt *c, struct lproc *lp, const struct held *h)
+{
+	struct as_range *v;
+	size_t n = held_merged(h, &v);
+	for (size_t k = 0; k < n; k++) {
+		for (struct lext *x = lp->x + lower_bound(lp, v[k].start); x < lp->x + lp->n; x++) {
+			const struct img_extent *e = x->e;
+			if (e->addr >= v[k].end)
+				break;
+			uint64_t s = MV_MAX(v[k].start, e->addr);
+			uint64_t end = MV_MIN(v[k].end, e->addr + img_extent_len(e));
+			uint32_t a = (uint32_t)((s - e->addr) / PG),
+				 b = (uint32_t)((end - e->addr) / PG);
+			for (uint32_t q = a; q < b; q += KEEP_WINDOW)
+				keep_pages_locked(c, lp, x, q, MV_MIN(b, q + KEEP_WINDOW));
+		}
+	}
+	free(v);
 }
 
 static void taint_locked(struct lproc *lp, uint64_t start, uint64_t end)
@@ -676,6 +731,7 @@ json_t *ckpt_live_json(const struct ckpt *c)
 		      "events", (json_int_t)lv->events, "retries", (json_int_t)lv->retries,
 		      "setup_ns", (json_int_t)lv->setup_ns, "protect_ns",
 		      (json_int_t)lv->protect_ns, "paused", lv->paused_why);
+	json_object_set(o, "kernel_kept", lv->held);
 	pthread_mutex_unlock(&lv->mu);
 	return o;
 }
@@ -839,6 +895,7 @@ void ckpt_live_stop(struct ckpt *c)
 	if (lv->stopfd >= 0)
 		close(lv->stopfd);
 	json_decref(lv->paused_why);
+	json_decref(lv->held);
 	for (size_t i = 0; i < lv->n_pool; i++)
 		free(lv->pool[i]);
 	pthread_mutex_destroy(&lv->mu);

@@ -34,6 +34,7 @@ int host_mv_init(struct mv *mv, struct ev_loop *loop)
 	mv->loop = loop;
 	events_init(mv);
 	mv->evict = evict_new(mv);
+	mv->faulter = (struct vm_faulter){evict_fault_in, mv->evict};
 	mv->staging = pagesw_pool_new();
 	return 0;
 }

@@ -4,6 +4,8 @@
 #include "supervisor/kernel/procmap.h"
 
 #include <ctype.h>
+#include <linux/kcmp.h>
+#include <sys/syscall.h>
 #include <dirent.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -236,4 +238,101 @@ int backing_read(int fd, uint64_t off, void *buf, size_t len)
 		got += (size_t)n;
 	}
 	return 0;
+}
+
+/* ---- io_uring ---------------------------------------------------------- */
+
+#define URING_NAME "anon_inode:[io_uring]"
+
+/* The fdinfo text at path, parsed, read again until the tables are
+ * listed whole. */
+static int uring_info_at(const char *path, struct uring_info *u)
+{
+	for (int tries = 0; tries < 100; tries++) {
+		_cleanup_free_ char *text = NULL;
+		int rc = mv_read_file_at(AT_FDCWD, path, &text, NULL);
+		if (rc < 0)
+			return rc == -ENOENT ? -ESRCH : rc;
+		rc = parse_uring_fdinfo(text, u);
+		if (rc < 0)
+			return rc;
+		if (u->bufs_listed == u->n_bufs && u->files_listed == u->n_files)
+			return 0;
+		uring_info_free(u);
+		usleep(1000);
+	}
+	return -EAGAIN;
+}
+
+static int uring_call(const char *path, int (*fn)(void *, const struct uring_info *), void *arg)
+{
+	struct uring_info u;
+	int rc = uring_info_at(path, &u);
+	if (rc < 0)
+		return rc;
+	rc = fn(arg, &u);
+	uring_info_free(&u);
+	return rc;
+}
+
+/* The rings pid holds as descriptors, each file once (dup'ed descriptors
+ * and those inherited twice name one ring: kcmp(KCMP_FILE)). */
+static int uring_fds(pid_t pid, int (*fn)(void *, const struct uring_info *), void *arg)
+{
+	char path[300], link[64];
+	snprintf(path, sizeof(path), "/proc/%d/fd", pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return errno == ENOENT ? -ESRCH : -errno;
+	int seen[64], n = 0, rc = 0;
+	for (struct dirent *e; rc >= 0 && (e = readdir(d));) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/fd/%s", pid, e->d_name);
+		ssize_t l = readlink(path, link, sizeof(link) - 1);
+		if (l < 0)
+			continue; /* closed meanwhile */
+		link[l] = 0;
+		if (strcmp(link, URING_NAME) != 0)
+			continue;
+		int fd = atoi(e->d_name), dup = 0;
+		for (int k = 0; k < n && k < (int)ARRAY_SIZE(seen) && !dup; k++)
+			dup = syscall(SYS_kcmp, pid, pid, KCMP_FILE, seen[k], fd) == 0;
+		if (dup)
+			continue;
+		if (n < (int)ARRAY_SIZE(seen))
+			seen[n] = fd;
+		n++;
+		snprintf(path, sizeof(path), "/proc/%d/fdinfo/%s", pid, e->d_name);
+		rc = uring_call(path, fn, arg);
+	}
+	closedir(d);
+	return rc < 0 ? rc : n;
+}
+
+/* Rings mapped: each maps its submission queue ring at offset 0
+ * (IORING_OFF_SQ_RING; the completion ring too, with
+ * IORING_FEAT_SINGLE_MMAP). */
+static int uring_map(void *arg, const struct proc_vma *v)
+{
+	int *n = arg;
+	if (proc_vma_named(v, URING_NAME) && v->offset == 0)
+		(*n)++;
+	return 0;
+}
+
+int backing_urings(pid_t pid, int (*fn)(void *arg, const struct uring_info *u), void *arg)
+{
+	int n = uring_fds(pid, fn, arg);
+	if (n < 0)
+		return n;
+	int mapped = 0;
+	int rc = procmap_vmas(pid, false, 0, UINT64_MAX, uring_map, &mapped);
+	if (rc < 0)
+		return rc;
+	/* A ring mapped but held by no descriptor (its descriptor closed
+	 * after IORING_REGISTER_RING_FDS) cannot be asked: its fdinfo is
+	 * reached through a descriptor only (map_files refuses an
+	 * anonymous inode: ENXIO). */
+	return mapped > n ? -EBADFD : n;
 }

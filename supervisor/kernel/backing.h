@@ -14,6 +14,7 @@
 #define MV_BACKING_H
 
 #include "state/as.h"
+#include "state/procparse.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -52,6 +53,17 @@ typedef void (*backing_user_fn)(void *arg, size_t idx, pid_t pid, enum backing_u
  * -errno when /proc cannot be listed. */
 int backing_users(const struct backing_id *ids, size_t n, bool use_query, backing_user_fn fn,
 		  void *arg);
+
+/* The io_uring instances a process reaches: they hold files (their
+ * registered-file table) and pinned memory of their own. */
+/* Every io_uring instance process pid holds a descriptor of (each ring
+ * once): fn(arg, info) for each (parse_uring_fdinfo), its tables read
+ * until the kernel listed them whole (it lists them only when it gets the
+ * ring's lock: up to 100 tries, 1 ms apart). Returns how many, or
+ * -errno: -EAGAIN when a ring's tables stayed busy; -EBADFD when pid maps
+ * more rings than it holds descriptors of (a descriptor closed after
+ * IORING_REGISTER_RING_FDS: that ring cannot be asked); fn's error. */
+int backing_urings(pid_t pid, int (*fn)(void *arg, const struct uring_info *u), void *arg);
 
 /* Append to *runs the page-aligned runs of [0, size) that hold data,
  * from SEEK_DATA/SEEK_HOLE (holes cost nothing to skip). 0 or -errno. */

@@ -593,6 +593,28 @@ int ptrace_save_regs_stopped(struct ptrace_thread *t)
 	return t->fpstate ? 0 : -errno;
 }
 
+#ifndef PTRACE_GET_RSEQ_CONFIGURATION
+#define PTRACE_GET_RSEQ_CONFIGURATION 0x420f
+#endif
+
+/* include/uapi/linux/ptrace.h, Linux 5.13. */
+struct mv_rseq_config {
+	uint64_t rseq_abi_pointer;
+	uint32_t rseq_abi_size, signature, flags, pad;
+};
+
+int ptrace_rseq_stopped(pid_t tid, uint64_t *addr, uint32_t *len)
+{
+	struct mv_rseq_config conf = {0};
+	long n = ptrace((enum __ptrace_request)PTRACE_GET_RSEQ_CONFIGURATION, tid,
+			(void *)sizeof(conf), &conf);
+	if (n < 0)
+		return -errno;
+	*addr = conf.rseq_abi_pointer;
+	*len = conf.rseq_abi_size;
+	return 0;
+}
+
 static void detach_one(struct ptrace_proc *pp, struct ptrace_thread *t)
 {
 	if (ptrace(PTRACE_DETACH, t->tid, 0, (void *)(uintptr_t)t->signal) == 0) {

@@ -114,6 +114,12 @@ void ptrace_check_identity(struct ptrace_proc *pp);
  * seizing thread. -ESRCH when it died meanwhile. */
 int ptrace_save_regs_stopped(struct ptrace_thread *t);
 
+/* The rseq area a stopped thread registered (PTRACE_GET_RSEQ_CONFIGURATION,
+ * Linux 5.13): [*addr, *addr + *len), *addr 0 for none. The kernel writes
+ * it on the thread's way back to user space (kernel/rseq.c). -EIO on a
+ * kernel without the request. Called on the seizing thread. */
+int ptrace_rseq_stopped(pid_t tid, uint64_t *addr, uint32_t *len);
+
 /* A stopped (or blocked) thread of pp to read its memory and /proc files
  * through (the leader may be a zombie while other threads run), or 0. */
 pid_t ptrace_reader_tid(const struct ptrace_proc *pp);

@@ -91,6 +91,14 @@ int remote_open_stopped(struct remote *r, struct ptrace_proc *pp, struct remote_
 	return rc;
 }
 
+int remote_use_thread_stopped(struct remote *r, struct ptrace_thread *t)
+{
+	if (t->state != PT_STOPPED)
+		return -ESRCH;
+	r->t = t;
+	return 0;
+}
+
 /* Wait for the single step's trap. Another signal that arrives first
  * (a signal-delivery stop before the instruction ran) is queued again for
  * after the injection and the step repeated. */
@@ -190,5 +198,31 @@ int remote_userfaultfd_stopped(struct remote *r, int pidfd, int *out, struct mv_
 		return mv_err_set(err, -gerr, NULL, "pidfd_getfd of process %d's userfaultfd: %s",
 				  r->pid, strerror(gerr));
 	*out = fd;
+	return 0;
+}
+
+#ifndef PR_GET_TID_ADDRESS
+#define PR_GET_TID_ADDRESS 40
+#endif
+
+int remote_tid_address_stopped(struct remote *r, uint64_t *addr)
+{
+	struct user_regs_struct regs;
+	if (ptrace(PTRACE_GETREGS, r->t->tid, 0, &regs) < 0)
+		return errno == ESRCH ? -ESRCH : -errno;
+	/* 128 bytes of red zone below rsp belong to the running function
+	 * (x86-64 psABI 3.2.2); anything further down is free. */
+	uint64_t scratch = (regs.rsp - 512) & ~7ull, got = 0;
+	long a[6] = {PR_GET_TID_ADDRESS, (long)scratch}, ret = 0;
+	int rc = remote_syscall_stopped(r, SYS_prctl, a, &ret);
+	if (rc < 0)
+		return rc;
+	if (ret < 0)
+		return (int)ret;
+	struct iovec local = {&got, sizeof(got)},
+		     remote = {(void *)(uintptr_t)scratch, sizeof(got)};
+	if (process_vm_readv(r->t->tid, &local, 1, &remote, 1, 0) != sizeof(got))
+		return errno ? -errno : -EIO;
+	*addr = got;
 	return 0;
 }

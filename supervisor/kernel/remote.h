@@ -46,6 +46,10 @@ struct remote {
  * or the thread runs 32-bit code. */
 int remote_open_stopped(struct remote *r, struct ptrace_proc *pp, struct remote_marks *marks);
 
+/* Inject into thread t of the process r was opened on (stopped, seized
+ * by the calling thread) from now on. -ESRCH if it is not stopped. */
+int remote_use_thread_stopped(struct remote *r, struct ptrace_thread *t);
+
 /* Run syscall nr(args...) in r's thread; its return value (a negative
  * errno for a failed call) in *ret. Returns 0, or -errno when the
  * injection itself failed (-ESRCH: the thread is gone). The thread's
@@ -58,6 +62,14 @@ int remote_syscall_stopped(struct remote *r, long nr, const long args[6], long *
  * (no userfaultfd for this user: evict and --live need CAP_SYS_PTRACE or
  * vm.unprivileged_userfaultfd=1). */
 int remote_userfaultfd_stopped(struct remote *r, int pidfd, int *out, struct mv_err *err);
+
+/* The address the kernel clears and wakes when r's thread exits
+ * (clear_child_tid: set_tid_address(2), CLONE_CHILD_CLEARTID; pthread_join
+ * waits on it), by prctl(PR_GET_TID_ADDRESS) run in the thread (Linux 3.5
+ * with CONFIG_CHECKPOINT_RESTORE; -EINVAL without). The prctl writes its
+ * answer below the thread's stack pointer, past the red zone: memory the
+ * thread does not use. *addr 0: none. */
+int remote_tid_address_stopped(struct remote *r, uint64_t *addr);
 
 /* For the notify thread: is the notified call of thread tid at
  * instruction pointer ip (seccomp_data's: just after the `syscall`) one

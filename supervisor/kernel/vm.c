@@ -19,6 +19,16 @@ static ssize_t mem_read(int fd, uint64_t addr, void *buf, size_t len)
 	return n < 0 ? -errno : n;
 }
 
+/* mem_read, and again once f has put an evicted range in place. */
+static ssize_t mem_read_served(int fd, pid_t pid, uint64_t addr, void *buf, size_t len,
+			       const struct vm_faulter *f)
+{
+	ssize_t n = mem_read(fd, addr, buf, len);
+	if (n == -EIO && f && f->fault_in && f->fault_in(f->arg, pid, addr, len) > 0)
+		n = mem_read(fd, addr, buf, len);
+	return n;
+}
+
 static int mem_open(pid_t pid)
 {
 	return procfs_open(pid, "mem", O_RDONLY);
@@ -58,7 +68,8 @@ ssize_t vm_write(pid_t pid, uint64_t addr, const void *buf, size_t len)
 	return n < 0 ? -errno : n;
 }
 
-static ssize_t read_string(int fd, uint64_t addr, char *buf, size_t max)
+static ssize_t read_string(int fd, pid_t pid, uint64_t addr, char *buf, size_t max,
+			   const struct vm_faulter *f)
 {
 	size_t got = 0;
 	while (got + 1 < max) {
@@ -66,7 +77,7 @@ static ssize_t read_string(int fd, uint64_t addr, char *buf, size_t max)
 		 * before an unmapped page. */
 		size_t chunk = 4096 - ((addr + got) & 4095);
 		chunk = MV_MIN(chunk, max - 1 - got);
-		ssize_t n = mem_read(fd, addr + got, buf + got, chunk);
+		ssize_t n = mem_read_served(fd, pid, addr + got, buf + got, chunk, f);
 		if (n <= 0) {
 			if (got)
 				break;
@@ -81,18 +92,18 @@ static ssize_t read_string(int fd, uint64_t addr, char *buf, size_t max)
 	return (ssize_t)got;
 }
 
-ssize_t vm_read_string(pid_t pid, uint64_t addr, char *buf, size_t max)
+ssize_t vm_read_string(pid_t pid, uint64_t addr, char *buf, size_t max, const struct vm_faulter *f)
 {
 	int fd = mem_open(pid);
 	if (fd < 0)
 		return fd;
-	ssize_t n = read_string(fd, addr, buf, max);
+	ssize_t n = read_string(fd, pid, addr, buf, max, f);
 	close(fd);
 	return n;
 }
 
 ssize_t vm_read_argv(pid_t pid, uint64_t argv, bool compat32, char *buf, size_t max,
-		     size_t max_args)
+		     size_t max_args, const struct vm_faulter *f)
 {
 	uint64_t ptrs[64];
 	uint32_t ptrs32[64];
@@ -101,7 +112,8 @@ ssize_t vm_read_argv(pid_t pid, uint64_t argv, bool compat32, char *buf, size_t 
 	int fd = mem_open(pid);
 	if (fd < 0)
 		return fd;
-	ssize_t n = mem_read(fd, argv, compat32 ? (void *)ptrs32 : (void *)ptrs, max_args * width);
+	ssize_t n = mem_read_served(fd, pid, argv, compat32 ? (void *)ptrs32 : (void *)ptrs,
+				    max_args * width, f);
 	if (n < 0) {
 		close(fd);
 		return n;
@@ -111,7 +123,7 @@ ssize_t vm_read_argv(pid_t pid, uint64_t argv, bool compat32, char *buf, size_t 
 		uint64_t p = compat32 ? ptrs32[i] : ptrs[i];
 		if (!p)
 			break;
-		ssize_t len = read_string(fd, p, buf + used, max - used);
+		ssize_t len = read_string(fd, pid, p, buf + used, max - used, f);
 		if (len < 0)
 			break;
 		used += (size_t)len + 1;

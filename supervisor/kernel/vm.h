@@ -17,6 +17,17 @@
 
 ssize_t vm_read(pid_t pid, uint64_t addr, void *buf, size_t len);
 
+/* A page that /proc/PID/mem cannot read (-EIO) may be one memvisor
+ * evicted: registered with a userfaultfd, which a remote read does not
+ * wait on (mm/gup.c: no FAULT_FLAG_ALLOW_RETRY, so handle_userfault
+ * refuses). fault_in puts [addr, addr+len) of thread tid's process in
+ * place (reload/evict.h evict_fault_in) and returns > 0 if it did, and
+ * the read is tried again; 0 when the range is not evicted memory. */
+struct vm_faulter {
+	int (*fault_in)(void *arg, pid_t tid, uint64_t addr, size_t len);
+	void *arg;
+};
+
 /* Read through an open /proc/PID/mem, which reads pages the process
  * cannot (PROT_NONE, write-only) because the kernel reads them with
  * FOLL_FORCE (fs/proc/base.c mem_rw), and, unlike process_vm_readv, does
@@ -26,13 +37,13 @@ int vm_pread_mem(int memfd, uint64_t addr, void *buf, size_t len);
 ssize_t vm_write(pid_t pid, uint64_t addr, const void *buf, size_t len);
 
 /* A NUL-terminated string of at most max - 1 bytes (truncated beyond).
- * Returns its length or -errno. */
-ssize_t vm_read_string(pid_t pid, uint64_t addr, char *buf, size_t max);
+ * Returns its length or -errno. f (may be NULL) serves evicted pages. */
+ssize_t vm_read_string(pid_t pid, uint64_t addr, char *buf, size_t max, const struct vm_faulter *f);
 
 /* argv (an array of pointers ending in NULL) as NUL-separated strings, at
  * most max bytes and max_args entries; 64-bit or 32-bit pointers. Returns
  * the bytes used in buf or -errno. */
 ssize_t vm_read_argv(pid_t pid, uint64_t argv, bool compat32, char *buf, size_t max,
-		     size_t max_args);
+		     size_t max_args, const struct vm_faulter *f);
 
 #endif

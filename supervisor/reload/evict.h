@@ -66,6 +66,7 @@ struct evict_stats {
 	uint64_t shared_objects, shared_bytes; /* shared-memory objects evicted, their bytes */
 	uint64_t cow_bytes; /* private pages shared copy-on-write with another process: left */
 	uint64_t scattered_bytes; /* private pages left because too scattered (MAX_RUNS) */
+	uint64_t kernel_bytes;	  /* private pages left because the kernel holds or touches them */
 };
 
 /* Shared memory the evict is to take (supervisor/reload/shm.h), by image
@@ -155,6 +156,12 @@ void evict_space_finish(struct evspace *s, uint64_t *huge, uint64_t *huge_restor
  * and the CPU time its fault workers spent serving (added to each). */
 void evict_space_faults(struct evspace *s, void *hist, uint64_t *faults, uint64_t *bytes,
 			uint64_t *cpu_ns);
+
+/* Put [addr, addr+len) of thread tid's process in place as faults there
+ * would be, when it is evicted memory (reg is a struct evict: the
+ * callback of struct vm_faulter, kernel/vm.h): 1 when the range is
+ * served, 0 when it is not evicted memory (or cannot be served). */
+int evict_fault_in(void *reg, pid_t tid, uint64_t addr, size_t len);
 
 /* The pid the space was evicted from (0 for a fork child). */
 pid_t evict_space_pid(const struct evspace *s);

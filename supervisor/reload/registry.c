@@ -247,6 +247,19 @@ size_t evict_spaces_of(struct evict *reg, const char *id, struct evspace ***out)
 	return n;
 }
 
+struct evspace *space_find(struct evict *reg, pid_t tgid)
+{
+	struct evspace *found = NULL;
+	pthread_mutex_lock(&reg->mu);
+	for (struct evspace *s = reg->head; s && !found; s = s->next)
+		if (s->tgid == tgid && !s->dead && !s->stopping) {
+			space_get_locked(s);
+			found = s;
+		}
+	pthread_mutex_unlock(&reg->mu);
+	return found;
+}
+
 pid_t evict_space_pid(const struct evspace *s)
 {
 	return s->pid ? s->pid : s->parent;

@@ -1,12 +1,15 @@
 /* Serving one fault of an evicted space, private or shared memory
  * (supervisor/reload/space.h). */
 #include "supervisor/reload/space.h"
+#include "supervisor/kernel/procfs.h"
 #include "common/util.h"
 #include "supervisor/reload/shm.h"
 #include "supervisor/supervise/mv.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Pages [a, b) of chunk c's extent that are still owed: read them and
  * install the good ones (pages_read). Under nothing; takes s->lay (read)
@@ -206,4 +209,36 @@ int serve_fault(struct evspace *s, uint64_t addr, pid_t who, void *buf, uint64_t
 		*ra = (struct ahead){addr, now, lo, hi};
 		return 0;
 	}
+}
+
+/* A fault nobody took: memvisor's own read of the program's memory
+ * (kernel/vm.h), each page served as a fault would be, waiting out a
+ * layout change under way (-EAGAIN) for up to a second. */
+int evict_fault_in(void *arg, pid_t tid, uint64_t addr, size_t len)
+{
+	struct evict *reg = arg;
+	struct proc_status st;
+	pid_t tgid = tid;
+	if (procfs_status(tid, &st) == 0 && st.tgid > 0)
+		tgid = st.tgid;
+	struct evspace *s = space_find(reg, tgid);
+	if (!s)
+		return 0;
+	void *buf = xmalloc_pages(IMG_EXTENT_MAX);
+	int rc = 1;
+	for (uint64_t a = addr & ~(PG - 1); rc > 0 && a < addr + len; a += PG) {
+		uint64_t woken;
+		struct ahead ra;
+		int r = -EAGAIN;
+		for (int tries = 0; r == -EAGAIN && tries < 5000; tries++) {
+			r = serve_fault(s, a, tid, buf, &woken, &ra);
+			if (r == -EAGAIN)
+				usleep(200);
+		}
+		if (r < 0 && r != -EEXIST)
+			rc = r == -ESRCH ? -ESRCH : 0;
+	}
+	free(buf);
+	evict_put(s);
+	return rc;
 }

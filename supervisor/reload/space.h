@@ -166,6 +166,8 @@ void space_stop(struct evspace *s);
 int space_keep_uffd(struct evspace *s);
 /* The mm is gone (exit or exec): log why once, stop the space. */
 void space_mark_dead(struct evspace *s, const char *why);
+/* The live space of process tgid (a reference: evict_put), or NULL. */
+struct evspace *space_find(struct evict *reg, pid_t tgid);
 /* The evicted shared-memory object a shared mapping v maps (a
  * reference: evshm_put), or NULL. */
 struct evobj *space_object_of(struct evict *reg, const struct proc_vma *v);

@@ -167,11 +167,12 @@ static int inspect_fd(pid_t tid, int fd, int depth, bool interp, struct pol_exec
 }
 
 /* The file an execve/execveat names, opened as the kernel will open it. */
-static int open_target(const struct mv_call *c, int listener, uint64_t id)
+static int open_target(const struct mv_call *c, int listener, uint64_t id,
+		       const struct vm_faulter *f)
 {
 	bool at = c->sc == MV_SC_execveat;
 	char path[PATH_MAX];
-	ssize_t n = vm_read_string(c->tid, c->args[at ? 1 : 0], path, sizeof(path));
+	ssize_t n = vm_read_string(c->tid, c->args[at ? 1 : 0], path, sizeof(path), f);
 	if (n < 0)
 		return n == -EFAULT ? -ENOENT : (int)n;
 	/* The read went to the notifying thread's memory only if it still
@@ -190,10 +191,11 @@ static int open_target(const struct mv_call *c, int listener, uint64_t id)
 	return open_in(c->tid, base, path, (flags & AT_NOFOLLOW_) != 0);
 }
 
-int execimage_inspect(const struct mv_call *c, int listener, struct pol_exec_image *out)
+int execimage_inspect(const struct mv_call *c, int listener, const struct vm_faulter *f,
+		      struct pol_exec_image *out)
 {
 	memset(out, 0, sizeof(*out));
-	int fd = open_target(c, listener, c->id);
+	int fd = open_target(c, listener, c->id, f);
 	if (fd < 0)
 		return fd == -ENOTDIR || fd == -ELOOP || fd == -EISDIR ? -ENOENT : fd;
 	char link[64];

@@ -116,7 +116,7 @@ struct proc *lifecycle_find_locked(struct mv *mv, pid_t tid)
 /* What the execve asks to run: becomes the process's identity if the
  * exec succeeds, until /proc is read (a short-lived program may be gone
  * by then). */
-static void capture_exec(struct proc *p, const struct mv_call *c)
+static void capture_exec(struct mv *mv, struct proc *p, const struct mv_call *c)
 {
 	bool at = c->sc == MV_SC_execveat;
 	uint64_t path = c->args[at ? 1 : 0], argv = c->args[at ? 2 : 1];
@@ -126,9 +126,9 @@ static void capture_exec(struct proc *p, const struct mv_call *c)
 	free(p->exec_argv);
 	p->exec_path = p->exec_argv = NULL;
 	p->exec_argv_len = 0;
-	if (vm_read_string(c->tid, path, buf, sizeof(buf)) >= 0)
+	if (vm_read_string(c->tid, path, buf, sizeof(buf), &mv->faulter) >= 0)
 		p->exec_path = xstrdup(buf);
-	ssize_t n = vm_read_argv(c->tid, argv, compat, buf, sizeof(buf), 64);
+	ssize_t n = vm_read_argv(c->tid, argv, compat, buf, sizeof(buf), 64, &mv->faulter);
 	if (n > 0) {
 		p->exec_argv = xmalloc((size_t)n);
 		memcpy(p->exec_argv, buf, (size_t)n);
@@ -145,7 +145,8 @@ void lifecycle_exec_attempt_locked(struct mv *mv, struct proc *p, const struct m
 	 * created in the microseconds between this check and the exec would
 	 * make an exec that is only seen at the next query's /proc read. */
 	char path[4096];
-	if (c->sc == MV_SC_execve && vm_read_string(c->tid, c->args[0], path, sizeof(path)) > 0 &&
+	if (c->sc == MV_SC_execve &&
+	    vm_read_string(c->tid, c->args[0], path, sizeof(path), &mv->faulter) > 0 &&
 	    path[0] == '/' && access(path, F_OK) < 0 && errno == ENOENT)
 		return;
 	/* A previous attempt that is still unsettled failed, unless the new
@@ -165,7 +166,7 @@ void lifecycle_exec_attempt_locked(struct mv *mv, struct proc *p, const struct m
 	if (peer > 0 && peer != p->pid && syscall(SYS_kcmp, p->pid, peer, KCMP_VM, 0, 0) == 0)
 		p->exec_mm_peer = peer;
 	p->exec_pending = true;
-	capture_exec(p, c);
+	capture_exec(mv, p, c);
 }
 
 static bool exec_happened(struct proc *p)

@@ -17,6 +17,7 @@
 #include "supervisor/kernel/features.h"
 #include "supervisor/kernel/listener.h"
 #include "supervisor/kernel/remote.h"
+#include "supervisor/kernel/vm.h"
 
 #include <ev.h>
 #include <linux/seccomp.h>
@@ -103,7 +104,10 @@ struct mv {
 		/* Finished jobs no longer kept, by enum job_kind and job_state. */
 		uint64_t forgotten[2][4];
 	} jobs;
-	struct evict *evict;	     /* evicted memory (reload/evict.h) */
+	struct evict *evict; /* evicted memory (reload/evict.h) */
+	/* Reads of tracee memory through /proc/PID/mem serve evicted pages
+	 * with this (kernel/vm.h; set by host.c: evict_fault_in). */
+	struct vm_faulter faulter;
 	struct pagesw_pool *staging; /* checkpoint buffers (image/pagesw.h) */
 
 	struct ctl_server *ctl;

@@ -70,7 +70,7 @@ survives() { # POINT[:N]
 # reloaded with the fault (run_evict_point); reload_wl shares no memory,
 # so shm_ points are not reached there (shm_evict.bats tests shm_punch),
 # nor dedup_ ones, which need a forked tree (evict_safety.bats tests
-# dedup_differs).
+# dedup_differs); live: a checkpoint --live with the fault (run_live_point).
 SCENARIOS=(
 	"notify_ supervise"
 	"pidfd_ supervise"
@@ -87,6 +87,7 @@ SCENARIOS=(
 	"evict_ evict"
 	"shm_ evict"
 	"dedup_ evict"
+	"live_ live"
 )
 
 scenario_of() { # POINT
@@ -256,6 +257,24 @@ run_evict_point() { # POINT:N
 	grep -q "fault injected at $point" "$TMP/err" || echo "note: $1 was not reached"
 }
 
+# The live scenario: the pattern workload is checkpointed --live with the
+# fault; the image is whole and the program's memory right.
+run_live_point() { # POINT:N
+	local point=${1%%:*}
+	rm -rf "$TMP"/limg
+	MV_ARGS=()
+	MEMVISOR_FAULT=$1 start_fed "$WL/ckpt_pattern" --dense 4 --sparse 16 --threads 2 ||
+		{ echo "ckpt_pattern did not start"; return 1; }
+	ctl_within 60 checkpoint "$TMP/limg" --live --wait >"$TMP/lv.out" 2>&1 ||
+		{ echo "$1: checkpoint --live failed: $(cat "$TMP/lv.out")"; return 1; }
+	"$MEMVISOR" image verify "$TMP/limg" >/dev/null || { echo "$1: the image does not verify"; return 1; }
+	say_check || { echo "$1: the program's memory changed"; return 1; }
+	kill -0 "$MVPID" || { echo "memvisor died"; return 1; }
+	exec 7>&-
+	wait "$MVPID" || { echo "memvisor exited $?"; cat "$TMP/err"; return 1; }
+	grep -q "fault injected at $point" "$TMP/err" || echo "note: $1 was not reached"
+}
+
 @test "every fault point: memvisor survives, the program is unaffected or cleanly told, nothing leaks" {
 	local point n failed=
 	REF_FDS=
@@ -266,6 +285,8 @@ run_evict_point() { # POINT:N
 		for n in ${FAULT_NTH:-1}; do
 			if [ "$scenario" = evict ]; then
 				run_evict_point "$point:$n" || { failed="$failed $point:$n"; echo "FAILED: $point:$n (evict)"; }
+			elif [ "$scenario" = live ]; then
+				run_live_point "$point:$n" || { failed="$failed $point:$n"; echo "FAILED: $point:$n (live)"; }
 			else
 				run_point "$point:$n" "$scenario" || { failed="$failed $point:$n"; echo "FAILED: $point:$n ($scenario)"; }
 			fi

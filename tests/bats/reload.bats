@@ -232,10 +232,11 @@ native_out() { # COMMANDS...
 @test "reload: a corrupt page is never loaded; corrupt page checksums or manifest are refused" {
 	start --mib 16
 	evict "$TMP/img"
-	# Flip a byte of the last extent's last page (the page checksums
-	# follow the extents).
+	# Flip a byte of the largest extent's first page (evicted: not a page
+	# the evict keeps resident, as the arguments at the stack's top).
 	sums=$(json_get "$TMP/img/manifest.json" 'd["page_sums_offset"]')
-	flip_byte "$TMP/img/pages" $((sums - 100)) 0xff
+	at=$(json_get "$TMP/img/manifest.json" 'max((e for p in d["processes"] for r in p["regions"] if r["content"] == "private" for e in r["extents"]), key=lambda e: e[1])[2]')
+	flip_byte "$TMP/img/pages" $((at + 100)) 0xff
 	job=$(ctl --json reload "$TMP/img" | job_of -)
 	run ctl --json job "$job" --wait
 	assert_failure
@@ -245,7 +246,7 @@ native_out() { # COMMANDS...
 	# be given its memory).
 	kill -0 "$PID"
 	# Damaged page checksums or manifest: refused at once.
-	flip_byte "$TMP/img/pages" $((sums - 100)) 0xff
+	flip_byte "$TMP/img/pages" $((at + 100)) 0xff
 	flip_byte "$TMP/img/pages" $((sums + 2))
 	run ctl --json reload "$TMP/img"
 	assert_failure

@@ -11,6 +11,9 @@ of memvisor, for the tests.
       image must hold exactly N pages of the range.
   imgcmp.py pages IMG PID START END
       Print how many pages of [START, END) the image holds.
+  imgcmp.py word IMG PID ADDR
+      Print the 8-byte little-endian word the image holds at ADDR (hex)
+      of process PID, in decimal (0 for a page the image lacks).
 
 Extents of different processes may share bytes of the pages file
 (version 3: a page a forked tree shares copy-on-write is stored once);
@@ -140,8 +143,24 @@ def cmd_region(img, pid, start, end, dump, want_pages):
     print(f"ok {len(img_pages)} pages")
 
 
+def cmd_word(img, pid, addr):
+    man = load(img)
+    r = find_region(man, pid, addr)
+    page = addr - addr % PAGE
+    pages = image_pages(man, r, page, page + PAGE)
+    if page not in pages:
+        print(0)
+        return
+    with open(os.path.join(img, "pages"), "rb") as pf:
+        pf.seek(pages[page] + addr % PAGE)
+        print(struct.unpack("<Q", pf.read(8))[0])
+
+
 def main():
     a = sys.argv[1:]
+    if len(a) >= 4 and a[0] == "word":
+        cmd_word(a[1], int(a[2]), int(a[3], 16))
+        return
     if len(a) >= 5 and a[0] == "pages":
         man = load(a[1])
         r = find_region(man, int(a[2]), int(a[3], 16))

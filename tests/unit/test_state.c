@@ -436,6 +436,33 @@ static void test_smaps_rss(void)
 	as_model_free(&m);
 }
 
+static void test_uring_fdinfo(void)
+{
+	/* As Linux 6.18 prints it (io_uring/fdinfo.c). */
+	const char *text = "pos:\t0\nflags:\t02000002\nSqMask:\t0x7\nSQEs:\t0\nCQEs:\t0\n"
+			   "SqThread:\t-1\nUserFiles:\t2\n    0: /memfd:robust-x\\040(deleted)\n"
+			   "    1: <none>\nUserBufs:\t2\n    0: 0x7f2653b87000/4096\n"
+			   "    1: 0x7f2653b89000/100\nPollList:\nCqOverflowList:\n";
+	struct uring_info u;
+	ok(parse_uring_fdinfo(text, &u) == 0, "io_uring fdinfo parses");
+	is_u64(u.n_bufs, 2, "UserBufs");
+	is_u64(u.bufs_listed, 2, "both buffers listed");
+	is_u64(u.bufs[0].start, 0x7f2653b87000ull, "buffer 0 address");
+	is_u64(u.bufs[1].end - u.bufs[1].start, 100, "buffer 1 length");
+	is_u64(u.files_listed, 2, "both files listed");
+	ok(strcmp(u.files[0], "/memfd:robust-x (deleted)") == 0, "a file's escaped space");
+	ok(strcmp(u.files[1], "<none>") == 0, "an empty slot");
+	uring_info_free(&u);
+	/* The tables are left out when the ring's lock was taken. */
+	ok(parse_uring_fdinfo("UserFiles:\t3\nUserBufs:\t1\nPollList:\n", &u) == 0,
+	   "counts without tables parse");
+	ok(u.files_listed == 0 && u.n_files == 3 && u.bufs_listed == 0 && u.n_bufs == 1,
+	   "short tables are told apart");
+	uring_info_free(&u);
+	ok(parse_uring_fdinfo("pos:\t0\nflags:\t0\n", &u) == -EINVAL, "not an io_uring");
+	ok(parse_uring_fdinfo("UserBufs:\t99999999\n", &u) == -EINVAL, "an impossible count");
+}
+
 int main(void)
 {
 	syscalls_init();
@@ -449,5 +476,6 @@ int main(void)
 	test_procparse_small();
 	test_maps_line();
 	test_smaps_rss();
+	test_uring_fdinfo();
 	return tap_done();
 }
