@@ -76,31 +76,53 @@ static void robust_list(struct cproc *p, pid_t tid, struct held *h)
 
 /* ---- per thread ---------------------------------------------------------- */
 
-/* fs_base from the thread's saved general registers (struct
- * user_regs_struct: the 22nd word). */
-static uint64_t fs_base(const struct ptrace_thread *t)
+/* A word of the thread's saved general registers (struct
+ * user_regs_struct), 0 if not saved. */
+static uint64_t reg(const struct ptrace_thread *t, size_t word)
 {
 	const uint64_t *r = t->prstatus;
-	return r && t->prstatus_len >= 22 * sizeof(uint64_t) ? r[21] : 0;
+	return r && t->prstatus_len >= (word + 1) * sizeof(uint64_t) ? r[word] : 0;
+}
+
+#define UREG_RSP	    19
+#define UREG_FS_BASE 21
+
+/* Where the thread's prctl may write its answer: below its stack pointer
+ * and the 128-byte red zone (x86-64 psABI 3.2.2), in the same mapping
+ * (a stack about to overflow may lie just above another mapping's
+ * data), a writable one of the image's layout. 0 if none. */
+static uint64_t scratch_of(struct ckpt *c, size_t i, const struct ptrace_thread *t)
+{
+	uint64_t sp = reg(t, UREG_RSP), s = (sp - 512) & ~7ull;
+	struct img_proc *ip = c->p[i].img >= 0 ? ckpt_iproc(c, i) : NULL;
+	for (size_t k = 0; sp && ip && k < ip->n_r; k++) {
+		const struct img_region *g = &ip->r[k];
+		if (g->start <= s && sp <= g->end && (g->prot & AS_PROT_WRITE))
+			return s;
+	}
+	return 0;
 }
 
 /* clear_child_tid: asked in the thread itself. Without the prctl
- * (-EINVAL: no CONFIG_CHECKPOINT_RESTORE) the page at the thread
- * pointer and the next are kept: where glibc and musl keep the thread's
- * control block and the tid word in it. */
-static void exit_tid(struct remote *r, struct ptrace_thread *t, struct held *h)
+ * (-EINVAL: no CONFIG_CHECKPOINT_RESTORE) or a place for its answer, the
+ * two pages at the thread pointer are kept: where glibc and musl keep
+ * the thread's control block and the tid word in it. */
+static void exit_tid(struct ckpt *c, size_t i, struct remote *r, struct ptrace_thread *t,
+		     struct held *h)
 {
-	uint64_t addr = 0;
-	int rc = remote_use_thread_stopped(r, t);
+	uint64_t addr = 0, scratch = scratch_of(c, i, t);
+	int rc = scratch ? remote_use_thread_stopped(r, t) : -EFAULT;
 	if (rc == 0)
-		rc = remote_tid_address_stopped(r, &addr);
+		rc = remote_tid_address_stopped(r, scratch, &addr);
 	if (rc == 0) {
 		add(h, addr, 4, HELD_EXIT_TID);
 		return;
 	}
 	if (rc == -ESRCH)
 		return;
-	uint64_t tp = fs_base(t);
+	uint64_t tp = reg(t, UREG_FS_BASE);
+	if (!tp)
+		return;
 	log_debug("held: thread %d: PR_GET_TID_ADDRESS: %s; keeping its thread block at %#llx",
 		  t->tid, strerror(-rc), (unsigned long long)tp);
 	add(h, tp, 2 * PG, HELD_EXIT_TID);
@@ -110,21 +132,23 @@ static void threads(struct ckpt *c, size_t i, struct held *h)
 {
 	struct cproc *p = &c->p[i];
 	struct remote r;
-	bool many = ptrace_stopped_count(&p->pt) > 1;
-	bool inject = many && remote_open_stopped(&r, &p->pt, &c->mv->injecting) == 0;
+	bool inject = remote_open_stopped(&r, &p->pt, &c->mv->injecting) == 0;
 	for (size_t k = 0; k < p->pt.n; k++) {
 		struct ptrace_thread *t = &p->pt.t[k];
 		if (t->state != PT_STOPPED)
 			continue;
+		if (!t->prstatus && ptrace_save_regs_stopped(t) == -ESRCH)
+			continue; /* a second stop (--evict --live) saved none */
 		robust_list(p, t->tid, h);
 		uint64_t ra;
 		uint32_t rl;
 		if (ptrace_rseq_stopped(t->tid, &ra, &rl) == 0 && ra)
 			add(h, ra, rl, HELD_RSEQ);
 		/* The kernel writes clear_child_tid only while the mm has
-		 * other users (kernel/fork.c mm_release): threads. */
+		 * other users (kernel/fork.c mm_release): threads, or a
+		 * process that makes some after the evict. */
 		if (inject)
-			exit_tid(&r, t, h);
+			exit_tid(c, i, &r, t, h);
 	}
 }
 

@@ -63,8 +63,8 @@ struct held {
 /* Look at process i of c (its threads stopped by the calling thread, no
  * userfaultfd of ours registered in it yet): every kind above; argv and
  * the environment only with args (evict: outsiders' reads; a --live copy
- * does not change what they read). Injects one prctl into each thread of
- * a multi-threaded process (remote.h). A thread gone meanwhile is
+ * does not change what they read). Injects one prctl into each thread
+ * (remote.h). A thread gone meanwhile is
  * skipped; -ESRCH when the process is gone. */
 int held_scan_stopped(struct ckpt *c, size_t i, bool args, struct held *h);
 

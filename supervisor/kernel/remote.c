@@ -205,22 +205,16 @@ int remote_userfaultfd_stopped(struct remote *r, int pidfd, int *out, struct mv_
 #define PR_GET_TID_ADDRESS 40
 #endif
 
-int remote_tid_address_stopped(struct remote *r, uint64_t *addr)
+int remote_tid_address_stopped(struct remote *r, uint64_t scratch, uint64_t *addr)
 {
-	struct user_regs_struct regs;
-	if (ptrace(PTRACE_GETREGS, r->t->tid, 0, &regs) < 0)
-		return errno == ESRCH ? -ESRCH : -errno;
-	/* 128 bytes of red zone below rsp belong to the running function
-	 * (x86-64 psABI 3.2.2); anything further down is free. */
-	uint64_t scratch = (regs.rsp - 512) & ~7ull, got = 0;
+	uint64_t got = 0;
 	long a[6] = {PR_GET_TID_ADDRESS, (long)scratch}, ret = 0;
 	int rc = remote_syscall_stopped(r, SYS_prctl, a, &ret);
 	if (rc < 0)
 		return rc;
 	if (ret < 0)
 		return (int)ret;
-	struct iovec local = {&got, sizeof(got)},
-		     remote = {(void *)(uintptr_t)scratch, sizeof(got)};
+	struct iovec local = {&got, sizeof(got)}, remote = {(void *)(uintptr_t)scratch, sizeof(got)};
 	if (process_vm_readv(r->t->tid, &local, 1, &remote, 1, 0) != sizeof(got))
 		return errno ? -errno : -EIO;
 	*addr = got;

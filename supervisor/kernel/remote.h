@@ -66,10 +66,10 @@ int remote_userfaultfd_stopped(struct remote *r, int pidfd, int *out, struct mv_
 /* The address the kernel clears and wakes when r's thread exits
  * (clear_child_tid: set_tid_address(2), CLONE_CHILD_CLEARTID; pthread_join
  * waits on it), by prctl(PR_GET_TID_ADDRESS) run in the thread (Linux 3.5
- * with CONFIG_CHECKPOINT_RESTORE; -EINVAL without). The prctl writes its
- * answer below the thread's stack pointer, past the red zone: memory the
- * thread does not use. *addr 0: none. */
-int remote_tid_address_stopped(struct remote *r, uint64_t *addr);
+ * with CONFIG_CHECKPOINT_RESTORE; -EINVAL without), which writes its
+ * answer at scratch: 8 bytes of the process's memory nothing uses (below
+ * the thread's stack pointer and its red zone). *addr 0: none. */
+int remote_tid_address_stopped(struct remote *r, uint64_t scratch, uint64_t *addr);
 
 /* For the notify thread: is the notified call of thread tid at
  * instruction pointer ip (seccomp_data's: just after the `syscall`) one

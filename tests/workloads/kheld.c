@@ -51,6 +51,9 @@
  *                   pages: "prepared"
  *   exec-go         execv() them; the new program prints "exec ok" and
  *                   exits 0; on failure: "exec failed ERRNO"
+ *   mark            write a 16-byte marker "KHELD-MARK-nnnn" at the start
+ *                   of each page of the region: "marked N"
+ *   abort           abort(): SIGABRT, a core dump where the limit allows
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -479,6 +482,13 @@ static void command(char *line, const char *dir)
 		char *argv[] = {exec_path, exec_arg, NULL};
 		execv(exec_path, argv);
 		say("exec failed %d\n", errno);
+	} else if (strcmp(line, "mark") == 0) {
+		size_t n = region_len / PG;
+		for (size_t i = 0; i < n; i++)
+			snprintf((char *)region + i * PG, 16, "KHELD-MARK%05zu", i % 100000);
+		say("marked %zu\n", n);
+	} else if (strcmp(line, "abort") == 0) {
+		abort();
 	} else {
 		say("unknown command\n");
 	}
