@@ -84,7 +84,7 @@ static uint64_t reg(const struct ptrace_thread *t, size_t word)
 	return r && t->prstatus_len >= (word + 1) * sizeof(uint64_t) ? r[word] : 0;
 }
 
-#define UREG_RSP	    19
+#define UREG_RSP     19
 #define UREG_FS_BASE 21
 
 /* Where the thread's prctl may write its answer: below its stack pointer

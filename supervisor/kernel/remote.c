@@ -214,7 +214,8 @@ int remote_tid_address_stopped(struct remote *r, uint64_t scratch, uint64_t *add
 		return rc;
 	if (ret < 0)
 		return (int)ret;
-	struct iovec local = {&got, sizeof(got)}, remote = {(void *)(uintptr_t)scratch, sizeof(got)};
+	struct iovec local = {&got, sizeof(got)},
+		     remote = {(void *)(uintptr_t)scratch, sizeof(got)};
 	if (process_vm_readv(r->t->tid, &local, 1, &remote, 1, 0) != sizeof(got))
 		return errno ? -errno : -EIO;
 	*addr = got;
