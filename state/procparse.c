@@ -82,6 +82,7 @@ int parse_stat(const char *text, struct proc_stat *out)
 	if (n < 20)
 		return -EINVAL;
 	out->ppid = (pid_t)f[4];
+	out->flags = (uint32_t)f[9];
 	out->num_threads = (int)f[20];
 	out->start_ticks = f[22];
 	out->vsize = f[23];

@@ -31,6 +31,7 @@ struct proc_stat {
 	pid_t pid;
 	char state;
 	pid_t ppid;
+	uint32_t flags; /* field 9: PF_* */
 	int num_threads;
 	uint64_t start_ticks;			    /* field 22 */
 	uint64_t vsize;				    /* field 23, bytes */
@@ -39,6 +40,10 @@ struct proc_stat {
 	uint64_t start_brk;			    /* 47 */
 	uint64_t arg_start, env_end;		    /* 48, 51 */
 };
+
+/* PF_IO_WORKER in proc_stat.flags: an io_uring worker thread (iou-wrk-*,
+ * iou-sqp-*), which never runs user code. */
+#define PROC_PF_IO_WORKER 0x10
 
 /* /proc/PID/stat: the comm field may hold spaces and parentheses, so the
  * fields are counted from the last ')'. */

@@ -139,6 +139,11 @@ static void threads(struct ckpt *c, size_t i, struct held *h)
 			continue;
 		if (!t->prstatus && ptrace_save_regs_stopped(t) == -ESRCH)
 			continue; /* a second stop (--evict --live) saved none */
+		/* An io_uring worker (iou-wrk, iou-sqp) never runs user
+		 * code: nothing to inject into, no list or area of its own. */
+		struct proc_stat ts;
+		if (procfs_task_stat(p->pt.pid, t->tid, &ts) == 0 && (ts.flags & PROC_PF_IO_WORKER))
+			continue;
 		robust_list(p, t->tid, h);
 		uint64_t ra;
 		uint32_t rl;

@@ -4,6 +4,7 @@
 #include "common/fault.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "supervisor/kernel/procfs.h"
 #include "supervisor/kernel/procmap.h"
 
 #include <errno.h>
@@ -64,15 +65,24 @@ static int find_syscall_insn(pid_t pid, uint64_t start, uint64_t end, uint64_t *
 	return -ENOEXEC;
 }
 
+/* An io_uring worker (iou-wrk, iou-sqp) is a thread of the process that
+ * never runs user code: a single step there would never trap. */
+static bool io_worker(pid_t pid, pid_t tid)
+{
+	struct proc_stat st;
+	return procfs_task_stat(pid, tid, &st) == 0 && (st.flags & PROC_PF_IO_WORKER);
+}
+
 static struct ptrace_thread *pick_thread(struct ptrace_proc *pp)
 {
 	/* A thread without a pending signal and not in a group stop is the
 	 * plainest to run an instruction on. */
 	for (size_t i = 0; i < pp->n; i++)
-		if (pp->t[i].state == PT_STOPPED && !pp->t[i].signal && !pp->t[i].group_stop)
+		if (pp->t[i].state == PT_STOPPED && !pp->t[i].signal && !pp->t[i].group_stop &&
+		    !io_worker(pp->pid, pp->t[i].tid))
 			return &pp->t[i];
 	for (size_t i = 0; i < pp->n; i++)
-		if (pp->t[i].state == PT_STOPPED)
+		if (pp->t[i].state == PT_STOPPED && !io_worker(pp->pid, pp->t[i].tid))
 			return &pp->t[i];
 	return NULL;
 }
@@ -93,7 +103,7 @@ int remote_open_stopped(struct remote *r, struct ptrace_proc *pp, struct remote_
 
 int remote_use_thread_stopped(struct remote *r, struct ptrace_thread *t)
 {
-	if (t->state != PT_STOPPED)
+	if (t->state != PT_STOPPED || io_worker(r->pid, t->tid))
 		return -ESRCH;
 	r->t = t;
 	return 0;

@@ -65,6 +65,21 @@ wait_job() {
 	stop_fed
 }
 
+@test "kernel held: an io_uring worker thread waiting in a read: evict and --live go around it, the read completes into evicted memory" {
+	start
+	say uring-setup '^uring ready '
+	say async-start '^async waiting$'
+	# The worker (iou-wrk) is a thread of the process that never runs
+	# user code: nothing may be injected into it.
+	wait_for 10 grep -qs '^iou-wrk' /proc/$PID/task/*/comm
+	run timeout 60 "$MEMVISOR" ctl --socket "$SOCK" checkpoint "$TMP/limg" --live --wait
+	assert_success
+	evict "$TMP/img"
+	say async-finish '^async ok$'
+	say uring-read '^read ok$'
+	stop_fed
+}
+
 @test "kernel held: a memfd held only in io_uring's registered files stays resident: reads through the ring see its bytes, a 16-byte write loses none" {
 	start
 	say uring-setup '^uring ready '

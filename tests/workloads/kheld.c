@@ -51,6 +51,11 @@
  *                   pages: "prepared"
  *   exec-go         execv() them; the new program prints "exec ok" and
  *                   exits 0; on failure: "exec failed ERRNO"
+ *   async-start     an io_uring read of a pipe forced to an io_uring
+ *                   worker thread (IOSQE_ASYNC), which waits in it:
+ *                   "async waiting"
+ *   async-finish    write 64 bytes of pattern E to the pipe, wait for the
+ *                   read: "async ok" or "async MISMATCH at N"
  *   mark            write a 16-byte marker "KHELD-MARK-nnnn" at the start
  *                   of each page of the region: "marked N"
  *   abort           abort(): SIGABRT, a core dump where the limit allows
@@ -383,6 +388,51 @@ static void *gen_main(void *arg)
 	return NULL;
 }
 
+static int async_pipe[2];
+static uint8_t async_buf[64];
+
+static void async_start(void)
+{
+	if (pipe(async_pipe) < 0) {
+		say("async failed %d\n", errno);
+		return;
+	}
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+	io_uring_prep_read(sqe, async_pipe[0], async_buf, sizeof(async_buf), 0);
+	sqe->flags |= IOSQE_ASYNC;
+	int rc = io_uring_submit(&ring);
+	if (rc != 1) {
+		say("async failed %d\n", rc);
+		return;
+	}
+	say("async waiting\n");
+}
+
+static void async_finish(void)
+{
+	uint8_t b[64];
+	fill(b, sizeof(b), 'E');
+	if (write(async_pipe[1], b, sizeof(b)) != sizeof(b)) {
+		say("async failed %d\n", errno);
+		return;
+	}
+	struct io_uring_cqe *cqe;
+	int rc = io_uring_wait_cqe(&ring, &cqe);
+	if (rc == 0) {
+		rc = cqe->res;
+		io_uring_cqe_seen(&ring, cqe);
+	}
+	if (rc != (int)sizeof(b)) {
+		say("async failed %d\n", rc);
+		return;
+	}
+	long at = bad_at(async_buf, sizeof(b), 'E');
+	if (at < 0)
+		say("async ok\n");
+	else
+		say("async MISMATCH at %ld\n", at);
+}
+
 static char *in_fresh_pages(const char *s)
 {
 	size_t n = strlen(s) + 1;
@@ -482,6 +532,10 @@ static void command(char *line, const char *dir)
 		char *argv[] = {exec_path, exec_arg, NULL};
 		execv(exec_path, argv);
 		say("exec failed %d\n", errno);
+	} else if (strcmp(line, "async-start") == 0) {
+		async_start();
+	} else if (strcmp(line, "async-finish") == 0) {
+		async_finish();
 	} else if (strcmp(line, "mark") == 0) {
 		size_t n = region_len / PG;
 		for (size_t i = 0; i < n; i++)
