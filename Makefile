@@ -133,7 +133,7 @@ unit: $(UNIT_BIN)
 bats: all
 	@tests/run.sh $(BUILD) bats
 
-# churn.bats: 7 programs for CHURN_SECONDS each and 2 SIGKILL tests for
+# churn.bats: 8 programs for CHURN_SECONDS each and 2 SIGKILL tests for
 # half of it, about 30 minutes with the native runs.
 SOAK_CHURN_SECONDS ?= 210
 soak: all

@@ -147,6 +147,7 @@ static json_t *evict_json(const struct evict_stats *st, const struct ckpt *c)
 	json_object_set_new(o, "kernel_bytes", json_integer((json_int_t)st->kernel_bytes));
 	json_object_set_new(o, "kernel_resident",
 			    c->evict_kernel ? json_incref(c->evict_kernel) : json_array());
+	json_object_set_new(o, "kept", c->evict_kept ? json_incref(c->evict_kept) : json_array());
 	return o;
 }
 
@@ -219,6 +220,7 @@ static void cleanup(struct ckpt *c)
 	json_decref(c->evict_skipped);
 	json_decref(c->evict_shared);
 	json_decref(c->evict_kernel);
+	json_decref(c->evict_kept);
 }
 
 /* The copy: everything while stopped, or, with --live, what cannot be
@@ -350,6 +352,7 @@ static int attempt(struct job *j, bool live, uint64_t t_start, struct tries *tr)
 		erc = ckpt_evict_live(&c, &est, &lt, &clean, &written);
 	else if (rc == 0 && c.req->evict)
 		erc = ckpt_evict_all(&c, &est);
+	c.evict_kept = est.kept; /* cleanup() frees it */
 	ckpt_live_stop(&c);
 	if (c.req->evict)
 		ckpt_resume_all(&c);

@@ -116,6 +116,7 @@ struct ckpt {
 	json_t *evict_skipped;	   /* [{pid, reason}]: processes --evict left resident */
 	json_t *evict_shared;	   /* [{object, reason}]: shared memory --evict left resident */
 	json_t *evict_kernel;	   /* [{pid, what, bytes, ranges}]: kept for the kernel (held.h) */
+	json_t *evict_kept;	   /* [{pid, start, end, reason}]: private regions kept resident */
 	struct live *live;	   /* --live (live.c), or NULL */
 	char live_why[256];	   /* why the live copy was given up */
 	struct mv_err err;	   /* the first failure (ckpt_fail) */

@@ -347,6 +347,9 @@ static void render_checkpoint_result(json_t *res)
 	json_array_foreach(json_object_get(ev, "kernel_resident"), i, p)
 	    printf("  kept resident for the kernel: process %lld, %s: %s\n", jint(p, "pid"),
 		   jstr(p, "what"), hsize(json_object_get(p, "bytes"), a, sizeof(a)));
+	json_array_foreach(json_object_get(ev, "kept"), i, p)
+	    printf("  not evicted: process %lld region %s-%s: %s\n", jint(p, "pid"),
+		   jstr(p, "start"), jstr(p, "end"), jstr(p, "reason"));
 	json_array_foreach(json_object_get(res, "processes"), i, p)
 	{
 		if (strcmp(jstr(p, "state"), "gone") == 0)

@@ -117,22 +117,63 @@ static int drop_extents(struct remote *r, const struct img_region *g, uint64_t *
 	return 0;
 }
 
+/* Region g stays resident: say why in the evict's result (st->kept). */
+static void keep_region(struct evspace *s, const struct img_region *g, struct evict_stats *st,
+			const char *why)
+{
+	char a[32], b[32];
+	snprintf(a, sizeof(a), "%#llx", (unsigned long long)g->start);
+	snprintf(b, sizeof(b), "%#llx", (unsigned long long)g->end);
+	if (!st->kept)
+		st->kept = json_array();
+	json_array_append_new(st->kept, json_pack("{s:i, s:s, s:s, s:s}", "pid", s->pid, "start", a,
+						  "end", b, "reason", why));
+	st->kept_regions++;
+}
+
 static void evict_region(struct evspace *s, struct remote *r, const struct img_region *g,
 			 bool whole, struct evict_stats *st)
 {
 	uint64_t len = g->end - g->start;
+	int rc = uffd_register(s->uffd, g->start, len);
+	if (rc < 0) {
+		/* Its pages stay, so the image owes none of them: the map
+		 * must not cover a range our uffd does not hold. EBUSY: a
+		 * userfaultfd of the program's own holds it, and the kernel
+		 * lets any uffd of the mm copy into a registered vma
+		 * (mm/userfaultfd.c validate_dst_vma checks that the vma has
+		 * a context, not whose). The loader copied the image's pages
+		 * into the range once the program had dropped them itself
+		 * and registered it again (a madvise we hear nothing of):
+		 * its writes since the evict were lost (issue 24). */
+		pthread_rwlock_wrlock(&s->lay);
+		pthread_mutex_lock(&s->mu);
+		chunks_drop_locked(s, g->start, g->end);
+		pthread_mutex_unlock(&s->mu);
+		pthread_rwlock_unlock(&s->lay);
+		log_warn("evict: process %d: registering %#llx-%#llx: %s; left resident", s->pid,
+			 (unsigned long long)g->start, (unsigned long long)g->end, strerror(-rc));
+		char why[320];
+		if (rc == -EBUSY)
+			snprintf(
+			    why, sizeof(why),
+			    "registered with a userfaultfd of the program's (UFFDIO_REGISTER: %s): "
+			    "whoever reads that userfaultfd serves its faults, so it stays "
+			    "resident and memvisor never installs a page there",
+			    strerror(-rc));
+		else
+			snprintf(why, sizeof(why), "UFFDIO_REGISTER: %s: left resident",
+				 strerror(-rc));
+		keep_region(s, g, st, why);
+		return;
+	}
+	/* Only a region we hold: the reload unregisters and collapses its
+	 * huge runs (thp.h). */
 	pthread_mutex_lock(&s->mu);
 	if (evict_thp_note(&s->thp, s->pid, g->start, g->end) < 0)
 		log_debug("evict: process %d: no huge page scan of %#llx-%#llx", s->pid,
 			  (unsigned long long)g->start, (unsigned long long)g->end);
 	pthread_mutex_unlock(&s->mu);
-	int rc = uffd_register(s->uffd, g->start, len);
-	if (rc < 0) {
-		log_warn("evict: process %d: registering %#llx-%#llx: %s; left resident", s->pid,
-			 (unsigned long long)g->start, (unsigned long long)g->end, strerror(-rc));
-		st->kept_regions++;
-		return;
-	}
 	uint64_t at = g->start;
 	rc = whole ? drop_pages(r, g->start, len) : drop_extents(r, g, &at);
 	if (rc < 0) {
@@ -141,7 +182,12 @@ static void evict_region(struct evspace *s, struct remote *r, const struct img_r
 			 "resident",
 			 s->pid, (unsigned long long)g->start, (unsigned long long)g->end,
 			 (unsigned long long)at, strerror(-rc));
-		st->kept_regions++;
+		char why[160];
+		snprintf(why, sizeof(why),
+			 "madvise(MADV_DONTNEED) from %#llx: %s: the pages from there on stay "
+			 "resident",
+			 (unsigned long long)at, strerror(-rc));
+		keep_region(s, g, st, why);
 		return;
 	}
 	st->regions++;

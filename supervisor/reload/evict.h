@@ -67,6 +67,8 @@ struct evict_stats {
 	uint64_t cow_bytes; /* private pages shared copy-on-write with another process: left */
 	uint64_t scattered_bytes; /* private pages left because too scattered (MAX_RUNS) */
 	uint64_t kernel_bytes;	  /* private pages left because the kernel holds or touches them */
+	json_t *kept; /* [{pid, start, end, reason}]: the kept regions and why, or NULL; the
+		       * caller's to free */
 };
 
 /* Shared memory the evict is to take (supervisor/reload/shm.h), by image

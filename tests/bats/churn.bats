@@ -76,6 +76,14 @@ churn() {
 	churn sqlite -- sqlite3 :memory: ".read $CHURN/queries.sql" ".read $CHURN/queries.sql"
 }
 
+# A program that serves its own faults with userfaultfd, as the kernel
+# selftest uffd-stress does; an evict leaves the range it registered
+# resident (issue 24). --linger-ms: it goes on in that range after it
+# dropped the source, where an evict finds only that range.
+@test "churn: C program serving its own userfaultfd (uffd-stress)" {
+	churn uffd-stress -- "$WL/uffd_stress" --bounces 300 --linger-ms 5
+}
+
 # checkpoint --live over and over (tests/bats/live.bats checks the images;
 # these check the programs): write-protect faults, the fallback when memory
 # is unmapped during the copy, threads and forks, and the output must be a
