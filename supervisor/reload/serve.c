@@ -2,6 +2,7 @@
  * (supervisor/reload/space.h). */
 #include "supervisor/reload/space.h"
 #include "supervisor/kernel/procfs.h"
+#include "common/fault.h"
 #include "common/util.h"
 #include "supervisor/reload/shm.h"
 #include "supervisor/supervise/mv.h"
@@ -137,10 +138,11 @@ static int serve_shared(struct evspace *s, uint64_t addr, pid_t who, void *buf, 
  * then the chunk is looked up again under s->lay, since events may have
  * moved or dropped it meanwhile. A bad page is never installed: the
  * faulting one is made pages_unservable (SIGBUS), the others stay owed. */
-int serve_fault(struct evspace *s, uint64_t addr, pid_t who, void *buf, uint64_t *woken,
-		struct ahead *ra)
+int serve_fault(struct evspace *s, uint64_t addr, pid_t who, uint64_t gen, void *buf,
+		uint64_t *woken, struct ahead *ra)
 {
 	ra->addr = 0;
+	bool stalled = false;
 	for (;;) {
 		struct ev_chunk c;
 		struct ev_ext e;
@@ -166,6 +168,32 @@ int serve_fault(struct evspace *s, uint64_t addr, pid_t who, void *buf, uint64_t
 				if (src == 1)
 					continue; /* the layout changed meanwhile: look again */
 				return src;
+			}
+			/* Failure point serve_zero_stall: this worker is slow to
+			 * take the fault, so that a layout event can come first
+			 * (kernel_held.bats, the program's own userfaultfd). */
+			if (!stalled && fault_hit("serve_zero_stall")) {
+				pthread_rwlock_unlock(&s->lay);
+				stalled = true;
+				usleep(300 * 1000);
+				continue;
+			}
+			if (gen != s->layout_gen) {
+				/* The range changed since the fault was read: it
+				 * may be another mapping now, registered with a
+				 * userfaultfd of the program's, which the kernel
+				 * lets ours fill too (mm/userfaultfd.c
+				 * validate_dst_vma). Timeline: a thread faults on
+				 * our range; the program maps over it
+				 * (MAP_FIXED), our worker reads the UNMAP event,
+				 * the program registers the new mapping with its
+				 * own uffd; a zero page from us would fill it
+				 * behind the program's back. Wake the thread: it
+				 * faults again where the range is now. */
+				pthread_rwlock_unlock(&s->lay);
+				uffd_wake(s->uffd, addr, PG);
+				*woken = mv_now_ns();
+				return 0;
 			}
 			/* Never written, or dropped by the program (munmap,
 			 * madvise): zeros, as without evict. */
@@ -231,7 +259,10 @@ int evict_fault_in(void *arg, pid_t tid, uint64_t addr, size_t len)
 		struct ahead ra;
 		int r = -EAGAIN;
 		for (int tries = 0; r == -EAGAIN && tries < 5000; tries++) {
-			r = serve_fault(s, a, tid, buf, &woken, &ra);
+			pthread_rwlock_rdlock(&s->lay);
+			uint64_t gen = s->layout_gen;
+			pthread_rwlock_unlock(&s->lay);
+			r = serve_fault(s, a, tid, gen, buf, &woken, &ra);
 			if (r == -EAGAIN)
 				usleep(200);
 		}

@@ -95,7 +95,11 @@ struct evspace {
 	struct evict_thp thp; /* under mu */
 	uint64_t probe;	      /* an address of the mm never registered (the vdso) */
 	bool evicting; /* under lay: our own MADV_DONTNEED runs, its REMOVE events are ours */
-	bool shared;   /* mappings of evicted shared memory are registered (shm.h) */
+	/* Under lay: layout events applied (unmap, remap, the program's
+	 * remove): a fault read before the last one may name a range that
+	 * is no longer ours (serve_fault). */
+	uint64_t layout_gen;
+	bool shared; /* mappings of evicted shared memory are registered (shm.h) */
 	bool dead, stopping, linked;
 	struct ev_ext *ext;
 	size_t n_ext;
@@ -217,12 +221,13 @@ int pages_unservable(struct evspace *s, uint64_t addr, pid_t who, const struct e
 
 /* ---- serve.c: one fault ------------------------------------------------ */
 
-/* Serve a fault at addr by thread who: install the window around it,
- * wake the thread (*woken: when), and leave the read-ahead it owes in
- * *ra (addr 0: none). -EAGAIN: a layout change is under way, the thread
- * still waits; -ESRCH: the mm is gone. buf: an extent's buffer. */
-int serve_fault(struct evspace *s, uint64_t addr, pid_t who, void *buf, uint64_t *woken,
-		struct ahead *ra);
+/* Serve a fault at addr by thread who, read when s->layout_gen was gen:
+ * install the window around it, wake the thread (*woken: when), and
+ * leave the read-ahead it owes in *ra (addr 0: none). -EAGAIN: a layout
+ * change is under way, the thread still waits; -ESRCH: the mm is gone.
+ * buf: an extent's buffer. */
+int serve_fault(struct evspace *s, uint64_t addr, pid_t who, uint64_t gen, void *buf,
+		uint64_t *woken, struct ahead *ra);
 /* The read-ahead after a served fault (best effort). */
 void serve_read_ahead(struct evspace *s, uint64_t addr, const struct ev_chunk *c, uint32_t lo,
 		      uint32_t hi, void *buf);

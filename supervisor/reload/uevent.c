@@ -77,6 +77,7 @@ struct evspace *uevent_apply(struct evspace *s, const struct uffd_msg *m)
 	case UFFD_EVENT_FORK:
 		return on_fork(s, (int)m->arg.fork.ufd);
 	case UFFD_EVENT_REMAP:
+		s->layout_gen++;
 		pthread_mutex_lock(&s->mu);
 		chunks_move_locked(s, m->arg.remap.from, m->arg.remap.to, m->arg.remap.len);
 		evict_thp_forget(&s->thp, m->arg.remap.from, m->arg.remap.from + m->arg.remap.len);
@@ -91,6 +92,7 @@ struct evspace *uevent_apply(struct evspace *s, const struct uffd_msg *m)
 		 * test is exact. */
 		if (m->event == UFFD_EVENT_REMOVE && s->evicting)
 			return NULL;
+		s->layout_gen++;
 		pthread_mutex_lock(&s->mu);
 		chunks_drop_locked(s, m->arg.remove.start, m->arg.remove.end);
 		evict_thp_forget(&s->thp, m->arg.remove.start, m->arg.remove.end);

@@ -16,6 +16,7 @@
 
 struct fault {
 	uint64_t addr, t0;
+	uint64_t gen; /* s->layout_gen when it was read */
 	pid_t who;
 };
 
@@ -66,7 +67,7 @@ static void take_messages(struct worker *w, struct uffd_msg *m, ssize_t n)
 		if (queued(w, addr))
 			continue;
 		if (w->nq < ARRAY_SIZE(w->q))
-			w->q[w->nq++] = (struct fault){addr, mv_now_ns(), who};
+			w->q[w->nq++] = (struct fault){addr, mv_now_ns(), s->layout_gen, who};
 		else
 			uffd_wake(s->uffd, addr, PG);
 	}
@@ -128,7 +129,7 @@ static void serve_queue(struct worker *w)
 		struct fault f = w->q[--w->nq];
 		uint64_t woken = 0;
 		struct ahead ra;
-		int rc = serve_fault(s, f.addr, f.who, w->buf, &woken, &ra);
+		int rc = serve_fault(s, f.addr, f.who, f.gen, w->buf, &woken, &ra);
 		if (rc == -EAGAIN) {
 			w->q[w->nq++] = f;
 			if (!read_messages(w)) {

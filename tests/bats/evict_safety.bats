@@ -370,3 +370,18 @@ heaps_match() { # IMG
 	echo exit >&7
 	stop_fed
 }
+
+@test "evict safety: a page the program maps over and registers with its own userfaultfd while a fault on it waits for memvisor: the program's handler fills it, not a zero page of ours" {
+	# The kernel lets any userfaultfd of the mm fill a registered range
+	# (validate_dst_vma checks that the vma has a context, not whose):
+	# a zero page for a fault read before the program's MAP_FIXED and
+	# UFFDIO_REGISTER filled the program's range. serve_zero_stall holds
+	# the worker 300 ms on the first zero fault: A's.
+	MEMVISOR_FAULT=serve_zero_stall start_fed "$WL/uffd_replace"
+	run ctl checkpoint "$TMP/img" --evict --wait
+	assert_success
+	say go '^A read'
+	[ "$LAST" = "A read 0xab" ] || { echo "$LAST"; return 1; }
+	grep -q 'fault injected at serve_zero_stall' "$TMP/err"
+	stop_fed
+}

@@ -84,6 +84,7 @@ SCENARIOS=(
 	"remote_ evict"
 	"uffd_ evict"
 	"reload_ evict"
+	"serve_ evict"
 	"evict_ evict"
 	"shm_ evict"
 	"dedup_ evict"
