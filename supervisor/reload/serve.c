@@ -239,9 +239,29 @@ int serve_fault(struct evspace *s, uint64_t addr, pid_t who, uint64_t gen, void 
 	}
 }
 
+/* Does the image owe the page at addr (a chunk covers it, or it is a
+ * page of an evicted shared-memory object)? Only such a page is ours to
+ * fill: a page we do not owe may lie in a range the program registered
+ * with its own userfaultfd, which the kernel would let us fill too. */
+static bool owed_here(struct evspace *s, uint64_t addr)
+{
+	struct ev_chunk c;
+	pthread_rwlock_rdlock(&s->lay);
+	bool owed = chunks_at(s, addr, &c, NULL);
+	pthread_rwlock_unlock(&s->lay);
+	struct proc_vma v;
+	if (!owed && s->shared && vma_lookup(s, addr, &v) == 1) {
+		struct evobj *o = space_object_of(s->reg, &v);
+		owed = o != NULL;
+		if (o)
+			evshm_put(o);
+	}
+	return owed;
+}
+
 /* A fault nobody took: memvisor's own read of the program's memory
- * (kernel/vm.h), each page served as a fault would be, waiting out a
- * layout change under way (-EAGAIN) for up to a second. */
+ * (kernel/vm.h), each page the image owes served as a fault would be,
+ * waiting out a layout change under way (-EAGAIN) for up to a second. */
 int evict_fault_in(void *arg, pid_t tid, uint64_t addr, size_t len)
 {
 	struct evict *reg = arg;
@@ -253,11 +273,14 @@ int evict_fault_in(void *arg, pid_t tid, uint64_t addr, size_t len)
 	if (!s)
 		return 0;
 	void *buf = xmalloc_pages(IMG_EXTENT_MAX);
-	int rc = 1;
+	int rc = 1, served = 0;
 	for (uint64_t a = addr & ~(PG - 1); rc > 0 && a < addr + len; a += PG) {
 		uint64_t woken;
 		struct ahead ra;
 		int r = -EAGAIN;
+		if (!owed_here(s, a))
+			continue; /* present, or not ours to fill */
+		served++;
 		for (int tries = 0; r == -EAGAIN && tries < 5000; tries++) {
 			pthread_rwlock_rdlock(&s->lay);
 			uint64_t gen = s->layout_gen;
@@ -271,5 +294,5 @@ int evict_fault_in(void *arg, pid_t tid, uint64_t addr, size_t len)
 	}
 	free(buf);
 	evict_put(s);
-	return rc;
+	return rc > 0 && served ? 1 : rc < 0 ? rc : 0;
 }
