@@ -91,6 +91,7 @@ $(BUILD)/workloads/%: tests/workloads/%.c
 
 # Workloads that link a library of their own.
 $(BUILD)/workloads/kheld: WL_LIBS := -luring
+$(BUILD)/workloads/churn_uring: WL_LIBS := -luring
 
 $(BUILD)/bench/%: bench/%.c
 	@mkdir -p $(dir $@)
