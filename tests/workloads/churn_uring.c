@@ -3,7 +3,7 @@
  * through its pin while memvisor evicts and reloads it over and over
  * (docs/reload.md, "What the kernel touches").
  *
- *   churn_uring [--rounds N] [--every E] [--dir DIR] [--buffered]
+ *   churn_uring [--rounds N] [--every E] [--dir DIR] [--buffered] [--sqpoll]
  *
  * Two workers, the main thread and one more thread, each with a ring of
  * its own and its own files:
@@ -28,10 +28,12 @@
  *     back into heap buffers cut at other places.
  * The file is opened O_DIRECT when the file system takes it (a probe at
  * start; --buffered: never), else buffered; the output does not depend
- * on it (stderr says which). The plain READV/WRITEV go through a buffered descriptor of the
- * same file either way: direct I/O into memory that is not a registered
- * buffer is pinned only while in flight, which memvisor does not cover
- * (docs/reload.md, "Not done yet").
+ * on it (stderr says which). The plain READV/WRITEV go through a
+ * buffered descriptor of the same file either way: direct I/O into
+ * memory that is not a registered buffer is pinned only while in flight,
+ * which memvisor does not cover (docs/reload.md). --sqpoll: the thread's
+ * ring is polled by a kernel thread (IORING_SETUP_SQPOLL), which then
+ * does its submissions from the kernel.
  *
  * Every E rounds (default 50) the workers meet at a barrier and the main
  * thread prints "round R: MAIN THREAD", each a running checksum of all
@@ -108,7 +110,7 @@ struct worker {
 
 static int rounds = 600, every = 50;
 static const char *dir;
-static int direct_io, buffered_only;
+static int direct_io, buffered_only, sqpoll;
 static struct worker workers[2];
 static pthread_barrier_t meet;
 
@@ -123,16 +125,32 @@ static void say(const char *fmt, ...)
 		_exit(4);
 }
 
-static __attribute__((noreturn, format(printf, 2, 3))) void fail(int code, const char *fmt, ...)
+/* A verdict on what the kernel or memvisor did (MISMATCH, IOERROR) goes
+ * to stdout, where the churn driver compares it with a native run's, and
+ * to stderr; any other failure to stderr only. */
+static __attribute__((noreturn)) void end(int code, int out, const char *fmt, va_list ap)
 {
 	char b[256];
-	va_list ap;
-	va_start(ap, fmt);
 	int n = vsnprintf(b, sizeof(b), fmt, ap);
-	va_end(ap);
-	if (write(1, b, (size_t)n) < 0 || write(2, b, (size_t)n) < 0)
+	if (n > (int)sizeof(b) - 1)
+		n = (int)sizeof(b) - 1;
+	if ((out && write(1, b, (size_t)n) < 0) || write(2, b, (size_t)n) < 0)
 		_exit(code);
 	_exit(code);
+}
+
+static __attribute__((noreturn, format(printf, 2, 3))) void verdict(int code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	end(code, 1, fmt, ap);
+}
+
+static __attribute__((noreturn, format(printf, 2, 3))) void fail(int code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	end(code, 0, fmt, ap);
 }
 
 static uint64_t mix(uint64_t x)
@@ -193,7 +211,7 @@ static __attribute__((noinline)) void check(const char *what, int round, const v
 	for (; i < len; i++) {
 		uint8_t want = (uint8_t)(mix(k + (pos + i) / 8) >> (8 * ((pos + i) % 8)));
 		if (c[i] != want)
-			fail(1, "MISMATCH round %d buffer %s offset %zu\n", round, what, i);
+			verdict(1, "MISMATCH round %d buffer %s offset %zu\n", round, what, i);
 		h = (h ^ want) * 0x100000001b3ull;
 	}
 	*ck = h;
@@ -286,7 +304,12 @@ static void setup(struct worker *wk, int id)
 		fail(2, "churn_uring: mmap memfd: %s\n", strerror(errno));
 	fill(wk->mf, MF_LEN, key(id, -1, 100), 0);
 
-	int rc = io_uring_queue_init(32, &wk->ring, 0);
+	struct io_uring_params par = {0};
+	if (id == 1 && sqpoll) {
+		par.flags = IORING_SETUP_SQPOLL;
+		par.sq_thread_idle = 20; /* ms: it sleeps between rounds too */
+	}
+	int rc = io_uring_queue_init_params(32, &wk->ring, &par);
 	if (rc < 0)
 		fail(2, "churn_uring: io_uring_queue_init: %s\n", strerror(-rc));
 	rc = io_uring_register_buffers(&wk->ring, iov, 2 * NB + 2);
@@ -317,17 +340,17 @@ static void complete(struct worker *wk, int round, const char *op, unsigned n)
 {
 	int rc = io_uring_submit(&wk->ring);
 	if (rc < 0)
-		fail(2, "IOERROR round %d %s submit: %d\n", round, op, rc);
+		verdict(2, "IOERROR round %d %s submit: %d\n", round, op, rc);
 	for (unsigned i = 0; i < n; i++) {
 		struct io_uring_cqe *cqe;
 		do
 			rc = io_uring_wait_cqe(&wk->ring, &cqe);
 		while (rc == -EINTR);
 		if (rc < 0)
-			fail(2, "IOERROR round %d %s wait: %d\n", round, op, rc);
+			verdict(2, "IOERROR round %d %s wait: %d\n", round, op, rc);
 		if (cqe->res < 0 || (uint64_t)cqe->res != cqe->user_data)
-			fail(2, "IOERROR round %d %s: %d of %llu bytes\n", round, op, cqe->res,
-			     (unsigned long long)cqe->user_data);
+			verdict(2, "IOERROR round %d %s: %d of %llu bytes\n", round, op, cqe->res,
+				(unsigned long long)cqe->user_data);
 		io_uring_cqe_seen(&wk->ring, cqe);
 	}
 }
@@ -472,11 +495,10 @@ static void *thread_main(void *arg)
 int main(int argc, char **argv)
 {
 	dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-	static const struct option opts[] = {{"rounds", required_argument, 0, 'r'},
-					     {"every", required_argument, 0, 'e'},
-					     {"dir", required_argument, 0, 'd'},
-					     {"buffered", no_argument, 0, 'b'},
-					     {0}};
+	static const struct option opts[] = {
+	    {"rounds", required_argument, 0, 'r'}, {"every", required_argument, 0, 'e'},
+	    {"dir", required_argument, 0, 'd'},	   {"buffered", no_argument, 0, 'b'},
+	    {"sqpoll", no_argument, 0, 's'},	   {0}};
 	for (int o; (o = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
 		if (o == 'r')
 			rounds = atoi(optarg);
@@ -486,6 +508,8 @@ int main(int argc, char **argv)
 			dir = optarg;
 		else if (o == 'b')
 			buffered_only = 1;
+		else if (o == 's')
+			sqpoll = 1;
 		else
 			return 2;
 	}
