@@ -91,6 +91,7 @@ $(BUILD)/workloads/%: tests/workloads/%.c
 
 # Workloads that link a library of their own.
 $(BUILD)/workloads/kheld: WL_LIBS := -luring
+$(BUILD)/workloads/churn_uring: WL_LIBS := -luring
 
 $(BUILD)/bench/%: bench/%.c
 	@mkdir -p $(dir $@)
@@ -133,7 +134,7 @@ unit: $(UNIT_BIN)
 bats: all
 	@tests/run.sh $(BUILD) bats
 
-# churn.bats: 8 programs for CHURN_SECONDS each and 2 SIGKILL tests for
+# churn.bats: 10 programs for CHURN_SECONDS each and 2 SIGKILL tests for
 # half of it, about 30 minutes with the native runs.
 SOAK_CHURN_SECONDS ?= 210
 soak: all

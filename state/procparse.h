@@ -41,9 +41,11 @@ struct proc_stat {
 	uint64_t arg_start, env_end;		    /* 48, 51 */
 };
 
-/* PF_IO_WORKER in proc_stat.flags: an io_uring worker thread (iou-wrk-*,
- * iou-sqp-*), which never runs user code. */
-#define PROC_PF_IO_WORKER 0x10
+/* PF_IO_WORKER and PF_USER_WORKER in proc_stat.flags (include/linux/
+ * sched.h): io_uring's io-wq and sqpoll threads (iou-wrk-*, iou-sqp-*),
+ * vhost workers. Threads of the process that stop under ptrace but never
+ * run user code. */
+#define PROC_PF_KERNEL_LOOP (0x00000010u | 0x00004000u)
 
 /* /proc/PID/stat: the comm field may hold spaces and parentheses, so the
  * fields are counted from the last ')'. */

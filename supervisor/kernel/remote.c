@@ -65,12 +65,13 @@ static int find_syscall_insn(pid_t pid, uint64_t start, uint64_t end, uint64_t *
 	return -ENOEXEC;
 }
 
-/* An io_uring worker (iou-wrk, iou-sqp) is a thread of the process that
- * never runs user code: a single step there would never trap. */
+/* An io_uring worker (iou-wrk, iou-sqp) or a vhost worker is a thread of
+ * the process that stops under ptrace but never runs user code: a single
+ * step there never traps, the wait for it would never end. */
 static bool io_worker(pid_t pid, pid_t tid)
 {
 	struct proc_stat st;
-	return procfs_task_stat(pid, tid, &st) == 0 && (st.flags & PROC_PF_IO_WORKER);
+	return procfs_task_stat(pid, tid, &st) == 0 && (st.flags & PROC_PF_KERNEL_LOOP);
 }
 
 static struct ptrace_thread *pick_thread(struct ptrace_proc *pp)

@@ -30,6 +30,17 @@ skip_unless_uffd() {
 	[ "$(id -u)" = 0 ] || [ "$v" = 1 ] || skip "userfaultfd needs root or vm.unprivileged_userfaultfd=1"
 }
 
+# io_uring(7) must be allowed: kernel.io_uring_disabled 0, or 1 for root.
+skip_unless_uring() {
+	local v
+	v=$(cat /proc/sys/kernel/io_uring_disabled 2>/dev/null) || v=0
+	case $v in
+	0) ;;
+	1) [ "$(id -u)" = 0 ] || skip "io_uring is for root only here (kernel.io_uring_disabled=1)" ;;
+	*) skip "io_uring is disabled (kernel.io_uring_disabled=$v)" ;;
+	esac
+}
+
 # The interpreter itself, not a version manager's shim script.
 python_bin() { python3 -c 'import sys; print(sys.executable)'; }
 
@@ -84,6 +95,22 @@ churn() {
 	churn uffd-stress -- "$WL/uffd_stress" --bounces 300 --linger-ms 5
 }
 
+# The kernel's own accesses (docs/reload.md, "What the kernel touches"):
+# io_uring reads and writes registered buffers through their pin, and
+# holds a memfd in its file table; the file in $TMP, O_DIRECT where the
+# file system takes it.
+@test "churn: io_uring with registered buffers and files" {
+	skip_unless_uring
+	churn uring -- "$WL/churn_uring" --rounds 400 --dir "$TMP"
+}
+
+# The kernel marks a dead owner's robust mutexes and clears a thread's
+# exit word for pthread_join from the exiting thread, where a
+# userfaultfd does not wait.
+@test "churn: processes and threads that die holding robust mutexes" {
+	churn robust -- "$WL/churn_robust" --procs 4 --rounds 1000 --threads 3 --ops 1000
+}
+
 # checkpoint --live over and over (tests/bats/live.bats checks the images;
 # these check the programs): write-protect faults, the fallback when memory
 # is unmapped during the copy, threads and forks, and the output must be a
@@ -106,6 +133,10 @@ churn() {
 @test "churn --live-evict: python3 multiprocessing fork pool and threads" {
 	skip_unless_cmd python3
 	churn python-live-evict --live-evict -- "$(python_bin)" "$CHURN/pool.py" 8
+}
+
+@test "churn --live-evict: robust mutexes held by processes and threads that die" {
+	churn robust-live-evict --live-evict -- "$WL/churn_robust" --procs 4 --rounds 1000 --threads 3 --ops 1000
 }
 
 # memvisor SIGKILLed during an evict or a reload: the program dies with it,
