@@ -346,6 +346,7 @@ static int attempt(struct job *j, bool live, uint64_t t_start, struct tries *tr)
 	/* --live --evict: the program ran during the copy and the commit. */
 	bool again = live && copied && c.req->evict;
 	uint64_t clean = 0, written = 0, p1_start = c.pause_start, p1_end = c.pause_end;
+	uint64_t p1_stopped = c.t_stopped;
 	uint64_t t_again = mv_now_ns();
 	struct live_evict_times lt = {0};
 	if (rc == 0 && again)
@@ -361,6 +362,7 @@ static int attempt(struct job *j, bool live, uint64_t t_start, struct tries *tr)
 		uint64_t second = c.pause_end > t_again ? c.pause_end - t_again : 0;
 		c.pause_start = p1_start;
 		c.pause_end = p1_end;
+		c.t_stopped = p1_stopped; /* the second stop set it again */
 		if (live_json)
 			json_object_set_new(
 			    live_json, "evict",

@@ -137,6 +137,10 @@ evict_field() { json_get "$TMP/job.json" "d['result']['live']['evict']['$1']"; }
 		[ "$evicted" -ge $((48 << 20)) ]
 		[ "$(evict_field written_bytes)" -gt 0 ]
 		[ "$(evict_field pause_ns)" -gt 0 ]
+		# The result's times are the first pause's (the second stop
+		# once made layout_ns negative).
+		run json_get "$TMP/job.json" 'd["result"]["layout_ns"] >= 0 and d["result"]["stop_ns"] <= d["result"]["pause_ns"]'
+		assert_output True
 		[ "$(rss_kib "$PID")" -lt $((before - 40 * 1024)) ]
 		# The image is still one instant: the first pause.
 		python3 "$HELPERS/livecheck.py" "$TMP/img$try" "$PID" "$ADDR" 16 "$THREADS"
