@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
 # Files a user names to memvisor (issue 24.6): the image of `ctl reload`,
-# of `image info` and `image verify`. A FIFO, a device (or a symlink to one) or a file larger than
+# of `image info` and `image verify`, the directory `checkpoint --force`
+# replaces. A FIFO, a device (or a symlink to one) or a file larger than
 # any memvisor writes is refused at once and never read without bound: the
 # control socket keeps answering, memvisor's memory stays small, and it
 # exits when its command does. Before, a FIFO hung the main loop for good
@@ -157,4 +158,27 @@ image_refused() { # SUB PATTERN
 	done
 	run "$MEMVISOR" image verify "$TMP/img"
 	assert_success
+}
+
+@test "checkpoint --force over a directory whose manifest.json is a FIFO: not an image, refused at once; the socket answers" {
+	start_idle
+	mkdir "$TMP/img"
+	mkfifo "$TMP/img/manifest.json"
+	run ctl_within 60 --timeout 30 checkpoint "$TMP/img" --force
+	assert_failure 1
+	assert_output --partial "exists and is not a memvisor image; not replacing it"
+	run ctl_within 60 --timeout 30 --json status
+	assert_success
+	# A symlink to an image's manifest is not followed either: what is
+	# replaced is the directory as it is.
+	run ctl checkpoint "$TMP/real" --wait
+	assert_success
+	rm "$TMP/img/manifest.json"
+	ln -s "$TMP/real/manifest.json" "$TMP/img/manifest.json"
+	run ctl_within 60 --timeout 30 checkpoint "$TMP/img" --force
+	assert_failure 1
+	assert_output --partial "is not a memvisor image"
+	echo go >"$TMP/go"
+	wait_for 60 none_alive "$MVPID" >/dev/null
+	wait "$MVPID"
 }
