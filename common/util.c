@@ -120,6 +120,80 @@ int mv_read_file_at(int dirfd, const char *path, char **out, size_t *len)
 	return 0;
 }
 
+const char *mv_file_kind(mode_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFREG:
+		return "a regular file";
+	case S_IFDIR:
+		return "a directory";
+	case S_IFIFO:
+		return "a FIFO";
+	case S_IFCHR:
+		return "a character device";
+	case S_IFBLK:
+		return "a block device";
+	case S_IFSOCK:
+		return "a socket";
+	case S_IFLNK:
+		return "a symbolic link";
+	default:
+		return "not a file";
+	}
+}
+
+int mv_open_regular_at(int dirfd, const char *path, int flags, const char *name, struct stat *st,
+		       struct mv_err *err)
+{
+	struct stat local;
+	if (!st)
+		st = &local;
+	/* A plain open of a FIFO waits for a writer (fifo_open), and one of
+	 * a device runs its driver's open (a tape rewinds, a watchdog arms);
+	 * O_PATH does neither. */
+	_cleanup_close_ int pfd = openat(dirfd, path, O_PATH | O_CLOEXEC | (flags & O_NOFOLLOW));
+	if (pfd < 0 || fstat(pfd, st) < 0)
+		return mv_err_set(err, -errno, NULL, "%s: %s", name, strerror(errno));
+	if (!S_ISREG(st->st_mode))
+		return mv_err_set(err, -EINVAL, NULL, "%s is %s, not a regular file", name,
+				  mv_file_kind(st->st_mode));
+	char self[64];
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
+	/* O_NONBLOCK stays: reads of a regular file ignore it, and it keeps
+	 * any odd file (FUSE, /proc) from being waited on. */
+	int fd = open(self, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return mv_err_set(err, -errno, NULL, "%s: %s", name, strerror(errno));
+	return fd;
+}
+
+int mv_read_fd_max(int fd, size_t max, char **out, size_t *len)
+{
+	size_t cap = MV_MIN(max + 1, (size_t)65536), n = 0;
+	_cleanup_free_ char *buf = xmalloc(cap + 1);
+	while (n <= max) {
+		if (n == cap) {
+			cap = MV_MIN(cap * 2, max + 1);
+			buf = xrealloc(buf, cap + 1);
+		}
+		ssize_t r = read(fd, buf + n, cap - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	if (n > max)
+		return -EFBIG;
+	buf[n] = '\0';
+	if (len)
+		*len = n;
+	*out = mv_steal_ptr(buf);
+	return 0;
+}
+
 int mv_write_all(int fd, const void *buf, size_t len)
 {
 	const char *p = buf;

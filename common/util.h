@@ -3,11 +3,14 @@
 #ifndef MV_UTIL_H
 #define MV_UTIL_H
 
+#include "common/err.h"
+
 #include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -78,6 +81,29 @@ uint64_t mv_rate(uint64_t bytes, uint64_t ns);
 /* Read a whole file (relative to dirfd, or absolute) into a NUL-terminated
  * malloc'd buffer. Returns 0 or -errno; *len excludes the NUL. */
 int mv_read_file_at(int dirfd, const char *path, char **out, size_t *len);
+
+/* Open a file a user named, for reading, if it is a regular file, and
+ * never anything else: path (relative to dirfd, or absolute) is first
+ * opened O_PATH (flags: 0 or O_NOFOLLOW), which runs no device's open and
+ * waits for no FIFO writer; only when fstat says a regular file is it
+ * opened for reading, through /proc/self/fd (the very file checked),
+ * O_RDONLY|O_NONBLOCK|O_CLOEXEC|O_NOCTTY. Returns the fd, with *st filled
+ * when st is not NULL, or -errno with err saying why, naming the file
+ * name (for messages): -EINVAL "NAME is a FIFO, not a regular file", else
+ * "NAME: <strerror>". */
+int mv_open_regular_at(int dirfd, const char *path, int flags, const char *name, struct stat *st,
+		       struct mv_err *err);
+
+/* What a file of mode is, for a message: "a FIFO", "a character
+ * device", "a directory"... */
+const char *mv_file_kind(mode_t mode);
+
+/* Read fd from where it is to its end, at most max bytes, into a
+ * NUL-terminated malloc'd buffer (grown as data comes, so a size the
+ * file claims is never allocated up front). 0, -EFBIG when the file
+ * holds more than max bytes (reading stops at max + 1), or -errno. *len
+ * excludes the NUL. */
+int mv_read_fd_max(int fd, size_t max, char **out, size_t *len);
 
 /* Write all of buf to fd, retrying on EINTR and short writes. 0 or -errno. */
 int mv_write_all(int fd, const void *buf, size_t len);

@@ -33,6 +33,11 @@
 #define IMG_PAGES	"pages"
 #define IMG_ERR_LEN	512
 
+/* The largest manifest written or read: about six million extents (41
+ * bytes each), 25 GiB of memory in single pages or terabytes in runs. A
+ * reader allocates no more than this whatever a file claims. */
+#define IMG_MANIFEST_MAX (256u << 20)
+
 /* A run of pages stored in the pages file. addr is a virtual address for
  * a private region, an offset in the object for a shared-memory object.
  * Invariants: addr and off page-aligned, pages >= 1, [addr, addr+len)

@@ -44,6 +44,12 @@ static int commit(struct ckpt *c)
 	size_t len;
 	_cleanup_free_ char *text = img_manifest_write(&c->im, &len);
 	uint64_t t2 = mv_now_ns();
+	if (len > IMG_MANIFEST_MAX)
+		return ckpt_fail(
+		    c, -EFBIG, MV_E_NOT_SUPPORTED,
+		    "the manifest would be %zu bytes (%zu extents), more than memvisor "
+		    "reads (%u): the image is not written",
+		    len, c->im.recorded.extents, IMG_MANIFEST_MAX);
 	struct img_header h = {.version = IMG_VERSION,
 			       .pages_size = c->im.pages_size,
 			       .data_bytes = c->im.recorded.data_bytes,

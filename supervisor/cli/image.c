@@ -10,7 +10,6 @@
 #include "supervisor/cli/options.h"
 #include "supervisor/image/read.h"
 
-#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
@@ -184,14 +183,9 @@ static void print_json(json_t *o, enum cli_json mode)
  * EXIT_BAD after saying why. */
 static int require_image(const char *dir)
 {
-	_cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0) {
-		fprintf(stderr, "memvisor image: %s: %s\n", dir, strerror(errno));
-		return EXIT_BAD;
-	}
-	if (faccessat(fd, IMG_MANIFEST, F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT) {
-		fprintf(stderr, "memvisor image: %s: not a memvisor image (no %s)\n", dir,
-			IMG_MANIFEST);
+	struct mv_err err = {0};
+	if (imgread_require(dir, &err) < 0) {
+		fprintf(stderr, "memvisor image: %s\n", err.msg);
 		return EXIT_BAD;
 	}
 	return EXIT_GOOD;

@@ -1,28 +1,20 @@
 /* The reload control command (docs/protocol-reload.md): its arguments;
  * the job is supervisor/reload/reload.h's. */
 #include "supervisor/ctl/reload.h"
-#include "state/image.h"
+#include "supervisor/image/read.h"
 #include "supervisor/reload/reload.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <string.h>
-#include <unistd.h>
 
 /* A directory without a manifest is no image: say that, rather than what
- * the first file read of it found missing (its pages file). */
+ * the first file read of it found missing (its pages file); and a FIFO
+ * or a device in it is refused before anything is opened. */
 static int require_image(const char *dir, struct mv_err *err)
 {
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return ctl_fail(err, MV_E_INVALID, "%s: %s", dir, strerror(errno));
-	int rc = faccessat(fd, IMG_MANIFEST, F_OK, AT_SYMLINK_NOFOLLOW);
-	int e = errno;
-	close(fd);
-	if (rc < 0 && e == ENOENT)
-		return ctl_fail(err, MV_E_INVALID, "%s: not a memvisor image (no %s)", dir,
-				IMG_MANIFEST);
-	return 0;
+	int rc = imgread_require(dir, err);
+	if (rc < 0)
+		err->code = MV_E_INVALID;
+	return rc;
 }
 
 int ctl_cmd_reload(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,

@@ -20,7 +20,12 @@
 bool imgdir_is_image(int dirfd)
 {
 	char head[512];
-	_cleanup_close_ int fd = openat(dirfd, IMG_MANIFEST, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	/* Asked by `checkpoint --force` on the main loop: a FIFO or a device
+	 * named manifest.json is no image, and is not opened (a plain open
+	 * of a FIFO waits for a writer). A symlink is not followed: what is
+	 * replaced is the directory as it is. */
+	_cleanup_close_ int fd =
+	    mv_open_regular_at(dirfd, IMG_MANIFEST, O_NOFOLLOW, IMG_MANIFEST, NULL, NULL);
 	if (fd < 0)
 		return false;
 	ssize_t n = pread(fd, head, sizeof(head) - 1, 0);

@@ -8,32 +8,69 @@
 #include <string.h>
 #include <sys/stat.h>
 
+/* Open a file of the image: a regular file only, never waited on
+ * (mv_open_regular_at: a FIFO or a device, or a symlink to one, is
+ * refused before it is opened), so a request naming a bad image cannot
+ * hang the caller (a control handler on the main loop). */
+static int open_part(struct imgread *r, const char *dir, const char *name, struct stat *st,
+		     struct mv_err *err)
+{
+	char what[4200];
+	snprintf(what, sizeof(what), "%s/%s", dir, name);
+	return mv_open_regular_at(r->dirfd, name, 0, what, st, err);
+}
+
+/* The header, and that the pages file is as long as it says: every
+ * later read is within st_size. */
 static int read_header(struct imgread *r, const char *dir, struct mv_err *err)
 {
 	unsigned char buf[IMG_HEADER_SIZE];
-	r->pagesfd = openat(r->dirfd, IMG_PAGES, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	r->pagesfd = open_part(r, dir, IMG_PAGES, &st, err);
 	if (r->pagesfd < 0)
-		return mv_err_set(err, -errno, NULL, "%s/%s: %s", dir, IMG_PAGES, strerror(errno));
+		return r->pagesfd;
 	ssize_t n = pread(r->pagesfd, buf, sizeof(buf), 0);
 	if (n < 0)
 		return mv_err_set(err, -errno, NULL, "%s/%s: %s", dir, IMG_PAGES, strerror(errno));
 	if (n != (ssize_t)sizeof(buf))
 		return mv_err_set(err, -EINVAL, NULL, "%s/%s: shorter than its header", dir,
 				  IMG_PAGES);
-	return img_header_decode(buf, &r->h, err);
+	int rc = img_header_decode(buf, &r->h, err);
+	if (rc == 0 && (uint64_t)st.st_size != r->h.pages_size)
+		rc = mv_err_set(err, -EINVAL, NULL, "%s is %llu bytes; its header says %llu",
+				IMG_PAGES, (unsigned long long)st.st_size,
+				(unsigned long long)r->h.pages_size);
+	return rc;
 }
 
+/* manifest.json: its size is checked against the header's before it is
+ * read, and no more than that is read (a file that grows meanwhile is
+ * caught by the same check). */
 static int read_manifest(struct imgread *r, const char *dir, struct mv_err *err)
 {
+	struct stat st;
+	_cleanup_close_ int fd = open_part(r, dir, IMG_MANIFEST, &st, err);
+	if (fd < 0)
+		return fd;
+	if ((uint64_t)st.st_size > IMG_MANIFEST_MAX)
+		return mv_err_set(err, -EINVAL, NULL,
+				  "%s/%s is %llu bytes: larger than any manifest memvisor writes "
+				  "(%u)",
+				  dir, IMG_MANIFEST, (unsigned long long)st.st_size,
+				  IMG_MANIFEST_MAX);
+	if ((uint64_t)st.st_size != r->h.manifest_size)
+		return mv_err_set(err, -EBADMSG, NULL, "%s: %llu bytes, the pages header says %llu",
+				  IMG_MANIFEST, (unsigned long long)st.st_size,
+				  (unsigned long long)r->h.manifest_size);
 	_cleanup_free_ char *text = NULL;
 	size_t len = 0;
-	int rc = mv_read_file_at(r->dirfd, IMG_MANIFEST, &text, &len);
-	if (rc < 0)
+	int rc = mv_read_fd_max(fd, (size_t)r->h.manifest_size, &text, &len);
+	if (rc < 0 && rc != -EFBIG)
 		return mv_err_set(err, rc, NULL, "%s/%s: %s", dir, IMG_MANIFEST, strerror(-rc));
+	if (rc == -EFBIG || len != r->h.manifest_size)
+		return mv_err_set(err, -EBADMSG, NULL, "%s: changed while it was read",
+				  IMG_MANIFEST);
 	r->manifest_size = len;
-	if (len != r->h.manifest_size)
-		return mv_err_set(err, -EBADMSG, NULL, "%s: %zu bytes, the pages header says %llu",
-				  IMG_MANIFEST, len, (unsigned long long)r->h.manifest_size);
 	uint32_t crc = crc32c(text, len);
 	if (crc != r->h.manifest_crc)
 		return mv_err_set(
@@ -81,7 +118,13 @@ static int read_sums(struct imgread *r, struct mv_err *err)
 	uint64_t bytes = img_sums_bytes(r->im.sums_off);
 	if (r->im.version < 2)
 		return 0;
-	r->im.sums = xmalloc(MV_MAX(bytes, 4));
+	/* 1 MiB a GiB of pages; a size no machine could hold (a sparse pages
+	 * file whose header claims a petabyte) is an error, not an abort. */
+	r->im.sums = malloc((size_t)MV_MAX(bytes, 4));
+	if (!r->im.sums)
+		return mv_err_set(err, -ENOMEM, NULL,
+				  "%s: cannot hold its %llu bytes of page checksums", IMG_PAGES,
+				  (unsigned long long)bytes);
 	int rc = read_full(r->pagesfd, r->im.sums, bytes, r->im.sums_off);
 	if (rc < 0)
 		return mv_err_set(err, rc, NULL, "%s: reading the page checksums: %s", IMG_PAGES,
@@ -91,6 +134,29 @@ static int read_sums(struct imgread *r, struct mv_err *err)
 		return mv_err_set(err, -EBADMSG, NULL,
 				  "%s: the page checksums are corrupt (stored %08x, computed %08x)",
 				  IMG_PAGES, r->h.sums_crc, crc);
+	return 0;
+}
+
+int imgread_require(const char *dir, struct mv_err *err)
+{
+	_cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return mv_err_set(err, -errno, NULL, "%s: %s", dir, strerror(errno));
+	static const char *const parts[] = {IMG_MANIFEST, IMG_PAGES};
+	for (size_t i = 0; i < ARRAY_SIZE(parts); i++) {
+		struct stat st;
+		if (fstatat(fd, parts[i], &st, 0) < 0) {
+			int e = errno;
+			if (e == ENOENT && i == 0)
+				return mv_err_set(err, -ENOENT, NULL,
+						  "%s: not a memvisor image (no %s)", dir,
+						  IMG_MANIFEST);
+			return mv_err_set(err, -e, NULL, "%s/%s: %s", dir, parts[i], strerror(e));
+		}
+		if (!S_ISREG(st.st_mode))
+			return mv_err_set(err, -EINVAL, NULL, "%s/%s is %s, not a regular file",
+					  dir, parts[i], mv_file_kind(st.st_mode));
+	}
 	return 0;
 }
 

@@ -28,10 +28,23 @@ struct imgread_ref {
 	size_t index; /* extent index within it */
 };
 
+/* Is dir an image at all: a directory holding manifest.json and pages,
+ * each a regular file (or a symlink to one)? Nothing is opened or read
+ * (stat only), so a caller that must not wait (a control handler) can
+ * say "not an image" before imgread_open. 0; -ENOENT: no manifest.json
+ * ("DIR: not a memvisor image (no manifest.json)"); -EINVAL: one is not
+ * a regular file ("DIR/pages is a FIFO, not a regular file"); or
+ * -errno, with err filled. */
+int imgread_require(const char *dir, struct mv_err *err);
+
 /* Open dir: read and check the header and the manifest (checksum,
  * parse, validate, the two agree), and load the page checksums
  * (r->im.sums, version 2) checked against the header's checksum of
- * them. */
+ * them. The files are opened only if they are regular files, and never
+ * more is read than their sizes in the header, which must be theirs; a
+ * manifest over IMG_MANIFEST_MAX is refused unread. So a FIFO, a device
+ * or a huge file in an image is an error at once, not a wait or a
+ * memory blow-up. */
 int imgread_open(const char *dir, struct imgread *r, struct mv_err *err);
 void imgread_close(struct imgread *r);
 

@@ -85,8 +85,9 @@ void jobs_count_locked(struct mv *mv, uint64_t n[JOB_KINDS][JOB_STATES]);
  * (invalid: the job has ended, or is a reload asked to stop). */
 int job_cancel_locked(struct job *j, bool unthrottle, struct mv_err *err);
 
-/* Main thread: join finished workers (on every wake-up), and forget the
- * finished jobs beyond the last 64. */
+/* Main thread: join finished workers (on every wake-up), forget the
+ * finished jobs beyond the last 64, and after a join give the free pages
+ * of every malloc arena back to the kernel (malloc_trim). */
 void jobs_reap(struct mv *mv);
 
 /* Main thread, at exit: wait for every job; no job starts afterwards

@@ -1,4 +1,4 @@
-/* Unit tests of common/: sizes, histogram, int map, syscall table. */
+/* Unit tests of common/: sizes, histogram, int map, syscall table, files. */
 #include "common/hist.h"
 #include "common/imap.h"
 #include "common/syscalls.h"
@@ -6,7 +6,10 @@
 #include "common/util.h"
 #include "tests/unit/tap.h"
 
+#include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static void test_sizes(void)
 {
@@ -126,6 +129,51 @@ static void test_syscalls(void)
 	ok(strcmp(syscalls_arg_names(MV_SC_munmap), "addr,length") == 0, "arg names");
 }
 
+/* Files a user names: only regular files are opened, never waited on,
+ * and read no further than asked. */
+static void test_regular_files(void)
+{
+	char dir[] = "/tmp/mv-unit.XXXXXX";
+	if (!mkdtemp(dir)) {
+		ok(0, "mkdtemp");
+		return;
+	}
+	_cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct mv_err err = {0};
+	struct stat st;
+	ok(mkfifoat(dfd, "fifo", 0600) == 0, "a FIFO made");
+	ok(mv_open_regular_at(dfd, "fifo", 0, "F", &st, &err) == -EINVAL &&
+	       strcmp(err.msg, "F is a FIFO, not a regular file") == 0,
+	   "a FIFO without a writer is refused at once: %s", err.msg);
+	ok(symlinkat("/dev/zero", dfd, "zero") == 0, "a symlink to /dev/zero made");
+	ok(mv_open_regular_at(dfd, "zero", 0, "Z", NULL, &err) == -EINVAL &&
+	       strstr(err.msg, "is a character device, not a regular file"),
+	   "a device through a symlink is refused: %s", err.msg);
+	_cleanup_close_ int w = openat(dfd, "file", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	ok(w >= 0 && write(w, "0123456789", 10) == 10, "a file of 10 bytes made");
+	ok(symlinkat("file", dfd, "link") == 0, "a symlink to it made");
+	ok(mv_open_regular_at(dfd, "link", O_NOFOLLOW, "L", NULL, &err) == -EINVAL &&
+	       strstr(err.msg, "is a symbolic link"),
+	   "with O_NOFOLLOW a symlink is not followed");
+	ok(mv_open_regular_at(dfd, "nothing", 0, "N", NULL, &err) == -ENOENT,
+	   "a missing file is ENOENT: %s", err.msg);
+	for (size_t max = 9; max <= 11; max++) {
+		_cleanup_close_ int fd = mv_open_regular_at(dfd, "link", 0, "L", &st, &err);
+		_cleanup_free_ char *text = NULL;
+		size_t len = 0;
+		int rc = fd < 0 ? fd : mv_read_fd_max(fd, max, &text, &len);
+		if (max < 10)
+			ok(rc == -EFBIG && st.st_size == 10, "10 bytes, at most %zu: EFBIG", max);
+		else
+			ok(rc == 0 && len == 10 && strcmp(text, "0123456789") == 0,
+			   "10 bytes, at most %zu: read whole", max);
+	}
+	const char *names[] = {"fifo", "zero", "file", "link"};
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+		unlinkat(dfd, names[i], 0);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	test_sizes();
@@ -133,5 +181,6 @@ int main(void)
 	test_hist_below();
 	test_imap();
 	test_syscalls();
+	test_regular_files();
 	return tap_done();
 }
