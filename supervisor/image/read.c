@@ -180,6 +180,21 @@ int imgread_open(const char *dir, struct imgread *r, struct mv_err *err)
 	return rc;
 }
 
+int imgread_header(const char *dir, struct img_header *h, struct mv_err *err)
+{
+	struct imgread r;
+	memset(&r, 0, sizeof(r));
+	r.pagesfd = -1;
+	img_init(&r.im);
+	r.dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NONBLOCK);
+	int rc = r.dirfd < 0 ? mv_err_set(err, -errno, NULL, "%s: %s", dir, strerror(errno))
+			     : read_header(&r, dir, err);
+	if (rc == 0)
+		*h = r.h;
+	imgread_close(&r);
+	return rc;
+}
+
 void imgread_close(struct imgread *r)
 {
 	if (r->pagesfd >= 0)

@@ -48,6 +48,11 @@ int imgread_require(const char *dir, struct mv_err *err);
 int imgread_open(const char *dir, struct imgread *r, struct mv_err *err);
 void imgread_close(struct imgread *r);
 
+/* The pages file's header alone (4 KiB, the file regular and as large as
+ * the header says): which image dir holds, cheaply enough for a control
+ * handler. imgread_open checks the rest. */
+int imgread_header(const char *dir, struct img_header *h, struct mv_err *err);
+
 /* Every extent, sorted by offset in the pages file. *refs is malloc'd. */
 size_t imgread_refs(const struct imgread *r, struct imgread_ref **refs);
 

@@ -312,13 +312,16 @@ static int reload_run(struct job *j)
 /* ---- starting ------------------------------------------------------- */
 
 /* The image at dir must be the one processes are evicted to. */
+/* On the main loop: only the pages header (4 KiB, bounded, a regular
+ * file) says which image dir holds; the job thread checks the rest
+ * (verify) before any page is used, so a large manifest is never read
+ * here. */
 static int match_image(struct mv *mv, struct reload_req *req, struct mv_err *err)
 {
-	struct imgread ir;
-	int rc = imgread_open(req->dir, &ir, err);
+	struct img_header h;
+	int rc = imgread_header(req->dir, &h, err);
 	if (rc == 0)
-		snprintf(req->id, sizeof(req->id), "%s", ir.im.id);
-	imgread_close(&ir);
+		snprintf(req->id, sizeof(req->id), "%s", h.id);
 	if (rc < 0)
 		return mv_err_set(err, rc, rc == -ENOENT ? MV_E_INVALID : MV_E_CORRUPT_IMAGE,
 				  "cannot reload from %s: %s", req->dir, err->msg);

@@ -109,10 +109,10 @@ reload_and_end() {
 	reload_and_end
 }
 
-@test "reload: a manifest.json larger than any memvisor writes is refused unread" {
+@test "reload: a manifest.json larger than any memvisor writes fails the job unread" {
 	start_evicted
 	spoil manifest.json huge
-	run ctl_within 60 --timeout 30 --json reload "$TMP/img"
+	run ctl_within 60 --timeout 30 --json reload "$TMP/img" --wait
 	echo "memvisor VmHWM $(peak_kb) kB"
 	[ "$(peak_kb)" -lt 204800 ]
 	assert_failure 1
