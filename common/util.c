@@ -362,3 +362,10 @@ int mv_exit_code(int status)
 		return 128 + WTERMSIG(status);
 	return 125;
 }
+
+int mv_reopen_direct(int fd)
+{
+	char p[64];
+	snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
+	return open(p, O_RDONLY | O_CLOEXEC | O_DIRECT);
+}

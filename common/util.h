@@ -94,6 +94,10 @@ int mv_read_file_at(int dirfd, const char *path, char **out, size_t *len);
 int mv_open_regular_at(int dirfd, const char *path, int flags, const char *name, struct stat *st,
 		       struct mv_err *err);
 
+/* The file behind fd opened again for reading with O_DIRECT (through
+ * /proc/self/fd: the very file), or -1 where the file system refuses. */
+int mv_reopen_direct(int fd);
+
 /* What a file of mode is, for a message: "a FIFO", "a character
  * device", "a directory"... */
 const char *mv_file_kind(mode_t mode);

@@ -74,13 +74,15 @@ static int setup_space(struct evspace *s, struct ptrace_proc *pp, struct remote 
 				  strerror(-rc));
 	char path[4096];
 	snprintf(path, sizeof(path), "%s/%s", dir, IMG_PAGES);
-	s->pagesfd = open(path, O_RDONLY | O_CLOEXEC);
+	/* A regular file only: the program is stopped while we open it. */
+	s->pagesfd = mv_open_regular_at(AT_FDCWD, path, 0, path, NULL, err);
+	if (s->pagesfd < 0)
+		return s->pagesfd;
 	/* The loader reads what the page cache lacks straight into its
 	 * buffer (the image was written with O_DIRECT, so usually all of
-	 * it): half the CPU of a buffered read, which copies twice. */
-	s->directfd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
-	if (s->pagesfd < 0)
-		return mv_err_set(err, -errno, NULL, "%s: %s", path, strerror(errno));
+	 * it): half the CPU of a buffered read, which copies twice. The
+	 * same file, opened again through our descriptor. */
+	s->directfd = mv_reopen_direct(s->pagesfd);
 	if (s->stopfd < 0)
 		return mv_err_set(err, -EMFILE, NULL, "eventfd: %s", strerror(EMFILE));
 	s->pid = s->tgid = pp->pid;

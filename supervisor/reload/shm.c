@@ -153,12 +153,12 @@ int evshm_new(const struct img *im, size_t k, int fd, const char *dir, struct ev
 	o->size = ((uint64_t)st.st_size + PG - 1) & ~(PG - 1);
 	char path[4096];
 	snprintf(path, sizeof(path), "%s/%s", dir, IMG_PAGES);
-	if (rc == 0 && (o->pagesfd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		rc = mv_err_set(err, -errno, NULL, "%s: %s", path, strerror(errno));
+	if (rc == 0 && (o->pagesfd = mv_open_regular_at(AT_FDCWD, path, 0, path, NULL, err)) < 0)
+		rc = o->pagesfd;
 	/* The loader reads with O_DIRECT, as for private memory (loader.c):
 	 * the image is not kept a second time in the page cache. */
 	if (rc == 0)
-		o->directfd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+		o->directfd = mv_reopen_direct(o->pagesfd);
 	if (rc == 0 && o->size) {
 		/* Never touched by memvisor (a touch of a hole would wait on
 		 * our own uffd for good): only the target of UFFDIO_COPY. */
