@@ -208,5 +208,8 @@ for line in open(sys.argv[1]):
 	run ctl events --tree zero
 	[ "$status" -eq 2 ]
 	assert_output --partial "--tree: 'zero' is not a process id"
+	# memvisor returns once no descendant is left: the child's sleep 300
+	# held this test for five minutes.
+	kill "$child"
 	stop_fed
 }
