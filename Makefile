@@ -5,7 +5,8 @@
 #   make demo     run a small program under memvisor and query it over the socket
 #   make check    every test tier; ends with "N passed, N failed"
 #   make soak     the storms for 60 s each, every fault point at several calls,
-#                 and the churn tier (evict/reload under real programs) for 30 min
+#                 the churn tier (evict/reload under real programs) for 35 min,
+#                 and the evict, live and checkpoint repetitions, longer
 #   make bench    benchmarks (bench/README.md)
 #   make asan     ASan/UBSan build, then the bats suite against it
 #   make fuzz     libFuzzer harnesses (tests/fuzz), each run FUZZ_SECONDS
@@ -134,13 +135,16 @@ unit: $(UNIT_BIN)
 bats: all
 	@tests/run.sh $(BUILD) bats
 
-# churn.bats: 10 programs for CHURN_SECONDS each and 2 SIGKILL tests for
-# half of it, about 30 minutes with the native runs.
-SOAK_CHURN_SECONDS ?= 210
+# churn.bats: 15 programs and modes for CHURN_SECONDS each (8 in check) and
+# 2 SIGKILL tests for half of it, about 35 minutes with the native runs;
+# the repetitions make check keeps short (SHM_CYCLES, LIVE_TRIES,
+# EXEC_CHECKPOINTS) run longer here.
+SOAK_CHURN_SECONDS ?= 120
 soak: all
 	@STORM_SECONDS=60 STORM_THREADS=64 STORM_PROCS=200 STORM_CLIENTS=100 FAULT_NTH="1 2 5" \
-		CHURN_SECONDS=$(SOAK_CHURN_SECONDS) \
-		BATS_FILES="storm faults death churn" BATS_OPTS=--show-output-of-passing-tests tests/run.sh $(BUILD) bats
+		CHURN_SECONDS=$(SOAK_CHURN_SECONDS) SHM_CYCLES=300 LIVE_TRIES=20 EXEC_CHECKPOINTS=100 \
+		BATS_FILES="storm faults death churn shm_evict live checkpoint kernel_held evict_safety" \
+		BATS_OPTS=--show-output-of-passing-tests tests/run.sh $(BUILD) bats
 
 bench: all
 	@bench/run.sh $(BUILD)

@@ -292,7 +292,8 @@ start_checkpointed() { # CKPT_PATTERN-ARGS...
 	# PTRACE_SEIZE says EPERM); about 5% of these checkpoints failed
 	# with "did not stop within 10000 ms".
 	start_fed "$WL/ckpt_churn" execs
-	for i in $(seq 60); do
+	local n=${EXEC_CHECKPOINTS:-25} # more in make soak
+	for i in $(seq "$n"); do
 		rc=0
 		ctl --json checkpoint "$TMP/img" --wait --stop-timeout 3 >"$TMP/job" 2>"$TMP/job.err" || rc=$?
 		if [ "$rc" != 0 ]; then
@@ -302,7 +303,7 @@ start_checkpointed() { # CKPT_PATTERN-ARGS...
 		# Stopped in well under a second, however the execs fell.
 		stop=$(json_get "$TMP/job" "d['result']['stop_ns']")
 		[ "$stop" -lt 1000000000 ] || { echo "checkpoint $i: stop took $stop ns"; false; }
-		[ "$i" != 60 ] || "$MEMVISOR" image verify "$TMP/img" >/dev/null
+		[ "$i" != "$n" ] || "$MEMVISOR" image verify "$TMP/img" >/dev/null
 		rm -rf "$TMP/img"
 	done
 	say_until count '^execs'

@@ -40,9 +40,10 @@ sweeps() {
 	echo "${LAST#sweeps }"
 }
 
-@test "checkpoint --live: the writers never stop, and each image holds one instant (10 tries)" {
+# LIVE_TRIES: 4 in make check, more in make soak.
+@test "checkpoint --live: the writers never stop, and each image holds one instant (LIVE_TRIES tries)" {
 	start_counter --mib 64 --threads 2
-	for try in $(seq 10); do
+	for try in $(seq "${LIVE_TRIES:-4}"); do
 		before=$(sweeps)
 		live_ckpt "$TMP/img$try"
 		run json_get "$TMP/job.json" 'd["result"]["live"]'
@@ -120,13 +121,13 @@ live_evict() {
 
 evict_field() { json_get "$TMP/job.json" "d['result']['live']['evict']['$1']"; }
 
-@test "checkpoint --live --evict: what was written since the pause stays, the rest is dropped, and no byte is lost (10 cycles)" {
+@test "checkpoint --live --evict: what was written since the pause stays, the rest is dropped, and no byte is lost (LIVE_TRIES cycles)" {
 	# --check: every writer finds its previous sweep's number in each
 	# page before it writes the next (a page dropped after it was
 	# written comes back older, or as zeros: exit 3); the cold region,
 	# never written after the start, is verified on demand.
 	start_counter --mib 16 --threads 2 --check --cold-mib 48
-	for try in $(seq 10); do
+	for try in $(seq "${LIVE_TRIES:-4}"); do
 		before=$(rss_kib "$PID")
 		live_evict "$TMP/img$try"
 		run json_get "$TMP/job.json" 'd["result"]["live"]'
