@@ -103,12 +103,14 @@ static uint64_t scratch_of(struct ckpt *c, size_t i, const struct ptrace_thread 
 	return 0;
 }
 
-/* clear_child_tid: asked in the thread itself. Without the prctl
+/* clear_child_tid: asked in the thread itself (an injected prctl, about
+ * 200 us a thread here: a single step's round trip). Without the prctl
  * (-EINVAL: no CONFIG_CHECKPOINT_RESTORE) or a place for its answer, the
  * two pages at the thread pointer are kept: where glibc and musl keep
- * the thread's control block and the tid word in it. */
-static void exit_tid(struct ckpt *c, size_t i, struct remote *r, struct ptrace_thread *t,
-		     struct held *h)
+ * the thread's control block and the tid word in it. Returns the
+ * address, or 0. */
+static uint64_t exit_tid_asked(struct ckpt *c, size_t i, struct remote *r, struct ptrace_thread *t,
+			       struct held *h)
 {
 	uint64_t addr = 0, scratch = scratch_of(c, i, t);
 	int rc = scratch ? remote_use_thread_stopped(r, t) : -EFAULT;
@@ -116,22 +118,59 @@ static void exit_tid(struct ckpt *c, size_t i, struct remote *r, struct ptrace_t
 		rc = remote_tid_address_stopped(r, scratch, &addr);
 	if (rc == 0) {
 		add(h, addr, 4, HELD_EXIT_TID);
-		return;
+		return addr;
 	}
-	if (rc == -ESRCH)
-		return;
 	uint64_t tp = reg(t, UREG_FS_BASE);
-	if (!tp)
-		return;
+	if (rc == -ESRCH || !tp)
+		return 0;
 	log_debug("held: thread %d: PR_GET_TID_ADDRESS: %s; keeping its thread block at %#llx",
 		  t->tid, strerror(-rc), (unsigned long long)tp);
 	add(h, tp, 2 * PG, HELD_EXIT_TID);
+	return 0;
+}
+
+/* Does the 32-bit word at addr hold tid? */
+static bool holds_tid(struct cproc *p, uint64_t addr, pid_t tid)
+{
+	int32_t v;
+	return addr && ckpt_read_mem(p, addr, &v, sizeof(v)) == 0 && v == tid;
+}
+
+/* Where each thread's exit word is, asking as few threads as we may.
+ * The thread libraries keep it in the thread's control block, at the
+ * same offset from the thread pointer for every thread of a process, and
+ * holding the thread's id (glibc's struct pthread tid: pthread_create
+ * passes it as CLONE_PARENT_SETTID and CLONE_CHILD_CLEARTID). So the
+ * first thread is asked; when its answer is such a word, another
+ * thread's is taken from its own thread pointer at the same offset if
+ * that word holds its id too, and asked otherwise (a thread made with a
+ * raw clone, a runtime of its own). */
+struct exit_words {
+	bool have_off;
+	int64_t off; /* exit word - fs_base, when have_off */
+};
+
+static void exit_tid(struct ckpt *c, size_t i, struct remote *r, struct ptrace_thread *t,
+		     struct exit_words *w, struct held *h)
+{
+	struct cproc *p = &c->p[i];
+	uint64_t tp = reg(t, UREG_FS_BASE);
+	if (w->have_off && tp && holds_tid(p, tp + (uint64_t)w->off, t->tid)) {
+		add(h, tp + (uint64_t)w->off, 4, HELD_EXIT_TID);
+		return;
+	}
+	uint64_t addr = exit_tid_asked(c, i, r, t, h);
+	if (!w->have_off && tp && addr >= tp && addr < tp + 2 * PG && holds_tid(p, addr, t->tid)) {
+		w->have_off = true;
+		w->off = (int64_t)(addr - tp);
+	}
 }
 
 static void threads(struct ckpt *c, size_t i, struct held *h)
 {
 	struct cproc *p = &c->p[i];
 	struct remote r;
+	struct exit_words w = {0};
 	bool inject = remote_open_stopped(&r, &p->pt, &c->mv->injecting) == 0;
 	for (size_t k = 0; k < p->pt.n; k++) {
 		struct ptrace_thread *t = &p->pt.t[k];
@@ -154,7 +193,7 @@ static void threads(struct ckpt *c, size_t i, struct held *h)
 		 * other users (kernel/fork.c mm_release): threads, or a
 		 * process that makes some after the evict. */
 		if (inject)
-			exit_tid(c, i, &r, t, h);
+			exit_tid(c, i, &r, t, &w, h);
 	}
 }
 
@@ -174,9 +213,9 @@ static int ring(void *arg, const struct uring_info *u)
 	return 0;
 }
 
-static void rings(pid_t pid, struct held *h)
+static void rings(struct ckpt *c, pid_t pid, struct held *h)
 {
-	int rc = backing_urings(pid, ring, h);
+	int rc = backing_urings(pid, c->mv->feat.procmap_query, ring, h);
 	if (rc == -EAGAIN)
 		snprintf(h->unknown, sizeof(h->unknown),
 			 "its io_uring's registered buffers and files cannot be listed (the ring "
@@ -198,7 +237,7 @@ int held_scan_stopped(struct ckpt *c, size_t i, bool args, struct held *h)
 	pid_t pid = c->p[i].pt.pid;
 	uint64_t t0 = mv_now_ns();
 	threads(c, i, h);
-	rings(pid, h);
+	rings(c, pid, h);
 	if (args) {
 		struct proc_stat st;
 		int rc = procfs_stat(c->p[i].tid ? c->p[i].tid : pid, &st);

@@ -321,13 +321,14 @@ static int uring_map(void *arg, const struct proc_vma *v)
 	return 0;
 }
 
-int backing_urings(pid_t pid, int (*fn)(void *arg, const struct uring_info *u), void *arg)
+int backing_urings(pid_t pid, bool use_query, int (*fn)(void *arg, const struct uring_info *u),
+		   void *arg)
 {
 	int n = uring_fds(pid, fn, arg);
 	if (n < 0)
 		return n;
 	int mapped = 0;
-	int rc = procmap_vmas(pid, false, 0, UINT64_MAX, uring_map, &mapped);
+	int rc = procmap_vmas(pid, use_query, 0, UINT64_MAX, uring_map, &mapped);
 	if (rc < 0)
 		return rc;
 	/* A ring mapped but held by no descriptor (its descriptor closed

@@ -63,7 +63,8 @@ int backing_users(const struct backing_id *ids, size_t n, bool use_query, backin
  * -errno: -EAGAIN when a ring's tables stayed busy; -EBADFD when pid maps
  * more rings than it holds descriptors of (a descriptor closed after
  * IORING_REGISTER_RING_FDS: that ring cannot be asked); fn's error. */
-int backing_urings(pid_t pid, int (*fn)(void *arg, const struct uring_info *u), void *arg);
+int backing_urings(pid_t pid, bool use_query, int (*fn)(void *arg, const struct uring_info *u),
+		   void *arg);
 
 /* Append to *runs the page-aligned runs of [0, size) that hold data,
  * from SEEK_DATA/SEEK_HOLE (holes cost nothing to skip). 0 or -errno. */
