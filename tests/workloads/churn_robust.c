@@ -60,6 +60,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tests/workloads/wl.h"
+
 #define PG	      4096ul
 #define MAXK	      32
 #define MAXT	      16
@@ -89,19 +91,6 @@ static sem_t exiting[MAXT];
 static int kill_pipe[2];
 static pid_t child_pid[MAXK];
 static int my_slot = -1; /* in a child: its slot */
-
-static void say(const char *fmt, ...)
-{
-	char b[512];
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(b, sizeof(b), fmt, ap);
-	va_end(ap);
-	if (n > (int)sizeof(b) - 1)
-		n = (int)sizeof(b) - 1;
-	if (write(1, b, (size_t)n) < 0)
-		_exit(4);
-}
 
 /* The end: a child ends alone (the parent sees its status), the parent
  * takes its children with it. A verdict on what the kernel or memvisor
@@ -135,14 +124,6 @@ static __attribute__((noreturn, format(printf, 2, 3))) void fail(int code, const
 	va_list ap;
 	va_start(ap, fmt);
 	end(code, 0, fmt, ap);
-}
-
-static uint64_t mix(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
 }
 
 static void nap_us(long us)

@@ -56,6 +56,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tests/workloads/wl.h"
+
 #define PG 4096u
 
 /* The registered buffer sets: sizes, and whether each is a mapping of
@@ -114,17 +116,6 @@ static int direct_io, buffered_only, sqpoll;
 static struct worker workers[2];
 static pthread_barrier_t meet;
 
-static void say(const char *fmt, ...)
-{
-	char b[256];
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(b, sizeof(b), fmt, ap);
-	va_end(ap);
-	if (write(1, b, (size_t)n) < 0)
-		_exit(4);
-}
-
 /* A verdict on what the kernel or memvisor did (MISMATCH, IOERROR) goes
  * to stdout, where the churn driver compares it with a native run's, and
  * to stderr; any other failure to stderr only. */
@@ -151,14 +142,6 @@ static __attribute__((noreturn, format(printf, 2, 3))) void fail(int code, const
 	va_list ap;
 	va_start(ap, fmt);
 	end(code, 0, fmt, ap);
-}
-
-static uint64_t mix(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
 }
 
 /* Keep the compiler from proving that memory is not read again. */

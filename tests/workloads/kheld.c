@@ -81,6 +81,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tests/workloads/wl.h"
+
 #define PG	 4096u
 #define BUF_LEN	 (4 * PG)
 #define MEMFD_SZ (16 * PG)
@@ -100,17 +102,6 @@ static uint8_t *mf_map;
 static atomic_bool gen_run;
 static atomic_ulong gen_count;
 static char *exec_path, *exec_arg;
-
-static void say(const char *fmt, ...)
-{
-	char b[256];
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(b, sizeof(b), fmt, ap);
-	va_end(ap);
-	if (write(1, b, (size_t)n) < 0)
-		_exit(4);
-}
 
 static uint8_t pat(unsigned salt, size_t i)
 {

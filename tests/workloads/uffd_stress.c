@@ -57,6 +57,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tests/workloads/wl.h"
+
 #ifndef UFFD_USER_MODE_ONLY
 #define UFFD_USER_MODE_ONLY 1
 #endif
@@ -103,14 +105,6 @@ static void die(const char *fmt, ...)
 static struct page *page_of(char *a, size_t nr)
 {
 	return (struct page *)(a + nr * PAGE);
-}
-
-static uint64_t mix(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
 }
 
 static void nap_us(long us)
