@@ -30,17 +30,6 @@ skip_unless_uffd() {
 	[ "$(id -u)" = 0 ] || [ "$v" = 1 ] || skip "userfaultfd needs root or vm.unprivileged_userfaultfd=1"
 }
 
-# io_uring(7) must be allowed: kernel.io_uring_disabled 0, or 1 for root.
-skip_unless_uring() {
-	local v
-	v=$(cat /proc/sys/kernel/io_uring_disabled 2>/dev/null) || v=0
-	case $v in
-	0) ;;
-	1) [ "$(id -u)" = 0 ] || skip "io_uring is for root only here (kernel.io_uring_disabled=1)" ;;
-	*) skip "io_uring is disabled (kernel.io_uring_disabled=$v)" ;;
-	esac
-}
-
 # The interpreter itself, not a version manager's shim script.
 python_bin() { python3 -c 'import sys; print(sys.executable)'; }
 

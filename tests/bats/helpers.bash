@@ -221,3 +221,14 @@ say_until() { # LINE PATTERN [SECONDS]
 	echo "$1" >&7
 	wait_for "${3:-60}" out_after_has "$SAID_AT" "$2"
 }
+
+# io_uring must be allowed to this user (kernel.io_uring_disabled, 6.6).
+skip_unless_uring() {
+	local v
+	v=$(cat /proc/sys/kernel/io_uring_disabled 2>/dev/null) || v=0
+	case $v in
+	0) ;;
+	1) [ "$(id -u)" = 0 ] || skip "io_uring is for root only here (kernel.io_uring_disabled=1)" ;;
+	*) skip "io_uring is disabled (kernel.io_uring_disabled=$v)" ;;
+	esac
+}

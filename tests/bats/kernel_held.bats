@@ -49,6 +49,7 @@ wait_job() {
 }
 
 @test "kernel held: io_uring READ_FIXED and WRITE_FIXED on a registered buffer after evict: the program sees what the kernel read, the file gets what it wrote" {
+	skip_unless_uring
 	start
 	say uring-setup '^uring ready '
 	evict "$TMP/img"
@@ -66,6 +67,7 @@ wait_job() {
 }
 
 @test "kernel held: an io_uring worker thread waiting in a read: evict and --live go around it, the read completes into evicted memory" {
+	skip_unless_uring
 	start
 	say uring-setup '^uring ready '
 	say async-start '^async waiting$'
@@ -81,6 +83,7 @@ wait_job() {
 }
 
 @test "kernel held: a memfd held only in io_uring's registered files stays resident: reads through the ring see its bytes, a 16-byte write loses none" {
+	skip_unless_uring
 	start
 	say uring-setup '^uring ready '
 	say memfd-setup '^memfd ready$'
@@ -93,6 +96,7 @@ wait_job() {
 }
 
 @test "kernel held: checkpoint --live of a registered buffer that io_uring writes during the copy holds the buffer of the pause" {
+	skip_unless_uring
 	start --mib 64
 	say uring-setup '^uring ready '
 	say gen-start '^gen '
