@@ -180,9 +180,7 @@ static void threads(struct ckpt *c, size_t i, struct held *h)
 			continue; /* a second stop (--evict --live) saved none */
 		/* An io_uring worker (iou-wrk, iou-sqp) never runs user
 		 * code: nothing to inject into, no list or area of its own. */
-		struct proc_stat ts;
-		if (procfs_task_stat(p->pt.pid, t->tid, &ts) == 0 &&
-		    (ts.flags & PROC_PF_KERNEL_LOOP))
+		if (procfs_kernel_loop_thread(p->pt.pid, t->tid))
 			continue;
 		robust_list(p, t->tid, h);
 		uint64_t ra;

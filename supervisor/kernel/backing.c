@@ -70,8 +70,11 @@ static int user_vma(void *arg, const struct proc_vma *v)
 	return 0;
 }
 
-/* The objects process pid holds descriptors on (hit), or -errno. */
-static int user_fds(pid_t pid, struct users *u)
+/* Call fn(arg, dfd, name) for each descriptor of process pid (dfd: its
+ * /proc/PID/fd, name: the descriptor's number) until fn returns non-zero;
+ * returns that, 0 after the last, or -errno when the table cannot be
+ * read. */
+static int fd_walk(pid_t pid, int (*fn)(void *arg, int dfd, const char *name), void *arg)
 {
 	int dfd = procfs_open(pid, "fd", O_RDONLY | O_DIRECTORY);
 	if (dfd < 0)
@@ -82,17 +85,30 @@ static int user_fds(pid_t pid, struct users *u)
 		close(dfd);
 		return err;
 	}
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		struct stat st;
-		if (e->d_name[0] == '.' || fstatat(dfd, e->d_name, &st, 0) < 0)
-			continue;
-		for (size_t k = 0; k < u->n; k++)
-			if (st.st_ino == u->ids[k].ino && st.st_dev == u->ids[k].dev)
-				u->hit[k] = true;
-	}
+	int rc = 0;
+	for (struct dirent *e; rc == 0 && (e = readdir(d));)
+		if (e->d_name[0] != '.')
+			rc = fn(arg, dfd, e->d_name);
 	closedir(d);
+	return rc;
+}
+
+static int user_fd(void *arg, int dfd, const char *name)
+{
+	struct users *u = arg;
+	struct stat st;
+	if (fstatat(dfd, name, &st, 0) < 0)
+		return 0;
+	for (size_t k = 0; k < u->n; k++)
+		if (st.st_ino == u->ids[k].ino && st.st_dev == u->ids[k].dev)
+			u->hit[k] = true;
 	return 0;
+}
+
+/* The objects process pid holds descriptors on (hit), or -errno. */
+static int user_fds(pid_t pid, struct users *u)
+{
+	return fd_walk(pid, user_fd, u);
 }
 
 static void report(struct users *u, pid_t pid, enum backing_use how, backing_user_fn fn, void *arg)
@@ -137,34 +153,31 @@ int backing_users(const struct backing_id *ids, size_t n, bool use_query, backin
 	return 0;
 }
 
+struct fd_of {
+	const struct as_region *r;
+	int fd; /* the file reopened, or -ENOENT */
+};
+
+static int fd_of_region(void *arg, int dfd, const char *name)
+{
+	struct fd_of *o = arg;
+	struct stat st;
+	if (fstatat(dfd, name, &st, 0) < 0 || !S_ISREG(st.st_mode) || !same_file(&st, o->r))
+		return 0;
+	/* Opening the magic link reopens the file itself; a memfd
+	 * allows it (and its seals still apply to writers). */
+	o->fd = openat(dfd, name, O_RDONLY | O_CLOEXEC);
+	if (o->fd >= 0)
+		return 1;
+	o->fd = -errno;
+	return 0;
+}
+
 static int open_from_fds(pid_t tid, const struct as_region *r)
 {
-	int dfd = procfs_open(tid, "fd", O_RDONLY | O_DIRECTORY);
-	if (dfd < 0)
-		return dfd;
-	DIR *d = fdopendir(dfd);
-	if (!d) {
-		int err = -errno;
-		close(dfd);
-		return err;
-	}
-	int fd = -ENOENT;
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		struct stat st;
-		if (e->d_name[0] == '.' || fstatat(dfd, e->d_name, &st, 0) < 0)
-			continue;
-		if (!S_ISREG(st.st_mode) || !same_file(&st, r))
-			continue;
-		/* Opening the magic link reopens the file itself; a memfd
-		 * allows it (and its seals still apply to writers). */
-		fd = openat(dfd, e->d_name, O_RDONLY | O_CLOEXEC);
-		if (fd >= 0)
-			break;
-		fd = -errno;
-	}
-	closedir(d);
-	return fd;
+	struct fd_of o = {r, -ENOENT};
+	int rc = fd_walk(tid, fd_of_region, &o);
+	return rc < 0 ? rc : o.fd;
 }
 
 int backing_open(pid_t tid, const struct as_region *r, const char **source)
@@ -275,39 +288,42 @@ static int uring_call(const char *path, int (*fn)(void *, const struct uring_inf
 	return rc;
 }
 
+struct rings {
+	pid_t pid;
+	int (*fn)(void *, const struct uring_info *);
+	void *arg;
+	int seen[64]; /* descriptors of the rings asked (the first 64) */
+	int n;
+};
+
+static int ring_fd(void *arg, int dfd, const char *name)
+{
+	struct rings *g = arg;
+	char link[64], path[64];
+	ssize_t l = readlinkat(dfd, name, link, sizeof(link) - 1);
+	if (l < 0)
+		return 0; /* closed meanwhile */
+	link[l] = 0;
+	if (strcmp(link, URING_NAME) != 0)
+		return 0;
+	int fd = atoi(name);
+	for (int k = 0; k < g->n && k < (int)ARRAY_SIZE(g->seen); k++)
+		if (syscall(SYS_kcmp, g->pid, g->pid, KCMP_FILE, g->seen[k], fd) == 0)
+			return 0;
+	if (g->n < (int)ARRAY_SIZE(g->seen))
+		g->seen[g->n] = fd;
+	g->n++;
+	snprintf(path, sizeof(path), "/proc/%d/fdinfo/%s", g->pid, name);
+	return uring_call(path, g->fn, g->arg);
+}
+
 /* The rings pid holds as descriptors, each file once (dup'ed descriptors
  * and those inherited twice name one ring: kcmp(KCMP_FILE)). */
 static int uring_fds(pid_t pid, int (*fn)(void *, const struct uring_info *), void *arg)
 {
-	char path[300], link[64];
-	snprintf(path, sizeof(path), "/proc/%d/fd", pid);
-	DIR *d = opendir(path);
-	if (!d)
-		return errno == ENOENT ? -ESRCH : -errno;
-	int seen[64], n = 0, rc = 0;
-	for (struct dirent *e; rc >= 0 && (e = readdir(d));) {
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/proc/%d/fd/%s", pid, e->d_name);
-		ssize_t l = readlink(path, link, sizeof(link) - 1);
-		if (l < 0)
-			continue; /* closed meanwhile */
-		link[l] = 0;
-		if (strcmp(link, URING_NAME) != 0)
-			continue;
-		int fd = atoi(e->d_name), dup = 0;
-		for (int k = 0; k < n && k < (int)ARRAY_SIZE(seen) && !dup; k++)
-			dup = syscall(SYS_kcmp, pid, pid, KCMP_FILE, seen[k], fd) == 0;
-		if (dup)
-			continue;
-		if (n < (int)ARRAY_SIZE(seen))
-			seen[n] = fd;
-		n++;
-		snprintf(path, sizeof(path), "/proc/%d/fdinfo/%s", pid, e->d_name);
-		rc = uring_call(path, fn, arg);
-	}
-	closedir(d);
-	return rc < 0 ? rc : n;
+	struct rings g = {.pid = pid, .fn = fn, .arg = arg};
+	int rc = fd_walk(pid, ring_fd, &g);
+	return rc < 0 ? rc : g.n;
 }
 
 /* Rings mapped: each maps its submission queue ring at offset 0

@@ -61,6 +61,12 @@ int procfs_task_stat(pid_t pid, pid_t tid, struct proc_stat *st)
 	return rc < 0 ? rc : parse_stat(buf, st) < 0 ? -ESRCH : 0;
 }
 
+bool procfs_kernel_loop_thread(pid_t pid, pid_t tid)
+{
+	struct proc_stat st;
+	return procfs_task_stat(pid, tid, &st) == 0 && (st.flags & PROC_PF_KERNEL_LOOP);
+}
+
 int procfs_status(pid_t tid, struct proc_status *st)
 {
 	FAULT_RETURN("proc_read", EIO);

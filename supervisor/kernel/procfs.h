@@ -47,6 +47,11 @@ int procfs_stat(pid_t pid, struct proc_stat *st);
 int procfs_task_status(pid_t pid, pid_t tid, struct proc_status *st);
 int procfs_task_stat(pid_t pid, pid_t tid, struct proc_stat *st);
 
+/* Is thread tid of pid one that stops under ptrace but never runs user
+ * code (PROC_PF_KERNEL_LOOP: io_uring's iou-wrk and iou-sqp, vhost)?
+ * Nothing can be injected into it: a single step there never traps. */
+bool procfs_kernel_loop_thread(pid_t pid, pid_t tid);
+
 /* Who a process is, from /proc: read without any lock held, because a
  * first look at a new pid's /proc entries can take a long time. */
 struct proc_identity {

@@ -65,25 +65,17 @@ static int find_syscall_insn(pid_t pid, uint64_t start, uint64_t end, uint64_t *
 	return -ENOEXEC;
 }
 
-/* An io_uring worker (iou-wrk, iou-sqp) or a vhost worker is a thread of
- * the process that stops under ptrace but never runs user code: a single
- * step there never traps, the wait for it would never end. */
-static bool io_worker(pid_t pid, pid_t tid)
-{
-	struct proc_stat st;
-	return procfs_task_stat(pid, tid, &st) == 0 && (st.flags & PROC_PF_KERNEL_LOOP);
-}
-
 static struct ptrace_thread *pick_thread(struct ptrace_proc *pp)
 {
 	/* A thread without a pending signal and not in a group stop is the
 	 * plainest to run an instruction on. */
 	for (size_t i = 0; i < pp->n; i++)
 		if (pp->t[i].state == PT_STOPPED && !pp->t[i].signal && !pp->t[i].group_stop &&
-		    !io_worker(pp->pid, pp->t[i].tid))
+		    !procfs_kernel_loop_thread(pp->pid, pp->t[i].tid))
 			return &pp->t[i];
 	for (size_t i = 0; i < pp->n; i++)
-		if (pp->t[i].state == PT_STOPPED && !io_worker(pp->pid, pp->t[i].tid))
+		if (pp->t[i].state == PT_STOPPED &&
+		    !procfs_kernel_loop_thread(pp->pid, pp->t[i].tid))
 			return &pp->t[i];
 	return NULL;
 }
@@ -104,7 +96,7 @@ int remote_open_stopped(struct remote *r, struct ptrace_proc *pp, struct remote_
 
 int remote_use_thread_stopped(struct remote *r, struct ptrace_thread *t)
 {
-	if (t->state != PT_STOPPED || io_worker(r->pid, t->tid))
+	if (t->state != PT_STOPPED || procfs_kernel_loop_thread(r->pid, t->tid))
 		return -ESRCH;
 	r->t = t;
 	return 0;
