@@ -96,28 +96,7 @@ int mv_read_file_at(int dirfd, const char *path, char **out, size_t *len)
 	_cleanup_close_ int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	size_t cap = 4096, n = 0;
-	_cleanup_free_ char *buf = xmalloc(cap);
-	for (;;) {
-		if (n + 1 >= cap) {
-			cap *= 2;
-			buf = xrealloc(buf, cap);
-		}
-		ssize_t r = read(fd, buf + n, cap - n - 1);
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (r == 0)
-			break;
-		n += (size_t)r;
-	}
-	buf[n] = '\0';
-	if (len)
-		*len = n;
-	*out = mv_steal_ptr(buf);
-	return 0;
+	return mv_read_fd_max(fd, SIZE_MAX / 2, out, len);
 }
 
 const char *mv_file_kind(mode_t mode)
@@ -169,7 +148,7 @@ int mv_open_regular_at(int dirfd, const char *path, int flags, const char *name,
 
 int mv_read_fd_max(int fd, size_t max, char **out, size_t *len)
 {
-	size_t cap = MV_MIN(max + 1, (size_t)65536), n = 0;
+	size_t cap = MV_MIN(max + 1, (size_t)4096), n = 0;
 	_cleanup_free_ char *buf = xmalloc(cap + 1);
 	while (n <= max) {
 		if (n == cap) {
