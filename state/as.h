@@ -130,6 +130,13 @@ struct as_range {
 	uint64_t start, end;
 };
 
+/* qsort order of ranges: by start. */
+int as_range_cmp(const void *a, const void *b);
+
+/* Sort v[0..n) by start and merge the ranges that overlap or touch, in
+ * place; returns how many are left. */
+size_t as_ranges_merge(struct as_range *v, size_t n);
+
 /* Set each region's committed bytes from resident runs sorted by start
  * (runs may span several regions), and the model's totals. */
 void as_apply_resident(struct as_model *m, const struct as_range *runs, size_t n);

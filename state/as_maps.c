@@ -148,6 +148,25 @@ long as_find(const struct as_model *m, uint64_t addr)
 	return -1;
 }
 
+int as_range_cmp(const void *a, const void *b)
+{
+	const struct as_range *x = a, *y = b;
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+size_t as_ranges_merge(struct as_range *v, size_t n)
+{
+	mv_qsort(v, n, sizeof(*v), as_range_cmp);
+	size_t out = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (out && v[i].start <= v[out - 1].end)
+			v[out - 1].end = MV_MAX(v[out - 1].end, v[i].end);
+		else
+			v[out++] = v[i];
+	}
+	return out;
+}
+
 void as_apply_resident(struct as_model *m, const struct as_range *runs, size_t n)
 {
 	size_t j = 0;

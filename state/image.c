@@ -233,7 +233,7 @@ void img_ranges_subtract(const struct as_range *have, size_t n, uint64_t start, 
 	}
 }
 
-static uint64_t extents_bytes(const struct img_extents *x)
+uint64_t img_extents_bytes(const struct img_extents *x)
 {
 	uint64_t b = 0;
 	for (size_t i = 0; i < x->n; i++)
@@ -253,7 +253,7 @@ void img_totals(const struct img *im, struct img_totals *t)
 		t->regions += p->n_r;
 		for (size_t k = 0; k < p->n_r; k++) {
 			const struct img_region *r = &p->r[k];
-			uint64_t b = extents_bytes(&r->ext);
+			uint64_t b = img_extents_bytes(&r->ext);
 			t->extents += r->ext.n;
 			t->data_bytes += b;
 			t->committed += r->committed;
@@ -262,7 +262,7 @@ void img_totals(const struct img *im, struct img_totals *t)
 		}
 	}
 	for (size_t i = 0; i < im->n_o; i++) {
-		uint64_t b = extents_bytes(&im->o[i].ext);
+		uint64_t b = img_extents_bytes(&im->o[i].ext);
 		t->extents += im->o[i].ext.n;
 		t->data_bytes += b;
 		t->shared_bytes += b;

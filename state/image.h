@@ -210,6 +210,9 @@ long img_find_object(const struct img *im, uint64_t inode, uint32_t dev_major, u
  * of extents added. */
 size_t img_extents_add_run(struct img_extents *x, uint64_t start, uint64_t end, uint64_t *off);
 
+/* Bytes of the pages x's extents hold. */
+uint64_t img_extents_bytes(const struct img_extents *x);
+
 /* The extent of x (sorted by addr) holding addr, or NULL. */
 const struct img_extent *img_extents_find(const struct img_extents *x, uint64_t addr);
 

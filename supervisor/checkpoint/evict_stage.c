@@ -381,12 +381,6 @@ static int cmp_len_desc(const void *a, const void *b)
 	return lx > ly ? -1 : lx < ly ? 1 : x->start < y->start ? -1 : x->start > y->start;
 }
 
-static int cmp_start(const void *a, const void *b)
-{
-	const struct as_range *x = a, *y = b;
-	return x->start < y->start ? -1 : x->start > y->start;
-}
-
 /* Keep in x the pages of its MAX_RUNS longest runs of adjacent extents;
  * returns the bytes left out (they stay resident). */
 static uint64_t cap_runs(struct img_extents *x)
@@ -405,7 +399,7 @@ static uint64_t cap_runs(struct img_extents *x)
 		mv_qsort(runs, n, sizeof(*runs), cmp_len_desc);
 		for (size_t k = MAX_RUNS; k < n; k++)
 			left += runs[k].end - runs[k].start;
-		mv_qsort(runs, MAX_RUNS, sizeof(*runs), cmp_start);
+		mv_qsort(runs, MAX_RUNS, sizeof(*runs), as_range_cmp);
 		struct img_extents kept = {0};
 		img_extents_within(x, runs, MAX_RUNS, &kept);
 		free(x->v);
@@ -429,12 +423,12 @@ static int exclusive_view(struct ckpt *c, size_t i, const struct img_proc *src, 
 			  const struct held *h, struct img_proc *out, bool **whole,
 			  struct evict_stats *st)
 {
-	struct as_range *hv;
-	size_t hn = held_merged(h, &hv);
 	struct pagemap pm;
 	int rc = pagemap_open(c->p[i].pt.pid, false, &pm);
 	if (rc < 0)
 		return rc;
+	struct as_range *hv;
+	size_t hn = held_merged(h, &hv);
 	*out = *src;
 	out->r = xcalloc(MV_MAX(src->n_r, 1), sizeof(*out->r));
 	out->cap_r = MV_MAX(src->n_r, 1);
@@ -449,29 +443,20 @@ static int exclusive_view(struct ckpt *c, size_t i, const struct img_proc *src, 
 			continue;
 		n = 0;
 		rc = pagemap_exclusive_runs(&pm, r->start, r->end, &runs, &n, &cap);
-		struct img_extents mine_x = {0};
-		img_extents_within(&r->ext, runs, n, &mine_x);
+		img_extents_within(&r->ext, runs, n, &out->r[k].ext);
+		uint64_t total = img_extents_bytes(&r->ext),
+			 mine = img_extents_bytes(&out->r[k].ext);
 		/* Less what the kernel holds or touches on the program's
 		 * behalf (held.h): it stays resident. */
-		bool held = hn && held_overlaps(h, r->start, r->end);
-		if (held) {
+		if (hn && held_overlaps(h, r->start, r->end)) {
+			struct img_extents x = out->r[k].ext;
+			out->r[k].ext = (struct img_extents){0};
 			n = 0;
 			img_ranges_subtract(hv, hn, r->start, r->end, &runs, &n, &cap);
-			img_extents_within(&mine_x, runs, n, &out->r[k].ext);
-		} else {
-			out->r[k].ext = mine_x;
-			mine_x = (struct img_extents){0};
+			img_extents_within(&x, runs, n, &out->r[k].ext);
+			free(x.v);
 		}
-		uint64_t total = 0, mine = 0, left = 0;
-		for (size_t x = 0; x < r->ext.n; x++)
-			total += img_extent_len(&r->ext.v[x]);
-		for (size_t x = 0; x < mine_x.n; x++)
-			mine += img_extent_len(&mine_x.v[x]);
-		for (size_t x = 0; x < out->r[k].ext.n; x++)
-			left += img_extent_len(&out->r[k].ext.v[x]);
-		if (!held)
-			mine = left;
-		free(mine_x.v);
+		uint64_t left = img_extents_bytes(&out->r[k].ext);
 		(*whole)[k] = is_record && left == total;
 		st->cow_bytes += total - mine;
 		st->kernel_bytes += mine - left;

@@ -249,27 +249,13 @@ int held_scan_stopped(struct ckpt *c, size_t i, bool args, struct held *h)
 	return 0;
 }
 
-static int cmp_start(const void *a, const void *b)
-{
-	const struct as_range *x = a, *y = b;
-	return x->start < y->start ? -1 : x->start > y->start;
-}
-
 size_t held_merged(const struct held *h, struct as_range **out)
 {
 	struct as_range *v = xcalloc(MV_MAX(h->n, 1), sizeof(*v));
 	for (size_t k = 0; k < h->n; k++)
 		v[k] = (struct as_range){h->v[k].start, h->v[k].end};
-	mv_qsort(v, h->n, sizeof(*v), cmp_start);
-	size_t n = 0;
-	for (size_t k = 0; k < h->n; k++) {
-		if (n && v[k].start <= v[n - 1].end)
-			v[n - 1].end = MV_MAX(v[n - 1].end, v[k].end);
-		else
-			v[n++] = v[k];
-	}
 	*out = v;
-	return n;
+	return as_ranges_merge(v, h->n);
 }
 
 bool held_overlaps(const struct held *h, uint64_t start, uint64_t end)

@@ -786,24 +786,10 @@ void ckpt_live_quiesce(struct ckpt *c)
 	free(q);
 }
 
-static int cmp_range(const void *x, const void *y)
-{
-	const struct as_range *a = x, *b = y;
-	return a->start < b->start ? -1 : a->start > b->start;
-}
-
 /* lp's marked ranges, sorted and merged (for img_ranges_subtract). */
 static void merge_taint(struct lproc *lp)
 {
-	mv_qsort(lp->taint, lp->n_taint, sizeof(*lp->taint), cmp_range);
-	size_t n = 0;
-	for (size_t i = 0; i < lp->n_taint; i++) {
-		if (n && lp->taint[i].start <= lp->taint[n - 1].end)
-			lp->taint[n - 1].end = MV_MAX(lp->taint[n - 1].end, lp->taint[i].end);
-		else
-			lp->taint[n++] = lp->taint[i];
-	}
-	lp->n_taint = n;
+	lp->n_taint = as_ranges_merge(lp->taint, lp->n_taint);
 }
 
 int ckpt_live_evict_view(struct ckpt *c, size_t proc, struct img_proc *out, uint64_t *clean,

@@ -97,12 +97,6 @@ static void add_piece(struct cobj *o, struct piece p)
 	o->pc[o->n_pc++] = p;
 }
 
-static int cmp_range(const void *a, const void *b)
-{
-	const struct as_range *x = a, *y = b;
-	return x->start < y->start ? -1 : x->start > y->start;
-}
-
 /* Without the object's file: the pages present in this mapping of it,
  * for the part of the object no earlier mapping covered. */
 static int plan_mapped(struct ckpt *c, size_t i, struct pagemap *pm, const struct as_region *src,
@@ -132,7 +126,7 @@ static int plan_mapped(struct ckpt *c, size_t i, struct pagemap *pm, const struc
 		o->mapped = xrealloc(o->mapped,
 				     (o->cap_m = o->cap_m ? o->cap_m * 2 : 8) * sizeof(*o->mapped));
 	o->mapped[o->n_m++] = (struct as_range){ostart, oend};
-	mv_qsort(o->mapped, o->n_m, sizeof(*o->mapped), cmp_range);
+	mv_qsort(o->mapped, o->n_m, sizeof(*o->mapped), as_range_cmp);
 	return rc;
 }
 

@@ -436,6 +436,18 @@ static void test_smaps_rss(void)
 	as_model_free(&m);
 }
 
+static void test_ranges_merge(void)
+{
+	struct as_range v[] = {{0x5000, 0x6000}, {0x1000, 0x2000}, {0x2000, 0x3000},
+			       {0x5800, 0x7000}, {0x9000, 0xa000}};
+	size_t n = as_ranges_merge(v, 5);
+	is_u64(n, 3, "ranges merged: touching and overlapping ones become one");
+	ok(v[0].start == 0x1000 && v[0].end == 0x3000, "touching ranges joined");
+	ok(v[1].start == 0x5000 && v[1].end == 0x7000, "overlapping ranges joined");
+	ok(v[2].start == 0x9000 && v[2].end == 0xa000, "a range apart stays");
+	is_u64(as_ranges_merge(v, 0), 0, "no ranges");
+}
+
 static void test_uring_fdinfo(void)
 {
 	/* As Linux 6.18 prints it (io_uring/fdinfo.c). */
@@ -477,5 +489,6 @@ int main(void)
 	test_maps_line();
 	test_smaps_rss();
 	test_uring_fdinfo();
+	test_ranges_merge();
 	return tap_done();
 }
