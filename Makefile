@@ -75,6 +75,10 @@ $(BUILD)/obj/%.o: %.c
 	@echo "  CC      $<"
 	@$(CC) $(CPPFLAGS) $(CFLAGS) $(SANITIZE) -c -o $@ $<
 
+# Unit tests of supervisor code that needs no event loop.
+$(BUILD)/unit/test_pagemap: $(BUILD)/obj/supervisor/kernel/pagemap.o \
+	$(BUILD)/obj/supervisor/kernel/procfs.o
+
 $(BUILD)/unit/%: tests/unit/%.c $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"

@@ -212,12 +212,14 @@ static int plan_proc(struct ckpt *c, size_t i)
 	const char *how = NULL;
 	/* The layout through the stopped thread's /proc entry: the leader
 	 * may be a zombie whose maps read empty. */
-	rc = procmap_snapshot(p->tid, &c->mv->feat, PROCMAP_SRC_AUTO, &m, &how);
+	struct pagemap pm = {.fd = -1};
+	rc = pagemap_open(p->tid, c->mv->feat.pagemap_scan, &pm);
+	/* One walk of the page tables for the layout's resident sizes and
+	 * every region's pages below. */
+	if (rc == 0)
+		rc = procmap_snapshot_keep(p->tid, &c->mv->feat, PROCMAP_SRC_AUTO, &m, &how, &pm);
 	if (rc == 0)
 		c->layout_how = how;
-	struct pagemap pm = {.fd = -1};
-	if (rc == 0)
-		rc = pagemap_open(p->tid, c->mv->feat.pagemap_scan, &pm);
 	for (size_t k = 0; rc == 0 && k < m.n; k++)
 		rc = plan_region(c, i, &pm, &m.r[k]);
 	pagemap_close(&pm);

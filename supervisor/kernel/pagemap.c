@@ -18,7 +18,7 @@
 
 int pagemap_open(pid_t pid, bool try_scan, struct pagemap *pm)
 {
-	pm->fd = procfs_open(pid, "pagemap", O_RDONLY);
+	*pm = (struct pagemap){.fd = procfs_open(pid, "pagemap", O_RDONLY)};
 	if (pm->fd < 0) {
 		int rc = pm->fd;
 		pm->fd = -1;
@@ -33,6 +33,9 @@ void pagemap_close(struct pagemap *pm)
 	if (pm->fd >= 0)
 		close(pm->fd);
 	pm->fd = -1;
+	free(pm->pre);
+	pm->pre = NULL;
+	pm->n_pre = 0;
 }
 
 static void add_run(struct as_range **runs, size_t *n, size_t *cap, uint64_t s, uint64_t e)
@@ -90,6 +93,89 @@ static int runs_scan(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t 
 	return 0;
 }
 
+int pagemap_prefetch(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t anyof,
+		     uint64_t known)
+{
+	free(pm->pre);
+	pm->pre = NULL;
+	pm->n_pre = 0;
+	if (!pm->scan)
+		return -ENOTTY;
+	struct page_region vec[1024];
+	size_t cap = 0;
+	for (uint64_t at = start; at < end;) {
+		struct pm_scan_arg a = {
+		    .size = sizeof(a),
+		    .start = at,
+		    .end = end,
+		    .vec = (uint64_t)(uintptr_t)vec,
+		    .vec_len = ARRAY_SIZE(vec),
+		    .category_anyof_mask = anyof,
+		    .return_mask = known | anyof,
+		};
+		int got = ioctl(pm->fd, PAGEMAP_SCAN, &a);
+		if (got < 0) {
+			int rc = errno == ENOENT ? -ESRCH : -errno;
+			free(pm->pre);
+			pm->pre = NULL;
+			pm->n_pre = 0;
+			return rc;
+		}
+		for (int i = 0; i < got; i++) {
+			/* As runs_scan: never count a page twice. */
+			uint64_t s = vec[i].start;
+			if (pm->n_pre && s < pm->pre[pm->n_pre - 1].end)
+				s = pm->pre[pm->n_pre - 1].end;
+			if (s >= vec[i].end)
+				continue;
+			struct pm_run *last = pm->n_pre ? &pm->pre[pm->n_pre - 1] : NULL;
+			if (last && last->end == s && last->cat == vec[i].categories) {
+				last->end = vec[i].end;
+				continue;
+			}
+			if (pm->n_pre == cap)
+				pm->pre = xrealloc(pm->pre,
+						   (cap = cap ? cap * 2 : 256) * sizeof(*pm->pre));
+			pm->pre[pm->n_pre++] = (struct pm_run){s, vec[i].end, vec[i].categories};
+		}
+		uint64_t next = a.walk_end;
+		if (got > 0 && vec[got - 1].end > next)
+			next = vec[got - 1].end;
+		if (next <= at)
+			break;
+		at = next;
+	}
+	pm->pre_start = start;
+	pm->pre_end = end;
+	pm->pre_anyof = anyof;
+	pm->pre_known = known | anyof;
+	return 0;
+}
+
+/* pagemap_runs from the prefetched walk; false if it cannot answer. */
+static bool runs_prefetched(const struct pagemap *pm, uint64_t start, uint64_t end, uint64_t anyof,
+			    uint64_t none, struct as_range **runs, size_t *n, size_t *cap)
+{
+	if (!pm->pre_end || start < pm->pre_start || end > pm->pre_end ||
+	    (anyof & ~pm->pre_anyof) || ((anyof | none) & ~pm->pre_known))
+		return false;
+	size_t lo = 0, hi = pm->n_pre;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (pm->pre[mid].end <= start)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (size_t i = lo; i < pm->n_pre && pm->pre[i].start < end; i++) {
+		const struct pm_run *r = &pm->pre[i];
+		if (!(r->cat & anyof) || (r->cat & none))
+			continue;
+		add_run(runs, n, cap, MV_MAX(r->start, start), MV_MIN(r->end, end));
+	}
+	return true;
+}
+
 static int runs_read(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t anyof,
 		     uint64_t none, bool first, struct as_range **runs, size_t *n, size_t *cap)
 {
@@ -124,6 +210,8 @@ static int runs_read(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t 
 int pagemap_runs(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t anyof, uint64_t none,
 		 struct as_range **runs, size_t *n, size_t *cap)
 {
+	if (runs_prefetched(pm, start, end, anyof, none, runs, n, cap))
+		return 0;
 	if (pm->scan) {
 		int rc = runs_scan(pm, start, end, anyof, none, false, runs, n, cap);
 		if (rc != -ENOTTY && rc != -EINVAL)

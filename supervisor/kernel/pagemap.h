@@ -11,13 +11,35 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+/* A run of pages and its categories (PAGE_IS_*). */
+struct pm_run {
+	uint64_t start, end, cat;
+};
+
 struct pagemap {
 	int fd;
 	bool scan; /* PAGEMAP_SCAN works on this fd */
+	/* pagemap_prefetch's one walk, from which pagemap_runs answers
+	 * what it can without walking the page tables again. */
+	struct pm_run *pre;
+	size_t n_pre;
+	uint64_t pre_start, pre_end, pre_anyof, pre_known;
 };
 
 int pagemap_open(pid_t pid, bool try_scan, struct pagemap *pm);
 void pagemap_close(struct pagemap *pm);
+
+/* Walk the page tables of [start, end) once, keeping every run with any
+ * of the categories anyof and what it has of known (a superset of
+ * anyof). Later pagemap_runs calls within the range whose categories it
+ * knows are answered from it: a walk costs what the page tables hold,
+ * not what was found (115 ms for 16,384 pages scattered over 64 TiB, 8 KiB
+ * of page tables each), and a checkpoint's plan asked twice. For a
+ * process that is stopped (the answers are of the instant of the walk).
+ * -ENOTTY without PAGEMAP_SCAN: nothing is kept, and pagemap_runs reads
+ * as before. */
+int pagemap_prefetch(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t anyof,
+		     uint64_t known);
 
 /* Append to *runs the runs of pages in [start, end) that have any of the
  * categories in anyof and none in none (PAGE_IS_* bits). In the fallback,

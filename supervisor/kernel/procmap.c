@@ -172,12 +172,14 @@ int procmap_maps_file(pid_t pid, uint64_t dev, uint64_t ino, bool *exec, bool *s
 
 /* ---- the snapshot ---------------------------------------------------- */
 
-static int resident_scan(pid_t pid, bool scan, struct as_model *m)
+/* keep: the caller's pagemap of pid, to be left with the walk
+ * prefetched (procmap_snapshot_keep), or NULL. */
+static int resident_scan(pid_t pid, bool scan, struct as_model *m, struct pagemap *keep)
 {
 	if (!m->n)
 		return 0;
-	struct pagemap pm;
-	int rc = pagemap_open(pid, scan, &pm);
+	struct pagemap own, *pm = keep ? keep : &own;
+	int rc = keep ? 0 : pagemap_open(pid, scan, &own);
 	if (rc < 0)
 		return rc;
 	struct as_range *runs = NULL;
@@ -186,10 +188,18 @@ static int resident_scan(pid_t pid, bool scan, struct as_model *m)
 	for (size_t i = 0; i < m->n; i++)
 		if (m->r[i].end <= TASK_LIMIT)
 			end = m->r[i].end;
+	if (keep) {
+		rc = pagemap_prefetch(keep, m->r[0].start, end, PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
+				      PAGE_IS_FILE | PAGE_IS_PFNZERO);
+		if (rc == -ENOTTY)
+			rc = 0;
+	}
 	/* Present pages, not the shared zero page: what smaps calls Rss. */
-	rc = pagemap_runs(&pm, m->r[0].start, end, PAGE_IS_PRESENT, PAGE_IS_PFNZERO, &runs, &n,
-			  &cap);
-	pagemap_close(&pm);
+	if (rc == 0)
+		rc = pagemap_runs(pm, m->r[0].start, end, PAGE_IS_PRESENT, PAGE_IS_PFNZERO, &runs,
+				  &n, &cap);
+	if (!keep)
+		pagemap_close(&own);
 	if (rc == 0)
 		as_apply_resident(m, runs, n);
 	free(runs);
@@ -208,6 +218,12 @@ static int resident_smaps(pid_t pid, struct as_model *m)
 int procmap_snapshot(pid_t pid, const struct features *f, enum procmap_source src,
 		     struct as_model *out, const char **how)
 {
+	return procmap_snapshot_keep(pid, f, src, out, how, NULL);
+}
+
+int procmap_snapshot_keep(pid_t pid, const struct features *f, enum procmap_source src,
+			  struct as_model *out, const char **how, struct pagemap *keep)
+{
 	/* For a whole layout /proc/PID/maps is the faster source: 50,000
 	 * regions parse in about 45 ms, while 50,000 PROCMAP_QUERY ioctls
 	 * take about 130 ms (bench/regions.sh). PROCMAP_QUERY is for
@@ -220,7 +236,7 @@ int procmap_snapshot(pid_t pid, const struct features *f, enum procmap_source sr
 		return rc;
 	as_model_totals(out);
 	if (f->pagemap_scan) {
-		rc = resident_scan(pid, true, out);
+		rc = resident_scan(pid, true, out, keep && keep->scan ? keep : NULL);
 		*how = query ? "procmap_query+pagemap_scan" : "maps+pagemap_scan";
 	} else {
 		rc = resident_smaps(pid, out);

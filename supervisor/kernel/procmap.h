@@ -37,4 +37,12 @@ enum procmap_source { PROCMAP_SRC_AUTO, PROCMAP_SRC_QUERY, PROCMAP_SRC_MAPS };
 int procmap_snapshot(pid_t pid, const struct features *f, enum procmap_source src,
 		     struct as_model *out, const char **how);
 
+/* The same, leaving keep (pid's pagemap, open) with the walk of the
+ * address space prefetched (pagemap_prefetch: present or swapped pages,
+ * and which are file pages or the zero page), so that the caller's
+ * pagemap_runs of the stopped process do not walk the page tables again. */
+struct pagemap;
+int procmap_snapshot_keep(pid_t pid, const struct features *f, enum procmap_source src,
+			  struct as_model *out, const char **how, struct pagemap *keep);
+
 #endif

@@ -133,6 +133,27 @@ static void keep_region(struct evspace *s, const struct img_region *g, struct ev
 	st->kept_regions++;
 }
 
+/* Where g's huge pages may be: its runs of adjacent extents that hold a
+ * whole aligned 2 MiB (a huge page is present whole, so its 512 pages
+ * are one run; shorter runs cannot hold one, and are not scanned). */
+static size_t thp_where(const struct img_region *g, struct as_range **out)
+{
+	const uint64_t huge = 2ull << 20;
+	size_t n = 0, cap = 0;
+	*out = NULL;
+	for (size_t x = 0; x < g->ext.n;) {
+		uint64_t start = g->ext.v[x].addr, end = start + img_extent_len(&g->ext.v[x]);
+		for (x++; x < g->ext.n && g->ext.v[x].addr == end; x++)
+			end += img_extent_len(&g->ext.v[x]);
+		if (((start + huge - 1) & ~(huge - 1)) + huge > end)
+			continue;
+		if (n == cap)
+			*out = xrealloc(*out, (cap = cap ? cap * 2 : 16) * sizeof(**out));
+		(*out)[n++] = (struct as_range){start, end};
+	}
+	return n;
+}
+
 static void evict_region(struct evspace *s, struct remote *r, const struct img_region *g,
 			 bool whole, struct evict_stats *st)
 {
@@ -171,8 +192,12 @@ static void evict_region(struct evspace *s, struct remote *r, const struct img_r
 	}
 	/* Only a region we hold: the reload unregisters and collapses its
 	 * huge runs (thp.h). */
+	struct as_range *where = NULL;
+	size_t nw = thp_where(g, &where);
 	pthread_mutex_lock(&s->mu);
-	if (evict_thp_note(&s->thp, s->pid, g->start, g->end) < 0)
+	int trc = evict_thp_note(&s->thp, s->pid, where, nw);
+	free(where);
+	if (trc < 0)
 		log_debug("evict: process %d: no huge page scan of %#llx-%#llx", s->pid,
 			  (unsigned long long)g->start, (unsigned long long)g->end);
 	pthread_mutex_unlock(&s->mu);

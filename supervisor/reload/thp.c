@@ -14,16 +14,19 @@
 
 #define HUGE (2ull << 20)
 
-int evict_thp_note(struct evict_thp *t, pid_t pid, uint64_t start, uint64_t end)
+int evict_thp_note(struct evict_thp *t, pid_t pid, const struct as_range *where, size_t n)
 {
+	if (!n)
+		return 0;
 	struct pagemap pm;
 	int rc = pagemap_open(pid, true, &pm);
 	if (rc < 0)
 		return rc;
 	size_t before = t->n;
 	/* The fallback reader knows no PAGE_IS_HUGE: it reports nothing. */
-	if (pm.scan)
-		rc = pagemap_runs(&pm, start, end, PAGE_IS_HUGE, 0, &t->v, &t->n, &t->cap);
+	for (size_t i = 0; pm.scan && rc == 0 && i < n; i++)
+		rc = pagemap_runs(&pm, where[i].start, where[i].end, PAGE_IS_HUGE, 0, &t->v, &t->n,
+				  &t->cap);
 	pagemap_close(&pm);
 	for (size_t i = before; i < t->n; i++) {
 		/* A huge page maps a whole aligned 2 MiB: round inwards
