@@ -5,9 +5,12 @@
 #include "common/util.h"
 #include "common/crc32c.h"
 #include "common/fault.h"
+#include "supervisor/kernel/procfs.h"
+#include "supervisor/supervise/tree.h"
 #include "supervisor/reload/evict.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/utsname.h>
@@ -206,6 +209,55 @@ static void init_procs(struct ckpt *c)
 	}
 }
 
+/* The processes the job will stop: those asked for, or the tree. */
+static size_t job_pids(struct ckpt *c, pid_t **v)
+{
+	size_t n = 0, cap = 0;
+	*v = NULL;
+	if (c->n) {
+		*v = xcalloc(c->n, sizeof(**v));
+		for (size_t i = 0; i < c->n; i++)
+			(*v)[n++] = c->p[i].pt.pid;
+		return n;
+	}
+	tree_tops(c->mv, v, &n, &cap);
+	for (size_t i = 0; i < n; i++)
+		procfs_children((*v)[i], v, &n, &cap);
+	return n;
+}
+
+/* What the copy may fill while the program is stopped: its resident
+ * memory (an upper bound: clean file pages are not copied). */
+static size_t resident_bytes(struct ckpt *c)
+{
+	pid_t *v;
+	size_t n = job_pids(c, &v);
+	uint64_t sum = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t mapped, resident;
+		if (procfs_statm(v[i], &mapped, &resident) == 0)
+			sum += resident;
+	}
+	free(v);
+	return (size_t)MV_MIN(sum, (uint64_t)SIZE_MAX);
+}
+
+/* A client cancelled, or every process has exited: not stopped yet, a
+ * signal 0 tells. */
+static bool give_up_warm(void *arg)
+{
+	struct ckpt *c = arg;
+	if (job_cancel_asked(c->j))
+		return true;
+	pid_t *v;
+	size_t n = job_pids(c, &v);
+	bool gone = true;
+	for (size_t i = 0; i < n && gone; i++)
+		gone = kill(v[i], 0) < 0 && errno == ESRCH;
+	free(v);
+	return gone;
+}
+
 static void cleanup(struct ckpt *c)
 {
 	for (size_t i = 0; i < c->n; i++) {
@@ -290,7 +342,17 @@ static int attempt(struct job *j, bool live, uint64_t t_start, struct tries *tr)
 			  strerror(-rc));
 		goto out_remove;
 	}
-	rc = check_cancel(&c);
+	/* A fresh supervisor's buffers are being warmed: wait for as much of
+	 * them as the copy may fill while the program is stopped (its
+	 * resident memory), unless it ends or a client cancels first. */
+	rc = 0;
+	if (!pagesw_pool_wait_warm(c.mv->staging, resident_bytes(&c), give_up_warm, &c) &&
+	    !job_cancel_asked(j))
+		rc = ckpt_fail(&c, -ESRCH, MV_E_NO_SUCH_PROCESS,
+			       "the program exited during the checkpoint: no process is left "
+			       "to save");
+	if (rc == 0)
+		rc = check_cancel(&c);
 	if (rc == 0)
 		rc = ckpt_stop_all(&c);
 	if (rc == 0)

@@ -52,9 +52,16 @@ struct pagesw_pool *pagesw_pool_new(void);
 void pagesw_pool_free(struct pagesw_pool *pool);
 
 /* Create dirfd/IMG_PAGES (mode 0600) and start the threads, with staging
- * buffers of about `buffer` bytes in all from pool (made and warmed now
- * if the kept ones are not that size). */
+ * buffers of about `buffer` bytes in all from pool (made now if the kept
+ * ones are not that size, and warmed by a thread of the pool's meanwhile:
+ * pagesw_pool_wait_warm). */
 int pagesw_open(struct pagesw_pool *pool, int dirfd, size_t buffer, struct pagesw **out);
+
+/* Wait until the first `bytes` of the buffers are warm (a copy into them
+ * costs no first touch while the program is stopped), asking give_up(arg)
+ * every 2 ms: false if it said to give up. */
+bool pagesw_pool_wait_warm(struct pagesw_pool *pool, size_t bytes, bool (*give_up)(void *),
+			   void *arg);
 
 /* Job thread, before the first buffer is submitted: where the writers
  * put every page's checksum (img.sums: entry i is the page at file
