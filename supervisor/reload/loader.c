@@ -12,22 +12,50 @@
 #include <string.h>
 #include <unistd.h>
 
+/* Chunk i of s now, if it is still *c (under s->lay, read). */
+static bool chunk_still(struct evspace *s, size_t i, const struct ev_chunk *c)
+{
+	pthread_mutex_lock(&s->mu);
+	bool same = i < s->n_ch && s->ch[i].addr == c->addr && s->ch[i].ext == c->ext &&
+		    s->ch[i].first == c->first && s->ch[i].n == c->n;
+	pthread_mutex_unlock(&s->mu);
+	return same;
+}
+
 /* Install every owed page of extent ext that is good in buf (ok),
- * wherever its chunks are now. Under s->lay (read): the chunk array does
- * not change shape. */
+ * wherever its chunks are now, COPY_STEP pages under each hold of s->lay
+ * (read): a worker that reads the uffd takes it for writing, and a fault
+ * waited behind the copy of a whole extent. Between two holds the chunk
+ * array may change: a chunk that is not what it was is left, its pages
+ * owed, for the loader's next pick. */
 static int copy_ext(struct evspace *s, uint32_t ext, const void *buf, const uint64_t *ok,
 		    unsigned *enoent)
 {
 	for (size_t i = 0;; i++) {
+		pthread_rwlock_rdlock(&s->lay);
 		pthread_mutex_lock(&s->mu);
 		bool more = i < s->n_ch;
 		struct ev_chunk c = more ? s->ch[i] : (struct ev_chunk){0};
 		pthread_mutex_unlock(&s->mu);
-		if (!more)
-			return 0;
-		if (c.ext != ext)
+		if (!more || c.ext != ext) {
+			pthread_rwlock_unlock(&s->lay);
+			if (!more)
+				return 0;
 			continue;
-		int rc = pages_copy_runs(s, &c, c.first, c.first + c.n, buf, ok, enoent);
+		}
+		int rc = 0;
+		for (uint32_t p = c.first; rc == 0 && p < c.first + c.n; p += COPY_STEP) {
+			if (p > c.first) {
+				pthread_rwlock_rdlock(&s->lay);
+				if (!chunk_still(s, i, &c)) {
+					pthread_rwlock_unlock(&s->lay);
+					break;
+				}
+			}
+			rc = pages_copy_runs(s, &c, p, MV_MIN(p + COPY_STEP, c.first + c.n), buf,
+					     ok, enoent);
+			pthread_rwlock_unlock(&s->lay);
+		}
 		if (rc < 0)
 			return rc;
 	}
@@ -85,13 +113,11 @@ static int install(struct evspace *s, uint32_t ext, const struct ev_ext *e, cons
 	int rc;
 	for (int tries = 0;; tries++) {
 		enoent = 0;
-		pthread_rwlock_rdlock(&s->lay);
 		/* Failure point reload_copy_gone: as if the range was just unmapped. */
 		if (fault_hit("reload_copy_gone"))
 			enoent = 1, rc = 0;
 		else
 			rc = copy_ext(s, ext, buf, ok, &enoent);
-		pthread_rwlock_unlock(&s->lay);
 		if (rc != -EAGAIN || tries > 10000)
 			break;
 		usleep(100); /* a worker reads the event that holds copies back */

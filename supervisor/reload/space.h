@@ -47,6 +47,10 @@
  * extent (read-ahead). One page's read and checksum cost microseconds
  * from the page cache; a whole 2 MiB extent's cost a millisecond. */
 #define FAULT_WINDOW 16u
+/* Pages installed under one hold of s->lay (read) by the read-ahead and
+ * the loader: about 20 us of copying, the longest a worker waits to read
+ * the uffd (it takes s->lay for writing). */
+#define COPY_STEP 16u
 
 /* An extent of the image: where its bytes are, where its pages'
  * checksums are in s->sums, and which of its pages are installed in
@@ -91,6 +95,7 @@ struct evspace {
 	int uffd, pagesfd, stopfd;
 	int directfd;	      /* the pages file again, O_DIRECT (the loader), or -1; fixed */
 	bool direct_refused;  /* atomic: a read through directfd failed with EINVAL */
+	bool reading_ahead;   /* atomic: a worker is reading ahead (one at a time) */
 	int pidfd;	      /* the evicted process (-1 for a fork child): THP collapse */
 	struct evict_thp thp; /* under mu */
 	uint64_t probe;	      /* an address of the mm never registered (the vdso) */
