@@ -49,46 +49,54 @@ static void add_run(struct as_range **runs, size_t *n, size_t *cap, uint64_t s, 
 	(*runs)[(*n)++] = (struct as_range){s, e};
 }
 
+/* One PAGEMAP_SCAN of [at, end): the regions in vec (got, returned),
+ * with the categories of ret, and in *next where the next call starts
+ * (<= at: the range is done). first: one matching page will do. */
+static int scan_once(struct pagemap *pm, uint64_t at, uint64_t end, uint64_t anyof, uint64_t none,
+		     uint64_t ret, bool first, struct page_region *vec, size_t len, uint64_t *next)
+{
+	/* A page must have every category of category_mask after the
+	 * inversion: inverting the excluded ones asks for their absence. */
+	struct pm_scan_arg a = {
+	    .size = sizeof(a),
+	    .start = at,
+	    .end = end,
+	    .vec = (uint64_t)(uintptr_t)vec,
+	    .vec_len = len,
+	    .max_pages = first ? 1 : 0,
+	    .category_inverted = none,
+	    .category_mask = none,
+	    .category_anyof_mask = anyof,
+	    .return_mask = ret,
+	};
+	int got = ioctl(pm->fd, PAGEMAP_SCAN, &a);
+	if (got < 0)
+		return errno == ENOENT ? -ESRCH : -errno;
+	/* walk_end may stop short of the range even when every region was
+	 * returned, and when the vector is full it can even lie before the
+	 * last region returned (seen on 6.18: a 1 GiB region with 16,384
+	 * runs came back with 512 of them twice): continue from whichever
+	 * is further, never re-count. */
+	*next = a.walk_end;
+	if (got > 0 && vec[got - 1].end > *next)
+		*next = vec[got - 1].end;
+	return got;
+}
+
 /* first: the first matching page will do (a yes/no question). */
 static int runs_scan(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t anyof,
 		     uint64_t none, bool first, struct as_range **runs, size_t *n, size_t *cap)
 {
 	struct page_region vec[1024];
-	uint64_t at = start;
-	while (at < end) {
-		/* A page must have every category of category_mask after the
-		 * inversion: inverting the excluded ones asks for their absence. */
-		struct pm_scan_arg a = {
-		    .size = sizeof(a),
-		    .start = at,
-		    .end = end,
-		    .vec = (uint64_t)(uintptr_t)vec,
-		    .vec_len = ARRAY_SIZE(vec),
-		    .max_pages = first ? 1 : 0,
-		    .category_inverted = none,
-		    .category_mask = none,
-		    .category_anyof_mask = anyof,
-		    .return_mask = anyof,
-		};
-		int got = ioctl(pm->fd, PAGEMAP_SCAN, &a);
+	for (uint64_t at = start, next; at < end; at = next) {
+		int got =
+		    scan_once(pm, at, end, anyof, none, anyof, first, vec, ARRAY_SIZE(vec), &next);
 		if (got < 0)
-			return errno == ENOENT ? -ESRCH : -errno;
+			return got;
 		for (int i = 0; i < got; i++)
 			add_run(runs, n, cap, vec[i].start, vec[i].end);
-		if (first && got > 0)
+		if ((first && got > 0) || next <= at)
 			break;
-		/* walk_end may stop short of the range even when every
-		 * region was returned, and when the vector is full it can
-		 * even lie before the last region returned (seen on 6.18: a
-		 * 1 GiB region with 16,384 runs came back with 512 of them
-		 * twice): continue from whichever is further, never
-		 * re-count. */
-		uint64_t next = a.walk_end;
-		if (got > 0 && vec[got - 1].end > next)
-			next = vec[got - 1].end;
-		if (next <= at)
-			break;
-		at = next;
 	}
 	return 0;
 }
@@ -103,23 +111,14 @@ int pagemap_prefetch(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t 
 		return -ENOTTY;
 	struct page_region vec[1024];
 	size_t cap = 0;
-	for (uint64_t at = start; at < end;) {
-		struct pm_scan_arg a = {
-		    .size = sizeof(a),
-		    .start = at,
-		    .end = end,
-		    .vec = (uint64_t)(uintptr_t)vec,
-		    .vec_len = ARRAY_SIZE(vec),
-		    .category_anyof_mask = anyof,
-		    .return_mask = known | anyof,
-		};
-		int got = ioctl(pm->fd, PAGEMAP_SCAN, &a);
+	for (uint64_t at = start, next; at < end; at = next) {
+		int got = scan_once(pm, at, end, anyof, 0, known | anyof, false, vec,
+				    ARRAY_SIZE(vec), &next);
 		if (got < 0) {
-			int rc = errno == ENOENT ? -ESRCH : -errno;
 			free(pm->pre);
 			pm->pre = NULL;
 			pm->n_pre = 0;
-			return rc;
+			return got;
 		}
 		for (int i = 0; i < got; i++) {
 			/* As runs_scan: never count a page twice. */
@@ -138,12 +137,8 @@ int pagemap_prefetch(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t 
 						   (cap = cap ? cap * 2 : 256) * sizeof(*pm->pre));
 			pm->pre[pm->n_pre++] = (struct pm_run){s, vec[i].end, vec[i].categories};
 		}
-		uint64_t next = a.walk_end;
-		if (got > 0 && vec[got - 1].end > next)
-			next = vec[got - 1].end;
 		if (next <= at)
 			break;
-		at = next;
 	}
 	pm->pre_start = start;
 	pm->pre_end = end;
