@@ -23,7 +23,7 @@ static bool chunk_still(struct evspace *s, size_t i, const struct ev_chunk *c)
 }
 
 /* Install every owed page of extent ext that is good in buf (ok),
- * wherever its chunks are now, COPY_STEP pages under each hold of s->lay
+ * wherever its chunks are now, LOAD_COPY_STEP pages under each hold of s->lay
  * (read): a worker that reads the uffd takes it for writing, and a fault
  * waited behind the copy of a whole extent. Between two holds the chunk
  * array may change: a chunk that is not what it was is left, its pages
@@ -37,14 +37,16 @@ static int copy_ext(struct evspace *s, uint32_t ext, const void *buf, const uint
 		bool more = i < s->n_ch;
 		struct ev_chunk c = more ? s->ch[i] : (struct ev_chunk){0};
 		pthread_mutex_unlock(&s->mu);
-		if (!more || c.ext != ext) {
+		if (!more || c.ext != ext || !c.n) {
 			pthread_rwlock_unlock(&s->lay);
 			if (!more)
 				return 0;
 			continue;
 		}
 		int rc = 0;
-		for (uint32_t p = c.first; rc == 0 && p < c.first + c.n; p += COPY_STEP) {
+		const uint32_t end = c.first + c.n;
+		for (uint32_t p = c.first, q; rc == 0 && p < end; p = q) {
+			q = MV_MIN(p + LOAD_COPY_STEP, end);
 			if (p > c.first) {
 				pthread_rwlock_rdlock(&s->lay);
 				if (!chunk_still(s, i, &c)) {
@@ -52,8 +54,7 @@ static int copy_ext(struct evspace *s, uint32_t ext, const void *buf, const uint
 					break;
 				}
 			}
-			rc = pages_copy_runs(s, &c, p, MV_MIN(p + COPY_STEP, c.first + c.n), buf,
-					     ok, enoent);
+			rc = pages_copy_runs(s, &c, p, q, buf, ok, enoent);
 			pthread_rwlock_unlock(&s->lay);
 		}
 		if (rc < 0)
