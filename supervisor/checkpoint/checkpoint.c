@@ -160,6 +160,40 @@ static json_t *evict_json(const struct evict_stats *st, const struct ckpt *c)
 	return o;
 }
 
+/* The time from one moment to a later one; 0 when the first was never
+ * taken or the second is not later (a stage that did not run). */
+static uint64_t span(uint64_t from, uint64_t to)
+{
+	return from && to > from ? to - from : 0;
+}
+
+/* The result's times (docs/protocol.md, "checkpoint"). The pause runs
+ * from the first interrupt to the last detach and holds the stop, the
+ * layout and the copy; with --evict and no live copy it also holds the
+ * sync and the evict, which otherwise follow the resume. elapsed_ns
+ * runs to the end of the job's work, the evict and its resume included,
+ * so that it holds all of them. */
+static void result_times(const struct ckpt *c, json_t *o)
+{
+	/* The sync runs from the resume, or, when the program was still
+	 * stopped at the commit (--evict), from the end of the copy. */
+	bool resumed = c->t_resumed && c->t_resumed <= c->t_end;
+	uint64_t busy = span(c->t_start, c->t_done);
+	json_object_update_new(
+	    o, json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "pause_ns",
+			 (json_int_t)span(c->pause_start, c->pause_end), "prepare_ns",
+			 (json_int_t)span(c->t_start, c->pause_start), "stop_ns",
+			 (json_int_t)span(c->pause_start, c->t_stopped), "layout_ns",
+			 (json_int_t)span(c->t_stopped, c->t_planned), "copy_ns",
+			 (json_int_t)span(c->t_planned, c->t_copied), "sync_ns",
+			 (json_int_t)span(resumed ? c->t_resumed : c->t_copied, c->t_end),
+			 "elapsed_ns", (json_int_t)busy, "rate",
+			 (json_int_t)mv_rate(c->im.recorded.data_bytes, busy)));
+	if (c->req->evict)
+		json_object_set_new(o, "evict_ns",
+				    json_integer((json_int_t)span(c->t_evict, c->t_evicted)));
+}
+
 static json_t *result_json(struct ckpt *c)
 {
 	json_t *procs = json_array();
@@ -180,24 +214,16 @@ static json_t *result_json(struct ckpt *c)
 			json_array_append_new(
 			    procs, json_pack("{s:i, s:s}", "pid", c->p[i].pt.pid, "state", "gone"));
 	const struct img_totals *t = &c->im.recorded;
-	uint64_t busy = c->t_end - c->t_start;
-	/* With --evict the program resumes after the commit. */
-	uint64_t synced = c->t_end > c->t_resumed ? c->t_end - c->t_resumed : 0;
-	return json_pack(
-	    "{s:s, s:s, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
-	    "s:I, s:I, s:I, s:b, s:s, s:s}",
-	    "dir", c->req->dir.dir, "id", c->im.id, "processes", procs, "threads",
-	    (json_int_t)t->threads, "regions", (json_int_t)t->regions, "extents",
-	    (json_int_t)t->extents, "bytes", (json_int_t)t->data_bytes, "shared_bytes",
-	    (json_int_t)t->shared_bytes, "committed", (json_int_t)t->committed, "pages_size",
-	    (json_int_t)c->im.pages_size, "pause_ns", (json_int_t)(c->pause_end - c->pause_start),
-	    "prepare_ns", (json_int_t)(c->pause_start - c->t_start), "stop_ns",
-	    (json_int_t)(c->t_stopped - c->pause_start), "layout_ns",
-	    (json_int_t)(c->t_planned - c->t_stopped), "copy_ns",
-	    (json_int_t)(c->t_copied - c->t_planned), "sync_ns", (json_int_t)synced, "elapsed_ns",
-	    (json_int_t)busy, "rate", (json_int_t)mv_rate(t->data_bytes, busy), "direct",
-	    pagesw_direct(c->w), "checksum", crc32c_impl(), "layout_source",
-	    c->layout_how ? c->layout_how : "");
+	json_t *o = json_pack("{s:s, s:s, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:s, s:s}",
+			      "dir", c->req->dir.dir, "id", c->im.id, "processes", procs, "threads",
+			      (json_int_t)t->threads, "regions", (json_int_t)t->regions, "extents",
+			      (json_int_t)t->extents, "bytes", (json_int_t)t->data_bytes,
+			      "shared_bytes", (json_int_t)t->shared_bytes, "committed",
+			      (json_int_t)t->committed, "pages_size", (json_int_t)c->im.pages_size,
+			      "direct", pagesw_direct(c->w), "checksum", crc32c_impl(),
+			      "layout_source", c->layout_how ? c->layout_how : "");
+	result_times(c, o);
+	return o;
 }
 
 static void init_procs(struct ckpt *c)
@@ -413,24 +439,23 @@ static int attempt(struct job *j, bool live, uint64_t t_start, struct tries *tr)
 	int erc = 0;
 	/* --live --evict: the program ran during the copy and the commit. */
 	bool again = live && copied && c.req->evict;
-	uint64_t clean = 0, written = 0, p1_start = c.pause_start, p1_end = c.pause_end;
-	uint64_t p1_stopped = c.t_stopped;
-	uint64_t t_again = mv_now_ns();
+	uint64_t clean = 0, written = 0;
 	struct live_evict_times lt = {0};
+	c.t_evict = mv_now_ns();
 	if (rc == 0 && again)
 		erc = ckpt_evict_live(&c, &est, &lt, &clean, &written);
 	else if (rc == 0 && c.req->evict)
 		erc = ckpt_evict_all(&c, &est);
+	c.t_evicted = mv_now_ns();
 	c.evict_kept = est.kept; /* cleanup() frees it */
 	ckpt_live_stop(&c);
 	if (c.req->evict)
 		ckpt_resume_all(&c);
+	c.t_done = mv_now_ns();
 	if (again) {
-		/* The result's pause is the first; the evict's is its own. */
-		uint64_t second = c.pause_end > t_again ? c.pause_end - t_again : 0;
-		c.pause_start = p1_start;
-		c.pause_end = p1_end;
-		c.t_stopped = p1_stopped; /* the second stop set it again */
+		/* The result's pause is the first (the image's); the evict's
+		 * is its own, from the start of its stop to its last detach. */
+		uint64_t second = c.again_end > c.t_evict ? c.again_end - c.t_evict : 0;
 		if (live_json)
 			json_object_set_new(
 			    live_json, "evict",

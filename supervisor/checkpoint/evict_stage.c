@@ -614,6 +614,7 @@ int ckpt_evict_live(struct ckpt *c, struct evict_stats *st, struct live_evict_ti
 		ptrace_proc_forget(&c->p[i].pt);
 		c->p[i].requested = false;
 	}
+	c->stopped_again = true; /* the image's pause times stay the first's */
 	job_progress(c->j, "stopping", c->done, c->total);
 	int rc = ckpt_stop_all(c);
 	ckpt_live_quiesce(c);

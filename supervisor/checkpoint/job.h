@@ -111,7 +111,14 @@ struct ckpt {
 	struct pagesw *w;
 	const char *layout_how;
 	uint64_t t_start, t_stopped, t_planned, t_copied, t_resumed, t_end;
-	uint64_t pause_start, pause_end;
+	uint64_t t_evict, t_evicted;	 /* --evict: the evict stage */
+	uint64_t t_done;		 /* every thread resumed, the job's work over */
+	uint64_t pause_start, pause_end; /* the image's pause: first interrupt, last detach */
+	/* --evict --live: the program stopped a second time for the evict
+	 * (ckpt_evict_live); its stop and resume leave the image's times
+	 * alone, the last detach is again_end. */
+	bool stopped_again;
+	uint64_t again_end;
 	uint64_t ns_read, ns_wait; /* where the copy's time went */
 	json_t *evict_skipped;	   /* [{pid, reason}]: processes --evict left resident */
 	json_t *evict_shared;	   /* [{object, reason}]: shared memory --evict left resident */
@@ -148,7 +155,9 @@ struct img_proc *ckpt_iproc(struct ckpt *c, size_t i);
  * every process that appears meanwhile). */
 int ckpt_stop_all(struct ckpt *c);
 
-/* Detach every thread we hold; measure the pauses. Every path. */
+/* Detach every thread we hold; measure the pauses: the image's (the
+ * job's and each process's), or, once c->stopped_again, only the last
+ * detach of the evict's (again_end). Every path. */
 void ckpt_resume_all(struct ckpt *c);
 
 /* Registers, regions, committed pages and objects, with their offsets in

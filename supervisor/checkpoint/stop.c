@@ -208,7 +208,8 @@ static int stop_all(struct ckpt *c)
 		if (p->pt.gone && ckpt_proc_lost(c, p) < 0)
 			return -ESRCH;
 	}
-	c->t_stopped = mv_now_ns();
+	if (!c->stopped_again)
+		c->t_stopped = mv_now_ns();
 	return 0;
 }
 
@@ -223,11 +224,16 @@ void ckpt_resume_all(struct ckpt *c)
 	uint64_t deadline = mv_now_ns() + 200 * 1000000ull;
 	for (size_t i = 0; i < c->n; i++)
 		ptrace_detach_rest(&c->p[i].pt, deadline);
-	c->t_resumed = mv_now_ns();
+	if (!c->stopped_again)
+		c->t_resumed = mv_now_ns();
 	for (size_t i = 0; i < c->n; i++) {
 		struct ptrace_proc *pp = &c->p[i].pt;
 		if (!pp->first_interrupt_ns)
 			continue;
+		if (c->stopped_again) {
+			c->again_end = MV_MAX(c->again_end, pp->last_detach_ns);
+			continue;
+		}
 		if (!c->pause_start || pp->first_interrupt_ns < c->pause_start)
 			c->pause_start = pp->first_interrupt_ns;
 		uint64_t end = MV_MAX(pp->last_detach_ns, pp->first_interrupt_ns);

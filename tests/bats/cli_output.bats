@@ -36,6 +36,35 @@ times_ok() { python3 "$HELPERS/json_times.py"; }
 	times_ok <"$TMP/s.json"
 }
 
+# The times of the finished jobs on stdin (tests/helpers/job_figures.py).
+figures_ok() { python3 "$HELPERS/job_figures.py"; }
+
+@test "job figures: every duration >= 0, phases within the pause and the job, 'in all' holds the pause" {
+	skip_unless_uffd
+	start_fed "$WL/reload_wl" --file "$TMP/F" --mib 32
+	local i=0 how
+	for how in "" --live --evict "--evict --live"; do
+		i=$((i + 1))
+		# shellcheck disable=SC2086
+		ctl --json checkpoint "$TMP/img$i" $how --wait >>"$TMP/jobs"
+		run ctl job "$(tail -1 "$TMP/jobs" | json_get - 'd["id"]')"
+		assert_success
+		echo "checkpoint $how: $output"
+		refute_output --regexp " -[0-9]"
+		case $how in
+		--evict) assert_output --regexp "paused [0-9.]+ ms \(stop [0-9.]+, layout [0-9.]+, copy [0-9.]+, sync [0-9.]+, evict [0-9.]+\)" ;;
+		*) assert_output --regexp "paused [0-9.]+ ms \(stop [0-9.]+, layout [0-9.]+, copy [0-9.]+\); synced [0-9.]+ ms after" ;;
+		esac
+		if [[ $how == --evict* ]]; then
+			ctl --json reload "$TMP/img$i" --wait >>"$TMP/jobs"
+			say check '^ok$'
+		fi
+	done
+	figures_ok <"$TMP/jobs"
+	[ "$(grep -c '"kind":"reload"' "$TMP/jobs")" -eq 2 ]
+	stop_fed
+}
+
 @test "without --notify-all, a mapping no logged call explains was made by null, not by the exec" {
 	MV_ARGS=()
 	start_fed "$WL/mappings"
