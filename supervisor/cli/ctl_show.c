@@ -60,14 +60,35 @@ static void fmt_ns(uint64_t ns, char *buf, size_t len)
 		snprintf(buf, len, "%.1f ms", (double)ns / 1e6);
 }
 
+/* A running job's rate so far says something once it has run this long:
+ * before, a few pages done in a few microseconds made "19666 MB/s". */
+#define RATE_AFTER_NS (200 * 1000000ll)
+
+/* Is j's rate worth showing: it has ended (bytes over its whole time),
+ * or it has run RATE_AFTER_NS? */
+static bool rate_known(json_t *j)
+{
+	return strcmp(jstr(j, "state"), "running") != 0 || jint(j, "elapsed_ns") >= RATE_AFTER_NS;
+}
+
+/* j's rate as " 12 MB/s" (precision decimals), or "" before it is known. */
+static const char *rate_text(json_t *j, int precision, char *buf, size_t len)
+{
+	buf[0] = '\0';
+	if (rate_known(j))
+		snprintf(buf, len, " %.*f MB/s", precision, (double)jint(j, "rate") / 1e6);
+	return buf;
+}
+
 /* How long a running job should still take, at its rate so far, as
  * ", ETA 1m05s" into buf; "" when that cannot be told (nothing done yet,
- * no total). */
+ * no total, no rate yet). */
 static const char *eta(json_t *j, char *buf, size_t len)
 {
 	long long done = jint(j, "done"), total = jint(j, "total"), rate = jint(j, "rate");
 	buf[0] = '\0';
-	if (strcmp(jstr(j, "state"), "running") != 0 || done <= 0 || rate <= 0 || total <= done)
+	if (strcmp(jstr(j, "state"), "running") != 0 || done <= 0 || rate <= 0 || total <= done ||
+	    !rate_known(j))
 		return buf;
 	long long s = (long long)((double)(total - done) / (double)rate + 0.5);
 	if (s < 60)
@@ -83,8 +104,7 @@ static const char *eta(json_t *j, char *buf, size_t len)
  * has ended the phase is the state again); on a terminal, an ETA. */
 static void render_job_line(json_t *j, const struct ctl_show_opts *o)
 {
-	char a[32], b[32], state[48], left[32] = "";
-	double rate = (double)jint(j, "rate");
+	char a[32], b[32], state[48], left[32] = "", rate[32];
 	if (o->tty)
 		eta(j, left, sizeof(left));
 	if (strcmp(jstr(j, "state"), "running") == 0)
@@ -92,10 +112,11 @@ static void render_job_line(json_t *j, const struct ctl_show_opts *o)
 			 json_is_true(json_object_get(j, "cancelling")) ? ", cancelling" : "");
 	else
 		snprintf(state, sizeof(state), "%s", jstr(j, "state"));
-	printf("  job %lld %-10s %-20s %s / %s (%.1f MB/s, %.1f s%s)\n", jint(j, "id"),
-	       jstr(j, "kind"), state, hsize(json_object_get(j, "done"), a, sizeof(a)),
-	       hsize(json_object_get(j, "total"), b, sizeof(b)), rate / 1e6, jsecs(j, "elapsed_ns"),
-	       left);
+	rate_text(j, 1, rate, sizeof(rate));
+	printf("  job %lld %-10s %-20s %s / %s (%s%s%.1f s%s)\n", jint(j, "id"), jstr(j, "kind"),
+	       state, hsize(json_object_get(j, "done"), a, sizeof(a)),
+	       hsize(json_object_get(j, "total"), b, sizeof(b)), rate + (rate[0] != '\0'),
+	       rate[0] ? ", " : "", jsecs(j, "elapsed_ns"), left);
 	json_t *e = json_object_get(j, "error");
 	if (e)
 		printf("    error: %s\n", jstr(e, "message"));
@@ -623,11 +644,12 @@ void ctl_show_progress(json_t *j, bool tty)
 	double frac = total > 0 ? done / total : 0.0;
 	hsize(json_object_get(j, "done"), a, sizeof(a));
 	hsize(json_object_get(j, "total"), b, sizeof(b));
-	double rate = (double)jint(j, "rate") / 1e6;
+	char rate[32];
+	rate_text(j, 0, rate, sizeof(rate));
 	if (!tty) {
-		fprintf(stderr, "job %lld %s %s: %.0f%% %s / %s, %.0f MB/s, %.1f s\n",
-			jint(j, "id"), jstr(j, "kind"), jstr(j, "phase"), frac * 100, a, b, rate,
-			jsecs(j, "elapsed_ns"));
+		fprintf(stderr, "job %lld %s %s: %.0f%% %s / %s,%s%s %.1f s\n", jint(j, "id"),
+			jstr(j, "kind"), jstr(j, "phase"), frac * 100, a, b, rate,
+			rate[0] ? "," : "", jsecs(j, "elapsed_ns"));
 		return;
 	}
 	char bar[31];
@@ -636,6 +658,6 @@ void ctl_show_progress(json_t *j, bool tty)
 		bar[i] = i < full ? '#' : '.';
 	bar[30] = '\0';
 	char left[32];
-	fprintf(stderr, "\r\033[K%s %-9s [%s] %3.0f%% %s / %s %.0f MB/s%s", jstr(j, "kind"),
+	fprintf(stderr, "\r\033[K%s %-9s [%s] %3.0f%% %s / %s%s%s", jstr(j, "kind"),
 		jstr(j, "phase"), bar, frac * 100, a, b, rate, eta(j, left, sizeof(left)));
 }
