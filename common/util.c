@@ -1,5 +1,6 @@
 #include "common/util.h"
 
+#include <ctype.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -252,6 +253,29 @@ char *mv_human_size(uint64_t bytes, char *buf, size_t len)
 		snprintf(buf, len, "%" PRIu64 " B", bytes);
 	else
 		snprintf(buf, len, "%.1f %s", v, units[u]);
+	return buf;
+}
+
+char *mv_shell_word(const char *s, char *buf, size_t len)
+{
+	bool plain = *s != '\0';
+	for (const char *p = s; *p && plain; p++)
+		plain = isalnum((unsigned char)*p) || strchr("_-./:=@%+,", *p);
+	if (plain || len < 3) {
+		snprintf(buf, len, "%s", plain ? s : "");
+		return buf;
+	}
+	size_t n = 0;
+	buf[n++] = '\'';
+	for (const char *p = s; *p; p++) {
+		size_t need = *p == '\'' ? 4 : 1;
+		if (n + need + 2 > len)
+			break;
+		memcpy(buf + n, *p == '\'' ? "'\\''" : p, need);
+		n += need;
+	}
+	buf[n++] = '\'';
+	buf[n] = '\0';
 	return buf;
 }
 

@@ -123,6 +123,12 @@ const char *mv_plural(long long n, const char *one, const char *many);
 /* Format bytes as "1.5 GiB" style into buf. Returns buf. */
 char *mv_human_size(uint64_t bytes, char *buf, size_t len);
 
+/* s as one shell word, for a command printed to be pasted: as it is when
+ * no character in it means anything to a shell, else in single quotes (a
+ * quote in it as '\''). Into buf, cut short when len is too small (4
+ * times strlen(s) + 3 always does). Returns buf. */
+char *mv_shell_word(const char *s, char *buf, size_t len);
+
 /* Create a new private file beside path to be renamed over it:
  * PATH.tmp.XXXXXX, made with O_CREAT|O_EXCL|O_NOFOLLOW (mode 0600), so
  * nothing planted at a guessable name (a symlink, a file of another user)

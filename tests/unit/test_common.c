@@ -29,6 +29,13 @@ static void test_sizes(void)
 	char buf[32];
 	ok(strcmp(mv_human_size(1536, buf, sizeof(buf)), "1.5 KiB") == 0, "human 1.5 KiB");
 	ok(strcmp(mv_human_size(12, buf, sizeof(buf)), "12 B") == 0, "human bytes");
+	ok(strcmp(mv_shell_word("web-1", buf, sizeof(buf)), "web-1") == 0, "plain word as it is");
+	ok(strcmp(mv_shell_word("/run/a b.sock", buf, sizeof(buf)), "'/run/a b.sock'") == 0,
+	   "a space is quoted");
+	ok(strcmp(mv_shell_word("it's", buf, sizeof(buf)), "'it'\\''s'") == 0,
+	   "a quote closes, escapes and reopens");
+	ok(strcmp(mv_shell_word("", buf, sizeof(buf)), "''") == 0, "empty word quoted");
+	ok(strcmp(mv_shell_word("$x", buf, 4), "'$'") == 0, "cut short, still quoted");
 }
 
 static void test_hist(void)
