@@ -173,10 +173,35 @@ static struct client_opts client_opts(json_t *copts)
 	    .name = cli_string(copts, "name"),
 	    .container = cli_string(copts, "container"),
 	    .json = cli_json_mode(copts, "json", CLI_JSON_SHORT),
-	    .show = {.legend = !cli_flag(copts, "no_legend"), .tty = isatty(STDOUT_FILENO)},
+	    .show = {.legend = !cli_flag(copts, "no_legend"),
+		     .tty = isatty(STDOUT_FILENO),
+		     .selector = ""},
 	    .wait = cli_flag(copts, "wait"),
 	    .timeout_ms = timeout ? (int)json_integer_value(timeout) : 30000,
 	};
+}
+
+/* The options that chose the supervisor, for hints to repeat
+ * (ctl_show_opts.selector): -c ID (with the agent's --socket if given),
+ * -n NAME, --socket PATH, or the socket $MEMVISOR_SOCKET named (a hint
+ * pasted where the variable is not set still reaches it). "" when the
+ * only supervisor running was taken. */
+static char *selector_words(const struct client_opts *o)
+{
+	const char *env = getenv("MEMVISOR_SOCKET");
+	const char *sock = o->socket ? o->socket : !o->name && !o->container ? env : NULL;
+	const char *opt[] = {"-c", "-n", "--socket"};
+	const char *val[] = {o->container, o->name, sock && *sock ? sock : NULL};
+	size_t len = 1;
+	for (size_t i = 0; i < ARRAY_SIZE(opt); i++)
+		len += val[i] ? strlen(opt[i]) + 4 * strlen(val[i]) + 5 : 0;
+	char *buf = xcalloc(1, len), *word = xmalloc(len);
+	for (size_t i = 0, n = 0; i < ARRAY_SIZE(opt); i++)
+		if (val[i])
+			n += (size_t)snprintf(buf + n, len - n, "%s %s ", opt[i],
+					      mv_shell_word(val[i], word, len));
+	free(word);
+	return buf;
 }
 
 /* One live socket as --list shows it: what its hello says. */
@@ -361,5 +386,7 @@ int ctl_client_main(int argc, char **argv)
 	if (!c)
 		return status;
 	struct client_opts o = client_opts(copts);
+	_cleanup_free_ char *sel = selector_words(&o);
+	o.show.selector = sel;
 	return run_cmd(c, args, &o);
 }

@@ -142,8 +142,9 @@ static bool listed(json_t *ps, pid_t pid)
 
 /* Every process --pid and --tree name must be running under this
  * memvisor: a filter on any other would show nothing, forever.
- * CTL_EXIT_REPLY after saying which is not. */
-static int check_listed(json_t *ps, json_t *args)
+ * CTL_EXIT_REPLY after saying which is not (and the ps to run, with the
+ * options sel that chose the supervisor). */
+static int check_listed(json_t *ps, json_t *args, const char *sel)
 {
 	static const char *const keys[] = {"pids", "trees"};
 	for (size_t k = 0; k < ARRAY_SIZE(keys); k++) {
@@ -156,8 +157,8 @@ static int check_listed(json_t *ps, json_t *args)
 				continue;
 			fprintf(stderr,
 				"memvisor ctl: events: process %d is not running under this "
-				"memvisor (see memvisor ctl ps)\n",
-				pid);
+				"memvisor (see memvisor ctl %sps)\n",
+				pid, sel);
 			return CTL_EXIT_REPLY;
 		}
 	}
@@ -165,8 +166,8 @@ static int check_listed(json_t *ps, json_t *args)
 }
 
 /* Fill f from args; with --pid or --tree, ask c for the processes running
- * now. */
-static int filter_init(struct filter *f, json_t *args, struct ctl_conn *c)
+ * now (sel: the options that chose the supervisor, for a hint). */
+static int filter_init(struct filter *f, json_t *args, struct ctl_conn *c, const char *sel)
 {
 	size_t i;
 	json_t *v;
@@ -190,7 +191,7 @@ static int filter_init(struct filter *f, json_t *args, struct ctl_conn *c)
 	json_t *ps = NULL;
 	int rc = ctl_conn_call(c, "ps", NULL, &ps);
 	if (rc == CTL_EXIT_OK)
-		rc = check_listed(ps, args);
+		rc = check_listed(ps, args, sel);
 	if (rc == CTL_EXIT_OK && json_array_size(json_object_get(args, "trees")))
 		add_tree(f, ps);
 	json_decref(ps);
@@ -235,7 +236,7 @@ int ctl_events_follow(struct ctl_conn *c, json_t *args, enum cli_json json,
 		      const struct ctl_show_opts *o)
 {
 	struct filter f;
-	int rc = filter_init(&f, args, c);
+	int rc = filter_init(&f, args, c, o->selector);
 	json_t *res;
 	if (rc == CTL_EXIT_OK)
 		rc = ctl_conn_call(c, "events", NULL, &res);

@@ -30,9 +30,10 @@ static int job_lost(long long id, const char *dir, bool tty)
 		"the supervised command has ended)",
 		id);
 	struct stat st;
+	char word[4 * 4096 + 3];
 	if (dir && stat(dir, &st) == 0)
 		fprintf(stderr, "; an image is at %s: check it with memvisor image verify %s\n",
-			dir, dir);
+			dir, mv_shell_word(dir, word, sizeof(word)));
 	else if (dir)
 		fprintf(stderr, "; no image was written to %s\n", dir);
 	else
@@ -46,7 +47,7 @@ static int job_lost(long long id, const char *dir, bool tty)
  * are async-signal-safe), and updated with the signal blocked once the
  * job's kind is known. A client started with SIGINT ignored (a
  * background job of a script) keeps ignoring it. */
-static char interrupt_msg[600];
+static char interrupt_msg[8192 + 600];
 static size_t interrupt_len;
 
 static void on_interrupt(int sig)
@@ -56,7 +57,8 @@ static void on_interrupt(int sig)
 	_exit(128 + sig);
 }
 
-static void interrupt_say(long long id, const char *kind, bool cancelling, bool tty)
+static void interrupt_say(long long id, const char *kind, bool cancelling, bool tty,
+			  const char *sel)
 {
 	sigset_t set, old;
 	sigemptyset(&set);
@@ -67,20 +69,20 @@ static void interrupt_say(long long id, const char *kind, bool cancelling, bool 
 	if (cancelling)
 		n = snprintf(
 		    interrupt_msg, sizeof(interrupt_msg),
-		    "%sjob %lld is being cancelled; `memvisor ctl job %lld --wait` follows "
+		    "%sjob %lld is being cancelled; `memvisor ctl %sjob %lld --wait` follows "
 		    "it\n",
-		    erase, id, id);
+		    erase, id, sel, id);
 	else if (strcmp(kind, "reload") == 0)
 		n = snprintf(interrupt_msg, sizeof(interrupt_msg),
-			     "%sjob %lld continues; `memvisor ctl job %lld --wait` follows it (a "
-			     "reload cannot be cancelled; `memvisor ctl job unthrottle %lld` lifts "
-			     "its rate limit)\n",
-			     erase, id, id, id);
+			     "%sjob %lld continues; `memvisor ctl %sjob %lld --wait` follows it "
+			     "(a reload cannot be cancelled; `memvisor ctl %sjob unthrottle %lld` "
+			     "lifts its rate limit)\n",
+			     erase, id, sel, id, sel, id);
 	else
 		n = snprintf(interrupt_msg, sizeof(interrupt_msg),
-			     "%sjob %lld continues; `memvisor ctl job %lld --wait` follows it, "
-			     "`memvisor ctl job cancel %lld` stops it\n",
-			     erase, id, id, id);
+			     "%sjob %lld continues; `memvisor ctl %sjob %lld --wait` follows it, "
+			     "`memvisor ctl %sjob cancel %lld` stops it\n",
+			     erase, id, sel, id, sel, id);
 	interrupt_len = n > 0 ? MV_MIN((size_t)n, sizeof(interrupt_msg) - 1) : 0;
 	sigprocmask(SIG_SETMASK, &old, NULL);
 }
@@ -133,7 +135,7 @@ int ctl_follow_job(struct ctl_conn *c, const struct ctl_follow *f)
 	char phase[32] = "";
 	uint64_t last = 0;
 	c->quiet_eof = true;
-	interrupt_say(f->id, "", f->cancel, tty);
+	interrupt_say(f->id, "", f->cancel, tty, f->show.selector);
 	interrupt_catch();
 	for (;;) {
 		json_t *j = NULL;
@@ -143,7 +145,7 @@ int ctl_follow_job(struct ctl_conn *c, const struct ctl_follow *f)
 		if (rc)
 			return rc;
 		if (!known) {
-			interrupt_say(f->id, member(j, "kind"), f->cancel, tty);
+			interrupt_say(f->id, member(j, "kind"), f->cancel, tty, f->show.selector);
 			known = true;
 		}
 		if (strcmp(member(j, "state"), "running") != 0) {

@@ -559,8 +559,8 @@ void ctl_show_raw(json_t *r, const struct ctl_show_opts *o)
 
 void ctl_show_reload_started(json_t *r, const struct ctl_show_opts *o)
 {
-	printf("reload job %lld started: %s (follow it with: memvisor ctl job %lld --wait)\n",
-	       jint(r, "job"), jstr(r, "dir"), jint(r, "job"));
+	printf("reload job %lld started: %s (follow it with: memvisor ctl %sjob %lld --wait)\n",
+	       jint(r, "job"), jstr(r, "dir"), o->selector, jint(r, "job"));
 }
 
 void ctl_show_unthrottled(json_t *r, const struct ctl_show_opts *o)
@@ -571,8 +571,9 @@ void ctl_show_unthrottled(json_t *r, const struct ctl_show_opts *o)
 
 void ctl_show_checkpoint_started(json_t *r, const struct ctl_show_opts *o)
 {
-	printf("checkpoint job %lld started: %s (follow it with: memvisor ctl job %lld --wait)\n",
-	       jint(r, "job"), jstr(r, "dir"), jint(r, "job"));
+	printf("checkpoint job %lld started: %s (follow it with: memvisor ctl %sjob %lld "
+	       "--wait)\n",
+	       jint(r, "job"), jstr(r, "dir"), o->selector, jint(r, "job"));
 }
 
 void ctl_show_metrics(json_t *r, const struct ctl_show_opts *o)

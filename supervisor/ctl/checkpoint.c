@@ -106,15 +106,23 @@ static int prepare_dir(const char *dir, bool force, struct checkpoint_req *req, 
 }
 
 /* An evicted process's pages are in its image, not in its memory: a new
- * checkpoint would miss them. */
+ * checkpoint would miss them. The command the message gives names this
+ * supervisor (-n NAME, else --socket PATH): pasted, it reaches this one
+ * whichever client asked and however many supervisors run. */
 static int evicted_refusal(struct mv *mv, struct mv_err *err)
 {
-	char id[40], dir[4096];
+	/* The message has 512 bytes (mv_err): more of a word is never shown. */
+	char id[40], dir[4096], qdir[1024], who[512], sel[600] = "";
 	if (!evict_some_image(mv->evict, id, sizeof(id), dir, sizeof(dir)))
 		return 0;
-	return ctl_fail(err, MV_E_BUSY,
-			"memory is evicted to %s: reload it first (memvisor ctl reload %s --wait)",
-			dir, dir);
+	const char *self = mv->opts.name ? mv->opts.name : mv->socket_path;
+	if (self)
+		snprintf(sel, sizeof(sel), "%s %s ", mv->opts.name ? "-n" : "--socket",
+			 mv_shell_word(self, who, sizeof(who)));
+	return ctl_fail(
+	    err, MV_E_BUSY,
+	    "memory is evicted to %s: reload it first (memvisor ctl %sreload %s --wait)", dir, sel,
+	    mv_shell_word(dir, qdir, sizeof(qdir)));
 }
 
 int ctl_cmd_checkpoint(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,

@@ -235,7 +235,7 @@ for line in open(sys.argv[1]):
 	[ ! -s "$TMP/none" ]
 	run ctl events --pid "$MVPID"
 	[ "$status" -eq 1 ]
-	assert_output "memvisor ctl: events: process $MVPID is not running under this memvisor (see memvisor ctl ps)"
+	assert_output "memvisor ctl: events: process $MVPID is not running under this memvisor (see memvisor ctl --socket $SOCK ps)"
 	run ctl events --syscall mmap,mmapp
 	[ "$status" -eq 2 ]
 	assert_output --partial "events: --syscall: 'mmapp' is not a system call memvisor sees: mmap,"

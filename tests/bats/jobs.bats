@@ -37,7 +37,7 @@ ctl_bg() {
 	st=0
 	wait $CPID || st=$?
 	[ "$st" -eq 130 ] || { echo "ctl exited $st"; cat "$TMP/cerr"; return 1; }
-	grep -qF 'job 1 continues; `memvisor ctl job 1 --wait` follows it, `memvisor ctl job cancel 1` stops it' "$TMP/cerr" ||
+	grep -qF "job 1 continues; \`memvisor ctl --socket $SOCK job 1 --wait\` follows it, \`memvisor ctl --socket $SOCK job cancel 1\` stops it" "$TMP/cerr" ||
 		{ cat "$TMP/cerr"; return 1; }
 	# The client is gone; the job is not.
 	[ "$(job_state 1)" = running ]
@@ -86,7 +86,7 @@ ctl_bg() {
 	st=0
 	wait $CPID || st=$?
 	[ "$st" -eq 130 ] || { echo "ctl exited $st"; cat "$TMP/cerr"; return 1; }
-	grep -qF 'job 2 continues; `memvisor ctl job 2 --wait` follows it (a reload cannot be cancelled; `memvisor ctl job unthrottle 2` lifts its rate limit)' "$TMP/cerr" ||
+	grep -qF "job 2 continues; \`memvisor ctl --socket $SOCK job 2 --wait\` follows it (a reload cannot be cancelled; \`memvisor ctl --socket $SOCK job unthrottle 2\` lifts its rate limit)" "$TMP/cerr" ||
 		{ cat "$TMP/cerr"; return 1; }
 	# On a terminal `ctl job` says when the job should end; in a pipe not.
 	skip_unless_cmd script
@@ -116,4 +116,73 @@ ctl_bg() {
 	assert_output --regexp "loaded back into 1 address space "
 	refute_output --partial "{"
 	stop_fed
+}
+
+# The N-th command a message in FILE gives (`memvisor ctl ...` between
+# backquotes, or after "first (" or "with: " up to the closing
+# parenthesis).
+hint() { # FILE N
+	sed -n -e 's/[^`]*`\(memvisor ctl [^`]*\)`/\1\n/g' -e 's/.*first (\(memvisor ctl .*\))$/\1/' \
+		-e 's/.*with: \(memvisor ctl .*\))$/\1/' -e '/^memvisor ctl /p' "$1" |
+		tr -s '\n' | grep '^memvisor ctl ' | sed -n "$2p"
+}
+
+# Run COMMAND as a shell reads it, with this memvisor first on PATH.
+as_printed() { run env PATH="$(dirname "$MEMVISOR"):$PATH" sh -c "$1"; }
+
+@test "the commands a hint prints repeat how the supervisor was chosen: with two up, each works as printed" {
+	skip_unless_uffd
+	mkfifo "$TMP/in1" "$TMP/in2"
+	# Both in the default place, which has a space (quoted in the hints).
+	export XDG_RUNTIME_DIR="$TMP/run dir"
+	mkdir -m 700 "$XDG_RUNTIME_DIR"
+	MEMVISOR_FAULT=ckpt_stall "$MEMVISOR" run --name one -- "$WL/reload_wl" --file "$TMP/F1" --mib 8 \
+		<"$TMP/in1" >"$TMP/out1" 2>&1 8>&- 9>&- &
+	remember_pid $!
+	exec 8>"$TMP/in1"
+	"$MEMVISOR" run -- "$WL/reload_wl" --file "$TMP/F2" --mib 8 \
+		<"$TMP/in2" >"$TMP/out2" 2>&1 8>&- 9>&- &
+	remember_pid $!
+	local two="$XDG_RUNTIME_DIR/memvisor/$!.sock"
+	exec 9>"$TMP/in2"
+	wait_for 60 grep -q '^ready' "$TMP/out1"
+	wait_for 60 grep -q '^ready' "$TMP/out2"
+	run "$MEMVISOR" ctl ps
+	[ "$status" -eq 2 ]
+	assert_output --partial "2 memvisors are running"
+
+	# -n NAME: Ctrl-C while following a stalled checkpoint.
+	env --default-signal=INT "$MEMVISOR" ctl -n one checkpoint "$TMP/img1" --wait 2>"$TMP/cerr" 8>&- 9>&- &
+	CPID=$!
+	remember_pid $CPID
+	wait_for 10 eval '"$MEMVISOR" ctl -n one --json job 1 | json_get - "d[\"state\"]" | grep -q running'
+	kill -INT $CPID
+	wait $CPID || true
+	cat "$TMP/cerr"
+	[ "$(hint "$TMP/cerr" 2)" = "memvisor ctl -n one job cancel 1" ]
+	as_printed "$(hint "$TMP/cerr" 2)"
+	assert_success
+	assert_output --partial "job 1 cancelled"
+	as_printed "$(hint "$TMP/cerr" 1)"
+	assert_output --partial "job 1 was cancelled"
+	refute_output --partial "memvisors are running"
+
+	# --socket PATH, from memvisor's own message.
+	"$MEMVISOR" ctl --socket "$two" checkpoint "$TMP/img 2" --evict --wait >/dev/null
+	run "$MEMVISOR" ctl --socket "$two" checkpoint "$TMP/img3"
+	[ "$status" -eq 1 ]
+	echo "$output" >"$TMP/refused"
+	[ "$(hint "$TMP/refused" 1)" = "memvisor ctl --socket '$two' reload '$TMP/img 2' --wait" ]
+	as_printed "$(hint "$TMP/refused" 1)"
+	assert_success
+	assert_output --partial "reload of $TMP/img 2"
+
+	# $MEMVISOR_SOCKET: the hint names the socket, and works without it.
+	MEMVISOR_SOCKET=$two "$MEMVISOR" ctl checkpoint "$TMP/img4" >"$TMP/started"
+	cat "$TMP/started"
+	[ "$(hint "$TMP/started" 1)" = "memvisor ctl --socket '$two' job 3 --wait" ]
+	as_printed "$(hint "$TMP/started" 1)"
+	assert_success
+	assert_output --partial "image $TMP/img4"
+	exec 8>&- 9>&-
 }
