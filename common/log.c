@@ -3,12 +3,14 @@
 
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 static int log_fd = STDERR_FILENO;
 static int log_to_file;
+static int log_stderr_programs; /* log_stderr_shared */
 static enum mv_log_level log_level = MV_LOG_WARN;
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
@@ -39,15 +41,18 @@ int log_open(const char *path, enum mv_log_level level)
 	return 0;
 }
 
+void log_stderr_shared(void)
+{
+	log_stderr_programs = 1;
+}
+
 int log_enabled(enum mv_log_level level)
 {
 	return level <= log_level;
 }
 
-void log_msg(enum mv_log_level level, const char *fmt, ...)
+static void log_vmsg(enum mv_log_level level, const char *fmt, va_list ap)
 {
-	if (!log_enabled(level))
-		return;
 	char line[2048];
 	int n;
 	if (log_to_file) {
@@ -62,11 +67,31 @@ void log_msg(enum mv_log_level level, const char *fmt, ...)
 	} else {
 		n = snprintf(line, sizeof(line), "memvisor: %s: ", level_names[level]);
 	}
-	va_list ap;
-	va_start(ap, fmt);
 	int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
-	va_end(ap);
 	size_t len = (size_t)n + (size_t)MV_MIN(m, (int)(sizeof(line) - (size_t)n - 2));
 	line[len++] = '\n';
 	(void)mv_write_all(log_fd, line, len);
+}
+
+void log_msg(enum mv_log_level level, const char *fmt, ...)
+{
+	if (!log_enabled(level))
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	log_vmsg(level, fmt, ap);
+	va_end(ap);
+}
+
+void log_job_msg(enum mv_log_level level, const char *fmt, ...)
+{
+	/* A stderr that is the program's gets it only when more was asked
+	 * for. */
+	bool quiet = log_stderr_programs && !log_to_file && !log_enabled(MV_LOG_INFO);
+	if (!log_enabled(level) || quiet)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	log_vmsg(level, fmt, ap);
+	va_end(ap);
 }

@@ -765,8 +765,8 @@ void ckpt_live_quiesce(struct ckpt *c)
 	if (lv->started) {
 		uint64_t one = 1;
 		if (write(lv->stopfd, &one, sizeof(one)) < 0)
-			log_warn("checkpoint --live: stopping the fault handler: %s",
-				 strerror(errno));
+			log_job_warn("checkpoint --live: stopping the fault handler: %s",
+				     strerror(errno));
 		pthread_join(lv->handler, NULL);
 		lv->started = false;
 	}
@@ -864,8 +864,8 @@ void ckpt_live_stop(struct ckpt *c)
 	if (lv->started) {
 		uint64_t one = 1;
 		if (write(lv->stopfd, &one, sizeof(one)) < 0)
-			log_warn("checkpoint --live: stopping the fault handler: %s",
-				 strerror(errno));
+			log_job_warn("checkpoint --live: stopping the fault handler: %s",
+				     strerror(errno));
 		pthread_join(lv->handler, NULL);
 	}
 	/* Closing a uffd lifts its write protection and wakes every waiter

@@ -166,8 +166,9 @@ int ckpt_stop_all(struct ckpt *c)
 {
 	int rc = ptrace_guard_start();
 	if (rc < 0)
-		log_warn("checkpoint: no seize guard (%s): an exec during the stop may hold it up",
-			 strerror(-rc));
+		log_job_warn(
+		    "checkpoint: no seize guard (%s): an exec during the stop may hold it up",
+		    strerror(-rc));
 	rc = stop_all(c);
 	ptrace_guard_stop();
 	return rc;

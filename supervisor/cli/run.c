@@ -622,6 +622,7 @@ int run_main(int argc, char **argv)
 			strerror(-rc));
 		return run_abandon(mv);
 	}
+	log_stderr_shared(); /* the command writes its own there */
 	/* Every file the run writes is checked before the command starts
 	 * (as strace -o opens its file): --log above, --stats-json here. */
 	if (mv->opts.stats_json && statsjson_check(mv->opts.stats_json) < 0)

@@ -174,7 +174,7 @@ static void remove_tree(int dirfd, const char *name, int depth)
 		}
 	}
 	if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-		log_warn("cannot remove %s: %s", name, strerror(errno));
+		log_job_warn("cannot remove %s: %s", name, strerror(errno));
 }
 
 static int rename_into_place(struct imgdir *d)
@@ -209,7 +209,7 @@ int imgdir_commit(struct imgdir *d, struct mv_err *err)
 								    : strerror(-rc));
 	d->committed = true;
 	if (fsync(d->parentfd) < 0)
-		log_warn("syncing the directory of %s: %s", d->dir, strerror(errno));
+		log_job_warn("syncing the directory of %s: %s", d->dir, strerror(errno));
 	/* After an exchange, the old image is under the temporary name. */
 	if (d->replace)
 		remove_tree(d->parentfd, d->tmpbase, 0);

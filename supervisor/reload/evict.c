@@ -174,8 +174,9 @@ static void evict_region(struct evspace *s, struct remote *r, const struct img_r
 		chunks_drop_locked(s, g->start, g->end);
 		pthread_mutex_unlock(&s->mu);
 		pthread_rwlock_unlock(&s->lay);
-		log_warn("evict: process %d: registering %#llx-%#llx: %s; left resident", s->pid,
-			 (unsigned long long)g->start, (unsigned long long)g->end, strerror(-rc));
+		log_job_warn("evict: process %d: registering %#llx-%#llx: %s; left resident",
+			     s->pid, (unsigned long long)g->start, (unsigned long long)g->end,
+			     strerror(-rc));
 		char why[320];
 		if (rc == -EBUSY)
 			snprintf(
@@ -205,10 +206,11 @@ static void evict_region(struct evspace *s, struct remote *r, const struct img_r
 	rc = whole ? drop_pages(r, g->start, len) : drop_extents(r, g, &at);
 	if (rc < 0) {
 		/* What was dropped before is in the map, and served. */
-		log_warn("evict: process %d: madvise(DONTNEED) of %#llx-%#llx from %#llx: %s; left "
-			 "resident",
-			 s->pid, (unsigned long long)g->start, (unsigned long long)g->end,
-			 (unsigned long long)at, strerror(-rc));
+		log_job_warn(
+		    "evict: process %d: madvise(DONTNEED) of %#llx-%#llx from %#llx: %s; left "
+		    "resident",
+		    s->pid, (unsigned long long)g->start, (unsigned long long)g->end,
+		    (unsigned long long)at, strerror(-rc));
 		char why[160];
 		snprintf(why, sizeof(why),
 			 "madvise(MADV_DONTNEED) from %#llx: %s: the pages from there on stay "
@@ -243,10 +245,11 @@ static void register_shared(struct evspace *s, const struct img_region *g,
 	int rc = (s->features & need) == need ? uffd_register(s->uffd, g->start, g->end - g->start)
 					      : -EOPNOTSUPP;
 	if (rc < 0) {
-		log_warn("evict: process %d: registering the shared mapping %#llx-%#llx: %s; its "
-			 "object stays resident",
-			 s->pid, (unsigned long long)g->start, (unsigned long long)g->end,
-			 strerror(-rc));
+		log_job_warn(
+		    "evict: process %d: registering the shared mapping %#llx-%#llx: %s; its "
+		    "object stays resident",
+		    s->pid, (unsigned long long)g->start, (unsigned long long)g->end,
+		    strerror(-rc));
 		shm->failed[k] = true;
 		st->shared_regions++;
 		return;

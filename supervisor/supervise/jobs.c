@@ -91,7 +91,7 @@ static void *job_thread(void *arg)
 	if (cancelled)
 		log_info("%s job %d cancelled", job_kind_name(j->kind), j->id);
 	else if (rc < 0)
-		log_warn("%s job %d failed: %s", job_kind_name(j->kind), j->id, j->err.msg);
+		log_job_warn("%s job %d failed: %s", job_kind_name(j->kind), j->id, j->err.msg);
 	else
 		log_info("%s job %d done", job_kind_name(j->kind), j->id);
 	ev_async_send(mv->loop, &mv->wake);

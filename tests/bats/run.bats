@@ -343,6 +343,58 @@ x = bytearray(64 << 20); x[::4096] = b"x" * len(x[::4096]); print(sum(x[::4096])
 	assert_output --partial "cannot open log file"
 }
 
+# What memvisor wrote on the program's stderr, $TMP/err (but the fault
+# points' own notes, which a run without MEMVISOR_FAULT never has).
+memvisor_lines() { grep '^memvisor:' "$TMP/err" | grep -v ': fault injected at ' || true; }
+
+# Under memvisor (MV_ARGS), with uffd_register and ckpt_stall failing:
+# an evict that leaves a region resident (and its reload), then a
+# checkpoint that fails while the program is killed; the program's
+# stderr is $TMP/err, the event stream $TMP/events.
+job_outcomes() {
+	rm -rf "$TMP/img1" "$TMP/img2" "$TMP/log"
+	export MEMVISOR_FAULT=uffd_register:1,ckpt_stall:2
+	start_fed "$WL/reload_wl" --file "$TMP/F" --mib 8
+	unset MEMVISOR_FAULT
+	ctl --json events >"$TMP/events" 7>&- &
+	remember_pid $!
+	run ctl checkpoint "$TMP/img1" --evict --wait
+	assert_success
+	assert_output --partial "UFFDIO_REGISTER"
+	run ctl reload "$TMP/img1" --wait
+	assert_success
+	ctl checkpoint "$TMP/img2" --wait >"$TMP/ck2" 2>&1 7>&- &
+	remember_pid $!
+	# Held stopped by the stall: the program ends meanwhile.
+	wait_for 10 grep -q '^TracerPid:[[:space:]]*[1-9]' /proc/"$PID"/status
+	kill -9 "$PID"
+	st=0
+	stop_fed || st=$?
+	[ "$st" -eq 137 ]
+	grep -q '"state":"failed"' "$TMP/events"
+	grep -q 'UFFDIO_REGISTER' "$TMP/events"
+}
+
+@test "the outcome of a job is its client's, the events' and --log's, not the program's stderr (but with -L info)" {
+	skip_unless_uffd
+	MV_ARGS=()
+	job_outcomes
+	cat "$TMP/err"
+	[ -z "$(memvisor_lines)" ]
+
+	MV_ARGS=(--log "$TMP/log")
+	job_outcomes
+	[ -z "$(memvisor_lines)" ]
+	grep -q 'warn: evict: process [0-9]*: registering .* left resident' "$TMP/log"
+	grep -q 'warn: checkpoint job 3 failed: ' "$TMP/log"
+
+	# Asked for: on stderr.
+	MV_ARGS=(-L info)
+	job_outcomes
+	grep -q '^memvisor: warn: evict: process [0-9]*: registering .* left resident' "$TMP/err"
+	grep -q '^memvisor: warn: checkpoint job 3 failed: ' "$TMP/err"
+}
+
 @test "every thread's calls are counted on its process" {
 	run "$MEMVISOR" run --notify-all --stats-json "$TMP/s.json" -- "$WL/mt_mem" 8 8
 	assert_success
