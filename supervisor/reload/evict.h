@@ -143,8 +143,13 @@ struct evict_load_ops {
  * Returns 0 once nothing is owed; -errno on failure (-ESRCH: the mm is
  * gone, nothing more to do; -EBADMSG: a page fails its checksum, -EIO or
  * another read error: the image cannot give it back; the good pages are
- * installed, and a fault on a bad one makes it unservable: SIGBUS).
- * *reader_cpu_ns gets the reading thread's CPU time added. */
+ * installed, and a fault on a bad one makes it unservable: SIGBUS;
+ * -EDEADLK: LOAD_IDLE_MAX rounds in a row installed nothing, a loader that
+ * would read forever: what is owed stays evicted, served on fault).
+ * *reader_cpu_ns gets the reading thread's CPU time added.
+ * Failure point (MEMVISOR_FAULT) reload_install_none: a round installs
+ * nothing and reports no error. */
+#define LOAD_IDLE_MAX 1000u
 int evict_load_all(struct evspace *s, const struct evict_load_ops *ops, void *arg,
 		   uint64_t *reader_cpu_ns);
 

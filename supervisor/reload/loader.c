@@ -114,9 +114,16 @@ static int install(struct evspace *s, uint32_t ext, const struct ev_ext *e, cons
 	int rc;
 	for (int tries = 0;; tries++) {
 		enoent = 0;
-		/* Failure point reload_copy_gone: as if the range was just unmapped. */
+		/* Failure point reload_copy_gone: as if the range was just
+		 * unmapped. reload_install_none: from its hit on, nothing is
+		 * installed and no error said, as a bug would (the
+		 * no-progress guard of evict_load_all). */
+		static bool install_none;
 		if (fault_hit("reload_copy_gone"))
 			enoent = 1, rc = 0;
+		else if (__atomic_load_n(&install_none, __ATOMIC_RELAXED) ||
+			 fault_hit("reload_install_none"))
+			__atomic_store_n(&install_none, true, __ATOMIC_RELAXED), rc = 0;
 		else
 			rc = copy_ext(s, ext, buf, ok, &enoent);
 		if (rc != -EAGAIN || tries > 10000)
@@ -145,6 +152,13 @@ static int install(struct evspace *s, uint32_t ext, const struct ev_ext *e, cons
  * thread installs them. */
 #define LOAD_READERS 2 /* O_DIRECT reads in flight: one at a time left the disk idle */
 #define LOAD_SLOTS   (2 * LOAD_READERS)
+static uint64_t space_loaded(struct evspace *s)
+{
+	pthread_mutex_lock(&s->mu);
+	uint64_t n = s->loaded;
+	pthread_mutex_unlock(&s->mu);
+	return n;
+}
 
 enum { SLOT_FREE, SLOT_READING, SLOT_FULL };
 
@@ -242,6 +256,7 @@ int evict_load_all(struct evspace *s, const struct evict_load_ops *ops, void *ar
 		p.sl[i].buf = xmalloc_pages(IMG_EXTENT_MAX);
 	pthread_t t[LOAD_READERS];
 	int started = 0, rc = 0;
+	unsigned idle = 0; /* rounds in a row that loaded nothing */
 	for (; started < LOAD_READERS; started++)
 		if ((rc = -pthread_create(&t[started], NULL, reader_main, &p)) < 0)
 			break;
@@ -256,7 +271,18 @@ int evict_load_all(struct evspace *s, const struct evict_load_ops *ops, void *ar
 		pthread_mutex_unlock(&p.mu);
 		if (!sl)
 			break; /* the readers ended and every slot is installed */
+		uint64_t before = space_loaded(s);
 		int r = s->dead ? -ESRCH : install(s, sl->c.ext, &sl->e, sl->buf, sl->ok, sl->bad);
+		/* Every round installs something, or a fault or an event
+		 * changed what is owed, or the readers find nothing more.
+		 * Rounds that load nothing anywhere, one after another, are
+		 * a loader that would read the image forever (a bug seen
+		 * once read 4.8 TB in 12 minutes): the job fails, and what is
+		 * still owed stays evicted, served on fault. */
+		if (r > 0 && space_loaded(s) == before && ++idle >= LOAD_IDLE_MAX)
+			r = -EDEADLK;
+		else if (space_loaded(s) != before)
+			idle = 0;
 		pthread_mutex_lock(&p.mu);
 		sl->state = SLOT_FREE;
 		if (r < 0)

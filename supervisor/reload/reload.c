@@ -164,6 +164,12 @@ static int load_space(struct reload *r, struct evspace *s)
 			 "(checksum mismatch): the image is corrupt; the bad pages were not "
 			 "loaded and the rest stays evicted",
 			 evict_space_pid(s), r->req->dir);
+	else if (rc == -EDEADLK)
+		job_fail(r->j, MV_E_INTERNAL,
+			 "loading process %d from %s: the loader installed nothing in %u rounds "
+			 "in a row (a memvisor bug: please report it); what is still owed stays "
+			 "evicted and is served when the program touches it",
+			 evict_space_pid(s), r->req->dir, LOAD_IDLE_MAX);
 	else
 		job_fail(r->j, MV_E_INTERNAL, "loading process %d from %s: %s", evict_space_pid(s),
 			 r->req->dir, strerror(-rc));

@@ -348,6 +348,26 @@ native_out() { # COMMANDS...
 	stop_fed
 }
 
+@test "reload: a loader that installs nothing gives up with an error instead of reading the image for good; the memory is served on fault" {
+	# A bug in the loader's copy steps (fixed in 09a0f1a before it
+	# landed) installed 16 pages of every 128 and no more: the readers
+	# picked the same extents again and again and read 4.8 TB in 12
+	# minutes, the job never ended. reload_install_none does the same
+	# from its hit on; the loader's no-progress guard ends the job.
+	export MEMVISOR_FAULT=reload_install_none:1
+	start --mib 8
+	unset MEMVISOR_FAULT
+	say sum '^sum '
+	before=$LAST
+	evict "$TMP/img"
+	run ctl_within 60 --json reload "$TMP/img" --wait
+	assert_failure
+	assert_output --partial "the loader installed nothing in 1000 rounds"
+	say sum '^sum '
+	[ "$LAST" = "$before" ]
+	stop_fed
+}
+
 @test "reload: a failed injection or registration leaves the program correct" {
 	for f in remote_syscall:1 uffd_api:1 uffd_register:1 remote_syscall:3; do
 		MV_ARGS=()
