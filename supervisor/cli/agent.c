@@ -59,7 +59,8 @@ static void agent_usage(FILE *f)
 		   "hand over at the --listen socket (linux.seccomp.listenerPath).\n\n");
 	cli_print_args(f, agent_args, ARRAY_SIZE(agent_args));
 	fprintf(f, "\nStops on SIGINT or SIGTERM; every container it supervises is then killed,\n"
-		   "as it is when the agent dies (docs/agent.md).\n"
+		   "as it is when the agent dies (docs/agent.md). SIGHUP reads the --policy\n"
+		   "file again and applies it to every container; they run on.\n"
 		   "Exit status: 0 after a signal; 125 if it cannot start or loses its keeper;\n"
 		   "2 for usage errors.\n");
 }

@@ -38,7 +38,14 @@ int ctl_cmd_policy_set(struct mv *mv, struct ctl_call *call, json_t *args, json_
 				"args.path: expected the policy file's path");
 	/* The supervisor reads the file itself: a relative path is relative
 	 * to memvisor's working directory, so clients send absolute ones. */
-	const char *path = json_string_value(p);
+	if (ctl_policy_load(mv, json_string_value(p), err) < 0)
+		return -1;
+	*result = enforce_show(mv);
+	return 0;
+}
+
+int ctl_policy_load(struct mv *mv, const char *path, struct mv_err *err)
+{
 	struct policy *pol;
 	struct pol_diag d = {0};
 	_cleanup_free_ char *text = NULL;
@@ -57,6 +64,5 @@ int ctl_cmd_policy_set(struct mv *mv, struct ctl_call *call, json_t *args, json_
 		err->code = MV_E_NOT_SUPPORTED;
 		return -1;
 	}
-	*result = enforce_show(mv);
 	return 0;
 }

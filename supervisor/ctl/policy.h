@@ -13,5 +13,9 @@ int ctl_cmd_policy(struct mv *mv, struct ctl_call *call, json_t *args, json_t **
 		   struct mv_err *err);
 int ctl_cmd_policy_set(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,
 		       struct mv_err *err);
+/* Validate the policy file at path and swap it in (policy set, and the
+ * agent's SIGHUP for each container). 0, or -1 with err (every
+ * validation error in err->msg). The loop thread of mv. */
+int ctl_policy_load(struct mv *mv, const char *path, struct mv_err *err);
 
 #endif

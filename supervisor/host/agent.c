@@ -447,6 +447,58 @@ static void stop(struct agent *ag)
 	on_ended(ag->loop, &ag->ended, 0);
 }
 
+/* Does the policy file at path load? Read as `policy set` reads it (a
+ * regular file only: a FIFO would hold the agent's loop). msg: the first
+ * errors. */
+static int check_policy_file(const char *path, char *msg, size_t len)
+{
+	struct policy *pol = NULL;
+	struct pol_diag d = {0};
+	_cleanup_free_ char *text = NULL;
+	size_t n = 0;
+	int rc = policy_read_file(path, true, &text, &n, &d);
+	if (rc == 0)
+		rc = policy_parse(text, n, path, &pol, &d);
+	msg[0] = '\0';
+	for (size_t i = 0, off = 0; i < d.n && off + 1 < len; i++) {
+		int k = snprintf(msg + off, len - off, "%s%s", i ? "; " : "", d.msg[i]);
+		if (k < 0)
+			break;
+		off += (size_t)k;
+	}
+	pol_diag_free(&d);
+	if (pol)
+		policy_free(pol);
+	return rc < 0 ? -1 : 0;
+}
+
+/* SIGHUP (systemctl reload): the --policy file again, for every running
+ * container (each validates it and keeps its policy if it does not load)
+ * and for the containers to come, which read it when they start. The
+ * containers run on: SIGHUP was handled as SIGTERM, and a reload killed
+ * every container on the node. */
+static void reload_policy(struct agent *ag)
+{
+	if (!ag->o->policy_path) {
+		log_warn("SIGHUP: no --policy to read again; the containers run on");
+		return;
+	}
+	char msg[512];
+	if (check_policy_file(ag->o->policy_path, msg, sizeof(msg)) < 0) {
+		log_warn("SIGHUP: policy %s does not load, every container keeps the one it "
+			 "had, and a container started now would be refused: %s",
+			 ag->o->policy_path, msg);
+		return;
+	}
+	size_t n = 0;
+	for (struct container *c = ag->containers; c; c = c->next)
+		n += container_reload_policy(c);
+	log_warn("SIGHUP: policy %s read again: sent to %zu running container%s (each says "
+		 "whether it can enforce it with the filter it was started with) and used for "
+		 "those started from now on",
+		 ag->o->policy_path, n, n == 1 ? "" : "s");
+}
+
 static void on_signal(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct agent *ag = w->data;
@@ -456,6 +508,10 @@ static void on_signal(struct ev_loop *loop, ev_io *w, int revents)
 			int st;
 			if (waitpid(ag->keeper_pid, &st, WNOHANG) == ag->keeper_pid)
 				ag->keeper_pid = -1;
+			continue;
+		}
+		if (si.ssi_signo == SIGHUP) {
+			reload_policy(ag);
 			continue;
 		}
 		log_info("signal %d: stopping; every container is killed", si.ssi_signo);

@@ -1,6 +1,7 @@
 #include "supervisor/host/container.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "supervisor/ctl/policy.h"
 #include "supervisor/ctl/server.h"
 #include "supervisor/host/host.h"
 #include "supervisor/host/keeper.h"
@@ -23,6 +24,23 @@ static void on_init_exit(struct ev_loop *loop, ev_io *w, int revents)
 static void on_stop(struct ev_loop *loop, ev_async *w, int revents)
 {
 	ev_break(loop, EVBREAK_ALL);
+}
+
+/* The agent's SIGHUP: the policy file again, validated before the swap;
+ * a file that does not load leaves the policy the container had. */
+static void on_hup(struct ev_loop *loop, ev_async *w, int revents)
+{
+	struct mv *mv = w->data;
+	const char *path = mv->opts.policy_path;
+	if (!path)
+		return;
+	struct mv_err err = {0};
+	if (ctl_policy_load(mv, path, &err) < 0)
+		log_warn("container %s: SIGHUP: policy %s not loaded, the container keeps "
+			 "the one it had: %s",
+			 mv->opts.name, path, err.msg);
+	else
+		log_warn("container %s: SIGHUP: policy %s loaded", mv->opts.name, path);
 }
 
 /* The options of a container's supervisor: the agent's policy, its own
@@ -54,12 +72,16 @@ static void run_container(struct container *c, struct mv *mv)
 	ev_io_start(c->loop, &init_io);
 	ev_async_init(&c->stop, on_stop);
 	ev_async_start(c->loop, &c->stop);
+	ev_async_init(&c->hup, on_hup);
+	c->hup.data = mv;
+	ev_async_start(c->loop, &c->hup);
 	host_mv_watch(mv);
 	atomic_store(&c->running, true);
 	ev_run(c->loop, 0);
 	atomic_store(&c->running, false);
 	ev_io_stop(c->loop, &init_io);
 	ev_async_stop(c->loop, &c->stop);
+	ev_async_stop(c->loop, &c->hup);
 	host_mv_finish(mv);
 }
 
@@ -144,6 +166,14 @@ int container_start(const struct container_env *env, struct oci_msg *msg, int fd
 	c->thread = 0;
 	container_free(c);
 	return rc;
+}
+
+bool container_reload_policy(struct container *c)
+{
+	if (!atomic_load(&c->running))
+		return false;
+	ev_async_send(c->loop, &c->hup);
+	return true;
 }
 
 void container_stop(struct container *c)

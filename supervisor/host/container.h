@@ -30,6 +30,7 @@ struct container {
 	uint64_t started_wall_ns;
 	pthread_t thread;
 	ev_async stop; /* on the container's loop: end it */
+	ev_async hup;  /* on the container's loop: load the agent's policy again */
 	struct ev_loop *loop;
 	atomic_bool running; /* its loop runs: stop may be sent */
 	atomic_bool ended;   /* its thread is done: join it */
@@ -46,6 +47,10 @@ int container_start(const struct container_env *env, struct oci_msg *msg, int fd
 /* Ask its thread to end (the agent stops): the container is killed by
  * the keeper then. */
 void container_stop(struct container *c);
+
+/* Load the agent's --policy file again into its supervisor (SIGHUP);
+ * false if its loop does not run. The outcome is logged. */
+bool container_reload_policy(struct container *c);
 
 /* Join its thread (after ended) and free it. */
 void container_free(struct container *c);

@@ -207,6 +207,49 @@ t_kill_agent() { # RT
 	wait_for 10 dead "$keeper"
 }
 
+# SIGHUP (systemctl reload) read the policy again instead of stopping
+# the agent: it was handled as SIGTERM, and every container was killed.
+t_hup() { # RT
+	need_runtime "$1"
+	runtime_works "$1"
+	echo '{"version":1,"limits":{"max_mapping":"256M"}}' >"$TMP/pol.json"
+	make_bundle --policy "$TMP/pol.json"
+	set_cmd "ctr_mem_static hold 64 /tmp"
+	start_agent --policy "$TMP/pol.json"
+	start_ctr "$1" hup1
+	wait_for 20 grep -q filled "$TMP/hup1.out"
+	pid=$(ctr_pid hup1)
+	# A file that does not load: everyone keeps the policy they had.
+	echo '{"version":1,"limits":{"max_mapping":"lots"}}' >"$TMP/pol.json"
+	kill -HUP "$AGENT"
+	wait_for 10 grep -q "SIGHUP: policy .* does not load" "$TMP/agent.log"
+	kill -0 "$AGENT"
+	! dead "$pid"
+	actl -c hup1 --json policy | grep -q '"max_mapping":268435456'
+	# A good one (a looser limit: the container's filter, made for 256M,
+	# notifies what it needs): every running container takes it.
+	echo '{"version":1,"limits":{"max_mapping":"512M"}}' >"$TMP/pol.json"
+	kill -HUP "$AGENT"
+	wait_for 10 grep -q "container hup1: SIGHUP: policy .* loaded" "$TMP/agent.log"
+	grep -q "sent to 1 running container" "$TMP/agent.log"
+	actl -c hup1 --json policy | tee "$TMP/pol.out" | grep -q '"max_mapping":536870912' ||
+		{ cat "$TMP/pol.out" "$TMP/agent.log"; false; }
+	# A tighter one the filter cannot enforce: refused, with the reason.
+	echo '{"version":1,"limits":{"max_mapping":"128M"}}' >"$TMP/pol.json"
+	kill -HUP "$AGENT"
+	wait_for 10 grep -q "container hup1: SIGHUP: policy .* not loaded.*filter fixed at launch" "$TMP/agent.log"
+	actl -c hup1 --json policy | grep -q '"max_mapping":536870912'
+	kill -0 "$AGENT"
+	[ "$(ctr_pid hup1)" = "$pid" ]
+	touch "$BUNDLE/rootfs/tmp/go"
+	wait_for 20 test -f "$TMP/hup1.rc"
+	[ "$(cat "$TMP/hup1.rc")" = 0 ]
+	grep -q checksum "$TMP/hup1.out"
+}
+
+@test "runc: SIGHUP reads the policy again and every container takes it; none is stopped" { t_hup runc; }
+@test "crun: SIGHUP reads the policy again and every container takes it; none is stopped" { t_hup crun; }
+
 @test "oci-profile: notifies the lifecycle calls, sets listenerPath and the metadata" {
 	run "$MEMVISOR" oci-profile --base none --listen /x/l.sock --metadata name=a
 	assert_success
