@@ -590,6 +590,16 @@ static int final_status(struct mv *mv)
 	return mv_exit_code(mv->cmd_status);
 }
 
+/* What the policy refused, once at the end (each rule's first refusal
+ * was a warning when it happened): a program that died of it has said
+ * nothing about why. */
+static void refused_summary(struct mv *mv)
+{
+	char line[512];
+	if (enforce_refused_summary(mv, line, sizeof(line)))
+		log_warn("%s; `memvisor ctl events` or -L info shows each", line);
+}
+
 /* An exit before the command starts: free what run_main has set up so
  * far (each piece may still be unset), and return 125. */
 static int run_abandon(struct mv *mv)
@@ -667,6 +677,7 @@ int run_main(int argc, char **argv)
 		ev_run(mv->loop, 0);
 	host_mv_finish(mv);
 	int code = final_status(mv);
+	refused_summary(mv);
 	metrics_file_stop(mv);
 	ctl_server_stop(mv);
 	if (mv->opts.stats_json && statsjson_write(mv, mv->opts.stats_json, code) < 0 && code == 0)

@@ -50,6 +50,7 @@
 #include <linux/kcmp.h>
 #include <linux/landlock.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -99,6 +100,13 @@ struct pending {
 	bool exec; /* else an exit */
 };
 
+/* The calls one rule refused. */
+#define REFUSED_MAX 16
+struct refused {
+	char rule[72];
+	uint64_t n;
+};
+
 /* Locks. e->lock is the decision lock: the notify thread holds it for a
  * whole decision, and takes mv->lock inside it only to look the caller up
  * (enforce_caller_locked) and, after it, to record. Everything below is
@@ -130,6 +138,11 @@ struct enforce {
 	size_t n_shared;
 	bool shared_overflow;
 	uint64_t reconciles, denials, kills;
+	/* Refusals by rule, for one warning per rule and run's summary:
+	 * rules past REFUSED_MAX are counted together. */
+	struct refused refused[REFUSED_MAX];
+	size_t n_refused;
+	uint64_t refused_other;
 };
 
 /* ---- start-up -------------------------------------------------------- */
@@ -939,6 +952,80 @@ static void verify_exe(struct enforce_caller *who)
 	who->exe_verified = who->exe_learned = true;
 }
 
+/* The first refusal by each rule is a warning, with no -L needed: a
+ * program that dies of a refused call (a JIT under wx deny) would
+ * otherwise leave the user nothing to go on. The next ones are counted
+ * for run's summary (enforce_refused_summary) and logged at info. */
+static void note_refusal(struct enforce *e, pid_t pid, const struct mv_call *c,
+			 const struct pol_decision *d)
+{
+	const char *rule = d->rule ? d->rule : "?";
+	size_t i = 0;
+	while (i < e->n_refused && strcmp(e->refused[i].rule, rule) != 0)
+		i++;
+	if (i < e->n_refused) {
+		e->refused[i].n++;
+		return;
+	}
+	if (i == REFUSED_MAX) {
+		e->refused_other++;
+		return;
+	}
+	snprintf(e->refused[i].rule, sizeof(e->refused[i].rule), "%s", rule);
+	e->refused[i].n = 1;
+	e->n_refused++;
+	char comm[64] = "?";
+	char *text = NULL;
+	size_t len = 0;
+	if (procfs_read(pid, "comm", &text, &len) == 0) {
+		snprintf(comm, sizeof(comm), "%.*s", (int)strcspn(text, "\n"), text);
+		free(text);
+	}
+	log_warn("policy rule %s %s %s of pid %d (%s)%s%s; later refusals by %s are only "
+		 "counted (-L info shows each)",
+		 rule, d->verdict == MV_V_KILL ? "killed the caller for" : "refused",
+		 syscalls_name(c->sc), pid, comm, d->why[0] ? ": " : "", d->why, rule);
+}
+
+/* snprintf at buf + n, cut at size; the new length. */
+static size_t appendf(char *buf, size_t size, size_t n, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static size_t appendf(char *buf, size_t size, size_t n, const char *fmt, ...)
+{
+	if (n >= size - 1)
+		return n;
+	va_list ap;
+	va_start(ap, fmt);
+	int m = vsnprintf(buf + n, size - n, fmt, ap);
+	va_end(ap);
+	return m < 0 ? n : MV_MIN(n + (size_t)m, size - 1);
+}
+
+size_t enforce_refused_summary(struct mv *mv, char *buf, size_t size)
+{
+	struct enforce *e = mv->enforce;
+	if (!e || !size)
+		return 0;
+	pthread_mutex_lock(&e->lock);
+	uint64_t total = e->refused_other;
+	for (size_t i = 0; i < e->n_refused; i++)
+		total += e->refused[i].n;
+	size_t n = 0;
+	buf[0] = '\0';
+	if (total) {
+		n = appendf(buf, size, n, "%llu %s refused:", (unsigned long long)total,
+			    mv_plural(total, "call", "calls"));
+		for (size_t i = 0; i < e->n_refused; i++)
+			n = appendf(buf, size, n, "%s %s %llu", i ? "," : "", e->refused[i].rule,
+				    (unsigned long long)e->refused[i].n);
+		if (e->refused_other)
+			n = appendf(buf, size, n, ", other rules %llu",
+				    (unsigned long long)e->refused_other);
+	}
+	pthread_mutex_unlock(&e->lock);
+	return total ? n : 0;
+}
+
 void enforce_decide(struct mv *mv, struct enforce_caller *who, const struct mv_call *c,
 		    struct pol_decision *d)
 {
@@ -986,6 +1073,7 @@ void enforce_decide(struct mv *mv, struct enforce_caller *who, const struct mv_c
 	e->denials++;
 	if (d->verdict == MV_V_KILL && who->known)
 		e->kills++;
+	note_refusal(e, x.pid, c, d);
 	if (log_enabled(MV_LOG_INFO))
 		log_info("pid %d tid %d: %s %s by %s%s%s", x.pid, c->tid, syscalls_name(c->sc),
 			 d->verdict == MV_V_KILL ? "killed" : "denied", d->rule,

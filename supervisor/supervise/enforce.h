@@ -68,6 +68,11 @@ void enforce_decide(struct mv *mv, struct enforce_caller *who, const struct mv_c
 void enforce_apply_locked(struct mv *mv, struct proc *p, struct enforce_caller *who,
 			  const struct pol_decision *d);
 
+/* What the policy refused so far, for run's exit: "N calls refused: RULE
+ * N, ..." in buf (always terminated), one count a rule. Returns its length,
+ * 0 (and "") when nothing was refused. Takes the decision lock. */
+size_t enforce_refused_summary(struct mv *mv, char *buf, size_t size);
+
 /* The seccomp answer for a decision (resp's id already set). */
 void enforce_answer(const struct pol_decision *d, struct seccomp_notif_resp *resp);
 

@@ -14,7 +14,7 @@ default_deny() { # NAME
 		"syscalls": ["mmap", "munmap", "mremap", "mprotect", "brk", "madvise"], "action": "allow"}]}'
 }
 supervised() { # POLICY ATTEMPT
-	run "$MEMVISOR" run --policy "$TMP/$1.json" --stats-json "$TMP/s.json" -- "$WL/bypass" "$2"
+	run --separate-stderr "$MEMVISOR" run --policy "$TMP/$1.json" --stats-json "$TMP/s.json" -- "$WL/bypass" "$2"
 }
 
 @test "int 0x80: an i386 mmap2 is decided by the policy" {
@@ -22,7 +22,7 @@ supervised() { # POLICY ATTEMPT
 	[ "$native" -ne 77 ] || skip "IA-32 emulation is disabled on this kernel (int 0x80 raises SIGSEGV)"
 	policy p '{"version": 1, "rules": [{"name": "no-page", "syscalls": ["mmap"], "backing": "anon",
 		"length_max": 4096, "action": "deny", "errno": "E2BIG"}]}'
-	run "$MEMVISOR" run --policy "$TMP/p.json" --stats-json "$TMP/s.json" -- "$WL/int80_mmap"
+	run --separate-stderr "$MEMVISOR" run --policy "$TMP/p.json" --stats-json "$TMP/s.json" -- "$WL/int80_mmap"
 	assert_failure 7
 	assert_output "int80 mmap2 errno 7 (E2BIG)"
 	[ "$(stat_of 'd["totals"]["calls"]["mmap2"]["deny"]')" -ge 1 ]

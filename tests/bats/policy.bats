@@ -26,14 +26,14 @@ bats_require_minimum_version 1.5.0
 @test "rule: a denied mmap shape returns the chosen errno, other shapes pass" {
 	policy p '{"version": 1, "rules": [{"name": "no-big-anon", "syscalls": ["mmap"],
 		"backing": "anon", "length_min": "1M", "action": "deny", "errno": "E2BIG"}]}'
-	run "$MEMVISOR" run --policy "$TMP/p.json" --stats-json "$TMP/s.json" -- \
+	run --separate-stderr "$MEMVISOR" run --policy "$TMP/p.json" --stats-json "$TMP/s.json" -- \
 		"$WL/try_syscall" mmap 1M READ,WRITE PRIVATE,ANON
 	assert_failure 7
 	assert_output "errno 7 E2BIG"
 	[ "$(stat_of 'd["totals"]["calls"]["mmap"]["deny"]')" -eq 1 ]
-	run "$MEMVISOR" run --policy "$TMP/p.json" -- "$WL/try_syscall" mmap 1048575 READ,WRITE PRIVATE,ANON
+	run --separate-stderr "$MEMVISOR" run --policy "$TMP/p.json" -- "$WL/try_syscall" mmap 1048575 READ,WRITE PRIVATE,ANON
 	assert_success
-	run "$MEMVISOR" run --policy "$TMP/p.json" -- "$WL/try_syscall" mmap 2M READ PRIVATE "$WL/try_syscall"
+	run --separate-stderr "$MEMVISOR" run --policy "$TMP/p.json" -- "$WL/try_syscall" mmap 2M READ PRIVATE "$WL/try_syscall"
 	assert_success
 }
 
@@ -41,10 +41,10 @@ bats_require_minimum_version 1.5.0
 	policy p '{"version": 1, "rules": [
 		{"syscalls": ["mprotect"], "prot_has": ["WRITE"], "length_max": 4096, "action": "allow"},
 		{"syscalls": ["mprotect"], "prot_has": ["WRITE"], "action": "deny"}]}'
-	run "$MEMVISOR" run --policy "$TMP/p.json" -- "$WL/try_syscall" mprotect 8192 READ,WRITE
+	run --separate-stderr "$MEMVISOR" run --policy "$TMP/p.json" -- "$WL/try_syscall" mprotect 8192 READ,WRITE
 	assert_failure 1
 	assert_output "errno 1 EPERM"
-	run "$MEMVISOR" run --policy "$TMP/p.json" -- "$WL/try_syscall" mprotect 4096 READ,WRITE
+	run --separate-stderr "$MEMVISOR" run --policy "$TMP/p.json" -- "$WL/try_syscall" mprotect 4096 READ,WRITE
 	assert_success
 }
 
@@ -81,7 +81,7 @@ bats_require_minimum_version 1.5.0
 	# The break it got back is where the break was (not 0, not an errno).
 	[[ "$stderr" =~ left\ the\ break\ at\ 0x[0-9a-f]{4,} ]]
 	# malloc falls back to mmap and the program runs on.
-	run "$MEMVISOR" run --policy "$TMP/p.json" -- python3 -c 'print(len(bytearray(1 << 20)))'
+	run --separate-stderr "$MEMVISOR" run --policy "$TMP/p.json" -- python3 -c 'print(len(bytearray(1 << 20)))'
 	assert_success
 	assert_output 1048576
 }
@@ -97,11 +97,11 @@ except MemoryError:
     print("MemoryError")
 y = bytearray(64 << 20)
 print("still alive", len(y) >> 20)'
-	run "$MEMVISOR" run --policy "$TMP/p.json" -- python3 -c "$prog"
+	run --separate-stderr "$MEMVISOR" run --policy "$TMP/p.json" -- python3 -c "$prog"
 	assert_success
 	assert_output $'MemoryError\nstill alive 64'
 	# The same with every call notified: memvisor refuses first, and counts it.
-	run "$MEMVISOR" run --notify-all --policy "$TMP/p.json" --stats-json "$TMP/s.json" -- python3 -c "$prog"
+	run --separate-stderr "$MEMVISOR" run --notify-all --policy "$TMP/p.json" --stats-json "$TMP/s.json" -- python3 -c "$prog"
 	assert_success
 	assert_output $'MemoryError\nstill alive 64'
 	[ "$(stat_of 'd["totals"]["calls"]["mmap"]["deny"]')" -ge 1 ]
@@ -134,21 +134,21 @@ print("exact:", len(mmap.mmap(-1, rest)) == rest)'
 @test "max_mapping: a mapping of exactly the limit passes, one byte more is ENOMEM" {
 	# (It applies to every mapping, the C library's own included.)
 	policy p '{"version": 1, "limits": {"max_mapping": "64M"}}'
-	run "$MEMVISOR" run --policy "$TMP/p.json" -- "$WL/try_syscall" mmap 64M READ PRIVATE,ANON
+	run --separate-stderr "$MEMVISOR" run --policy "$TMP/p.json" -- "$WL/try_syscall" mmap 64M READ PRIVATE,ANON
 	assert_success
-	run "$MEMVISOR" run --policy "$TMP/p.json" -- "$WL/try_syscall" mmap 67108865 READ PRIVATE,ANON
+	run --separate-stderr "$MEMVISOR" run --policy "$TMP/p.json" -- "$WL/try_syscall" mmap 67108865 READ PRIVATE,ANON
 	assert_failure 12
 	assert_output "errno 12 ENOMEM"
-	run "$MEMVISOR" run --policy "$TMP/p.json" -- "$WL/try_syscall" mremap 4096 67108865 MAYMOVE
+	run --separate-stderr "$MEMVISOR" run --policy "$TMP/p.json" -- "$WL/try_syscall" mremap 4096 67108865 MAYMOVE
 	assert_failure 12
-	run "$MEMVISOR" run --policy "$TMP/p.json" -- "$WL/try_syscall" mmap 0x7ffffffffffff001 READ PRIVATE,ANON
+	run --separate-stderr "$MEMVISOR" run --policy "$TMP/p.json" -- "$WL/try_syscall" mmap 0x7ffffffffffff001 READ PRIVATE,ANON
 	assert_failure 12
 }
 
 @test "max_mapped: RLIMIT_AS cannot be lifted with high bits set in the resource number" {
 	policy p '{"version": 1, "limits": {"max_mapped": "1G"}}'
 	for how in prlimit64 setrlimit; do
-		run "$MEMVISOR" run --policy "$TMP/p.json" -- "$WL/rlimit_hi" "$how"
+		run --separate-stderr "$MEMVISOR" run --policy "$TMP/p.json" -- "$WL/rlimit_hi" "$how"
 		assert_failure 1
 		assert_output "$how errno 1 EPERM"
 	done
@@ -156,7 +156,7 @@ print("exact:", len(mmap.mmap(-1, rest)) == rest)'
 
 @test "max_regions: a process never has more regions than the limit" {
 	policy p '{"version": 1, "limits": {"max_regions": 100}}'
-	run "$MEMVISOR" run --policy "$TMP/p.json" -- "$WL/region_fill" 1000
+	run --separate-stderr "$MEMVISOR" run --policy "$TMP/p.json" -- "$WL/region_fill" 1000
 	assert_success
 	assert_output --regexp '^made [0-9]+, stopped by ENOMEM, regions 100$'
 }
@@ -168,7 +168,7 @@ regions_by() { # HOW
 	run "$WL/region_calls" "$1" 300
 	[ "$status" -ne 77 ] || skip "$1: not supported by this kernel ($output)"
 	assert_output --regexp '^made 300, stopped by none, regions [0-9]+$'
-	run "$MEMVISOR" run --policy "$TMP/p.json" --stats-json "$TMP/s.json" -- "$WL/region_calls" "$1" 300
+	run --separate-stderr "$MEMVISOR" run --policy "$TMP/p.json" --stats-json "$TMP/s.json" -- "$WL/region_calls" "$1" 300
 	assert_success
 	assert_output --regexp '^made [0-9]+, stopped by ENOMEM, regions (9[0-9]|100)$'
 }
@@ -229,7 +229,7 @@ regions_by() { # HOW
 @test "max_mapped_tree: a fork that would not fit fails with ENOMEM" {
 	skip_unless_cmd python3
 	policy p '{"version": 1, "limits": {"max_mapped_tree": "300M"}}'
-	run "$MEMVISOR" run --policy "$TMP/p.json" -- python3 -c '
+	run --separate-stderr "$MEMVISOR" run --policy "$TMP/p.json" -- python3 -c '
 import mmap, os
 m = mmap.mmap(-1, 200 << 20)
 try:

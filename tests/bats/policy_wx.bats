@@ -14,7 +14,7 @@ setup() {
 
 @test "wx deny: an RWX mapping is refused with EACCES" {
 	for p in deny deny-nomdwe; do
-		run "$MEMVISOR" run --policy "$TMP/$p.json" -- "$WL/wx_test" rwx-mmap
+		run --separate-stderr "$MEMVISOR" run --policy "$TMP/$p.json" -- "$WL/wx_test" rwx-mmap
 		assert_failure 13
 		assert_output "rwx-mmap errno 13 EACCES"
 	done
@@ -24,7 +24,7 @@ setup() {
 
 @test "wx deny: mprotect(PROT_EXEC) of heap memory is refused" {
 	for p in deny deny-nomdwe; do
-		run "$MEMVISOR" run --policy "$TMP/$p.json" --stats-json "$TMP/s.json" -- "$WL/wx_test" heap-exec
+		run --separate-stderr "$MEMVISOR" run --policy "$TMP/$p.json" --stats-json "$TMP/s.json" -- "$WL/wx_test" heap-exec
 		assert_failure 13
 		assert_output "heap-exec errno 13 EACCES"
 	done
@@ -86,10 +86,10 @@ setup() {
 
 @test "bypass closed: a file mapped shared-writable and executable, in either order" {
 	for p in deny deny-nomdwe; do
-		run "$MEMVISOR" run --policy "$TMP/$p.json" -- "$WL/wx_test" file-double "$TMP/f1.$p"
+		run --separate-stderr "$MEMVISOR" run --policy "$TMP/$p.json" -- "$WL/wx_test" file-double "$TMP/f1.$p"
 		assert_failure 13
 		assert_output "file-double errno 13 EACCES"
-		run "$MEMVISOR" run --policy "$TMP/$p.json" -- "$WL/wx_test" file-double-rev "$TMP/f2.$p"
+		run --separate-stderr "$MEMVISOR" run --policy "$TMP/$p.json" -- "$WL/wx_test" file-double-rev "$TMP/f2.$p"
 		assert_failure 13
 		assert_output "file-double-rev errno 13 EACCES"
 	done
@@ -97,7 +97,7 @@ setup() {
 
 @test "bypass closed: the two halves of a double mapping in two processes" {
 	printf 'x%.0s' $(seq 4096) >"$TMP/shared"
-	run "$MEMVISOR" run --policy "$TMP/deny-nomdwe.json" -- python3 -c '
+	run --separate-stderr "$MEMVISOR" run --policy "$TMP/deny-nomdwe.json" -- python3 -c '
 import mmap, os, subprocess, sys
 f = open(sys.argv[1], "r+b")
 m = mmap.mmap(f.fileno(), 4096, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
@@ -220,4 +220,36 @@ C
 	# An ordinary binary is not affected.
 	run "$MEMVISOR" run --policy "$TMP/deny.json" -- "$WL/wx_test" mdwe
 	refute_output --partial "Permission denied"
+}
+
+@test "refusals are shown: one warning per rule, however many calls, and a count at exit" {
+	policy two '{"version": 1, "wx": "deny", "wx_mdwe": false, "rules": [{"name": "big-shared", "syscalls": ["mmap"], "backing": "anon", "flags_has": ["SHARED"], "action": "deny"}]}'
+	ts="$WL/try_syscall"
+	run --separate-stderr "$MEMVISOR" run --policy "$TMP/two.json" -- sh -c "
+		for i in 1 2 3; do $WL/wx_test rwx-mmap; done
+		$ts mmap 4096 READ,WRITE SHARED,ANON; $ts mmap 4096 READ,WRITE SHARED,ANON; exit 0"
+	assert_success
+	[ "$(grep -c 'rwx-mmap errno 13 EACCES' <<<"$output")" -eq 3 ]
+	# One line for each rule's first refusal, with the rule, the call,
+	# the pid and the command; then the summary; nothing else.
+	[ "$(grep -c 'policy rule wx refused' <<<"$stderr")" -eq 1 ]
+	[[ "$stderr" =~ "memvisor: warn: policy rule wx refused mmap of pid "[0-9]+" (wx_test): " ]]
+	[ "$(grep -c 'policy rule big-shared refused' <<<"$stderr")" -eq 1 ]
+	[[ "$stderr" =~ "policy rule big-shared refused mmap of pid "[0-9]+" (try_syscall)" ]]
+	[ "$(tail -n 1 <<<"$stderr")" = 'memvisor: warn: 5 calls refused: wx 3, big-shared 2; `memvisor ctl events` or -L info shows each' ]
+	[ "${#stderr_lines[@]}" -eq 3 ]
+	# A program that dies of its refusal gets the same two lines.
+	run --separate-stderr "$MEMVISOR" run --policy "$TMP/deny.json" -- "$WL/wx_test" jit
+	assert_failure 13
+	[[ "$stderr" == *"policy rule wx refused mprotect of pid "*" (wx_test): "* ]]
+	[[ "$stderr" == *"1 call refused: wx 1;"* ]]
+}
+
+@test "refusals are shown: nothing when nothing is refused, or with -L error" {
+	run --separate-stderr "$MEMVISOR" run --policy "$TMP/deny.json" -- "$WL/try_syscall" mmap 4096 READ,WRITE PRIVATE,ANON
+	assert_success
+	[ -z "$stderr" ]
+	run --separate-stderr "$MEMVISOR" run -L error --policy "$TMP/deny.json" -- "$WL/wx_test" rwx-mmap
+	assert_failure 13
+	[ -z "$stderr" ]
 }
