@@ -547,9 +547,15 @@ void ctl_show_job(json_t *r, const struct ctl_show_opts *o)
 		cli_json_print(stdout, res, CLI_JSON_PRETTY);
 }
 
+/* Titled as in status ("jobs:"), and saying so when there is none rather
+ * than printing nothing. */
 void ctl_show_jobs(json_t *r, const struct ctl_show_opts *o)
 {
-	render_jobs_list(json_object_get(r, "jobs"), o);
+	json_t *jobs = json_object_get(r, "jobs");
+	if (o->legend)
+		printf("jobs:%s\n",
+		       json_array_size(jobs) ? "" : " none (checkpoint and reload start one)");
+	render_jobs_list(jobs, o);
 }
 
 void ctl_show_raw(json_t *r, const struct ctl_show_opts *o)
