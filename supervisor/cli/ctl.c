@@ -264,7 +264,13 @@ static int request(const struct ctl_command *c, struct ctl_conn *conn, json_t *a
 	const char *cmd = c->request ? c->request : cli_string(args, "cmd");
 	json_t *req = c->request ? args : json_object_get(args, "args");
 	json_t *result = NULL;
+	if (c->request) { /* `call` sends the protocol's names: it gets them back */
+		conn->args = c->args;
+		conn->n_args = c->n_args;
+	}
 	int rc = ctl_conn_call(conn, cmd, json_incref(req), &result);
+	conn->args = NULL;
+	conn->n_args = 0;
 	if (rc)
 		return rc;
 	if (o->wait || c->cancel) {

@@ -178,6 +178,27 @@ static int send_req(struct ctl_conn *c, const char *cmd, json_t *args)
 	return CTL_EXIT_OK;
 }
 
+/* m in the user's words: "args.KEY[...]: what" names the protocol's
+ * member; the user gave it as --OPTION, or as an operand (then "what"
+ * alone says it: "no job 99"). Anything else is left as it is. */
+static void user_words(const struct ctl_conn *c, const char *m, char *out, size_t size)
+{
+	size_t klen = strlen("args.");
+	size_t key = strncmp(m, "args.", klen) == 0 ? strcspn(m + klen, "[:") : 0;
+	const char *rest = key ? strchr(m + klen + key, ':') : NULL;
+	for (size_t i = 0; rest && rest[1] == ' ' && i < c->n_args; i++) {
+		const struct cli_arg *a = &c->args[i];
+		if (strlen(a->key) != key || strncmp(a->key, m + klen, key) != 0)
+			continue;
+		if (a->name)
+			snprintf(out, size, "--%s%s", a->name, rest);
+		else
+			snprintf(out, size, "%s", rest + 2);
+		return;
+	}
+	snprintf(out, size, "%s", m);
+}
+
 int ctl_conn_call(struct ctl_conn *c, const char *cmd, json_t *args, json_t **result)
 {
 	int rc = send_req(c, cmd, args);
@@ -209,9 +230,13 @@ int ctl_conn_call(struct ctl_conn *c, const char *cmd, json_t *args, json_t **re
 			char *line = json_dumps(err, JSON_COMPACT | JSON_SORT_KEYS);
 			fprintf(stderr, "%s\n", line ? line : "{}");
 			free(line);
+		} else if (m && *m) {
+			char words[1024];
+			user_words(c, m, words, sizeof(words));
+			fprintf(stderr, "memvisor ctl: %s\n", words);
 		} else {
 			fprintf(stderr, "memvisor ctl: %s\n",
-				m && *m ? m : json_string_value(json_object_get(err, "code")));
+				json_string_value(json_object_get(err, "code")));
 		}
 		json_decref(msg);
 		return CTL_EXIT_REPLY;

@@ -4,6 +4,8 @@
 #ifndef MV_CLI_CTL_CONN_H
 #define MV_CLI_CTL_CONN_H
 
+#include "supervisor/cli/options.h"
+
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -21,6 +23,11 @@ struct ctl_conn {
 	bool gone;	  /* memvisor closed the connection (EOF, reset, EPIPE) */
 	bool quiet_eof;	  /* the caller says what that means (ctl_follow_job) */
 	bool json_errors; /* an error reply goes to stderr as its JSON object */
+	/* The arguments of the command asked (options.h rows), or none: an
+	 * error about "args.KEY" is shown in their words (--opt or the
+	 * operand alone). */
+	const struct cli_arg *args;
+	size_t n_args;
 };
 
 /* Connect to path after checking that the socket, its directory and what

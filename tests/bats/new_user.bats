@@ -20,3 +20,21 @@ bats_require_minimum_version 1.5.0
 	assert_line --index 1 --regexp "^  job 1 checkpoint +done "
 	stop_idle
 }
+
+@test "ctl errors in the user's words: the operand or --option, not args.KEY; --json keeps the pointer" {
+	start_idle
+	run ctl job 99
+	[ "$status" -eq 1 ]
+	assert_output "memvisor ctl: no job 99"
+	run ctl checkpoint "$TMP/img" --buffer 1K
+	[ "$status" -eq 1 ]
+	assert_output "memvisor ctl: --buffer: between 16 MiB and 16 GiB"
+	run --separate-stderr ctl --json job 99
+	[ "$status" -eq 1 ]
+	[ "$(json_get /dev/stdin 'd["message"]' <<<"$stderr")" = "args.id: no job 99" ]
+	# `call` speaks the protocol: its errors keep the protocol's names.
+	run ctl call job '{"id": 99}'
+	[ "$status" -eq 1 ]
+	assert_output "memvisor ctl: args.id: no job 99"
+	stop_idle
+}
