@@ -87,6 +87,35 @@ int ctl_name_check(const char *name, char *why, size_t len)
 	return -EINVAL;
 }
 
+/* After a name that is not found: the names that are, and how many run
+ * without one (their socket is PID.sock). */
+static void say_names(void)
+{
+	size_t n, unnamed = 0, named = 0;
+	char **v = ctl_find_live(&n);
+	for (size_t i = 0; i < n; i++) {
+		const char *base = strrchr(v[i], '/') ? strrchr(v[i], '/') + 1 : v[i];
+		size_t len = strlen(base) - strlen(".sock");
+		if (strspn(base, "0123456789") == len) {
+			unnamed++;
+			continue;
+		}
+		fprintf(stderr, "%s%.*s", named++ ? ", " : "memvisor ctl: running: ", (int)len,
+			base);
+	}
+	if (named)
+		fprintf(stderr, "\n");
+	if (!named && !unnamed)
+		fprintf(stderr, "memvisor ctl: no memvisor is running\n");
+	else if (!named)
+		fprintf(stderr,
+			"memvisor ctl: none running has a name (memvisor run --name NAME)\n");
+	if (named && unnamed)
+		fprintf(stderr, "memvisor ctl: and %zu without a name (`memvisor ctl --list`)\n",
+			unnamed);
+	ctl_find_free(v);
+}
+
 /* The live socket of the memvisor named name, in any of the directories. */
 static int find_named(const char *name, char **out)
 {
@@ -110,6 +139,7 @@ static int find_named(const char *name, char **out)
 	}
 	fprintf(stderr, "memvisor ctl: no running memvisor is named %s (looked in %s%s%s)\n", name,
 		dirs[0], nd > 1 ? " and " : "", nd > 1 ? dirs[1] : "");
+	say_names();
 	return CTL_EXIT_CONNECT;
 }
 

@@ -38,3 +38,21 @@ bats_require_minimum_version 1.5.0
 	assert_output "memvisor ctl: args.id: no job 99"
 	stop_idle
 }
+
+@test "ctl -n NAME that is not running lists the names that are" {
+	for n in alpha beta; do
+		mkfifo "$TMP/go.$n"
+		"$MEMVISOR" run -n $n -- sh -c "read x <'$TMP/go.$n'" </dev/null &
+		remember_pid $!
+		eval "pid_$n=\$!"
+	done
+	wait_for 10 test -S "$XDG_RUNTIME_DIR/memvisor/alpha.sock"
+	wait_for 10 test -S "$XDG_RUNTIME_DIR/memvisor/beta.sock"
+	run "$MEMVISOR" ctl -n nosuch ps
+	[ "$status" -ne 0 ]
+	assert_line --index 0 --partial "no running memvisor is named nosuch"
+	assert_line --index 1 --regexp "^memvisor ctl: running: (alpha, beta|beta, alpha)$"
+	echo go >"$TMP/go.alpha"
+	echo go >"$TMP/go.beta"
+	wait "$pid_alpha" "$pid_beta"
+}
