@@ -248,12 +248,38 @@ static int cmd_verify(const char *dir, enum cli_json json)
 	return rc < 0 ? EXIT_BAD : EXIT_GOOD;
 }
 
+/* The first operand must be the command: `image DIR` would otherwise
+ * take DIR for it and say "no DIR given". 0, or EXIT_USAGE after saying
+ * what is wrong. */
+static int check_command(int argc, char **argv)
+{
+	int i = 1;
+	while (i < argc && argv[i][0] == '-' && strcmp(argv[i], "--") != 0)
+		i++;
+	i += i < argc && strcmp(argv[i], "--") == 0;
+	if (i >= argc || strcmp(argv[i], "info") == 0 || strcmp(argv[i], "verify") == 0)
+		return 0;
+	char q[4096];
+	mv_shell_word(argv[i], q, sizeof(q));
+	if (access(argv[i], F_OK) == 0)
+		fprintf(stderr,
+			"memvisor image: no command given before %s: `memvisor image info %s` or "
+			"`memvisor image verify %s`\n",
+			argv[i], q, q);
+	else
+		fprintf(stderr, "memvisor image: unknown command '%s' (info or verify)\n", argv[i]);
+	synopsis(stderr);
+	return EXIT_USAGE;
+}
+
 int image_main(int argc, char **argv)
 {
 	if (argc < 2) {
 		usage(stderr);
 		return EXIT_USAGE;
 	}
+	if (check_command(argc, argv))
+		return EXIT_USAGE;
 	_cleanup_json_ json_t *o = json_object();
 	struct cli_table t = {image_args, ARRAY_SIZE(image_args), o};
 	int rc = cli_parse("memvisor image", &t, 1, argc, argv, NULL);
@@ -274,6 +300,5 @@ int image_main(int argc, char **argv)
 		return cmd_info(dir, json);
 	if (strcmp(sub, "verify") == 0)
 		return cmd_verify(dir, json);
-	fprintf(stderr, "memvisor image: unknown command '%s' (info or verify)\n", sub);
-	return EXIT_USAGE;
+	return EXIT_USAGE; /* check_command said it */
 }

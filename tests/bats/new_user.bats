@@ -56,3 +56,17 @@ bats_require_minimum_version 1.5.0
 	echo go >"$TMP/go.beta"
 	wait "$pid_alpha" "$pid_beta"
 }
+
+@test "image DIR without info or verify says the command is missing, not 'no DIR given'" {
+	mkdir "$TMP/img"
+	run "$MEMVISOR" image "$TMP/img"
+	[ "$status" -eq 2 ]
+	assert_line --index 0 "memvisor image: no command given before $TMP/img: \`memvisor image info $TMP/img\` or \`memvisor image verify $TMP/img\`"
+	refute_output --partial "no DIR given"
+	run "$MEMVISOR" image "$TMP/none"
+	[ "$status" -eq 2 ]
+	assert_line --index 0 "memvisor image: unknown command '$TMP/none' (info or verify)"
+	run "$MEMVISOR" image info
+	[ "$status" -eq 2 ]
+	assert_line --index 0 "memvisor image: no DIR given"
+}
