@@ -553,18 +553,24 @@ static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
 
 /* ---- the socket file ------------------------------------------------ */
 
+/* memvisor's own runtime directory, where sockets go by default. */
+static void default_dir(char *dir, size_t len)
+{
+	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	if (xdg && *xdg)
+		snprintf(dir, len, "%s/memvisor", xdg);
+	else if (geteuid() == 0)
+		snprintf(dir, len, "/run/memvisor");
+	else
+		snprintf(dir, len, "/tmp/memvisor-%u", geteuid());
+}
+
 /* The socket in the runtime directory: NAME.sock for a run with --name,
  * else PID.sock. */
 static char *default_path(pid_t self, const char *name)
 {
-	const char *xdg = getenv("XDG_RUNTIME_DIR");
 	char dir[4096];
-	if (xdg && *xdg)
-		snprintf(dir, sizeof(dir), "%s/memvisor", xdg);
-	else if (geteuid() == 0)
-		snprintf(dir, sizeof(dir), "/run/memvisor");
-	else
-		snprintf(dir, sizeof(dir), "/tmp/memvisor-%u", geteuid());
+	default_dir(dir, sizeof(dir));
 	size_t n = strlen(dir) + (name ? strlen(name) : 0) + 32;
 	char *path = xmalloc(n);
 	if (name)
@@ -574,7 +580,9 @@ static char *default_path(pid_t self, const char *name)
 	return path;
 }
 
-/* Create the socket's directory (0700) if it is missing. The default
+/* Create the socket's directory (0700) if it is missing and it is
+ * memvisor's runtime directory; any other is the user's, and a missing
+ * one is a mistyped path (-ENOENT), not ours to make. The default
  * directory (private) must then be ours and closed to everyone else, as
  * ssh-agent and the XDG base directory spec require of a runtime dir:
  * another local user who made /tmp/memvisor-UID first (mode 0777, or a
@@ -588,6 +596,12 @@ static int ensure_dir(const char *path, bool private, char *why, size_t whylen)
 	if (!slash || slash == dir)
 		return 0;
 	*slash = '\0';
+	char own[4096];
+	default_dir(own, sizeof(own));
+	if (strcmp(dir, own) != 0 && access(dir, F_OK) < 0 && errno == ENOENT) {
+		snprintf(why, whylen, "directory %s does not exist", dir);
+		return -ENOENT;
+	}
 	if (mkdir(dir, 0700) == 0)
 		return 0;
 	if (errno != EEXIST)
@@ -683,7 +697,9 @@ static int server_start(struct mv *mv)
 		rc = 0;
 	}
 	if (rc < 0) {
-		if (why[0])
+		if (rc == -ENOENT && why[0])
+			fprintf(stderr, "memvisor: cannot create socket %s: %s\n", s->path, why);
+		else if (why[0])
 			fprintf(
 			    stderr,
 			    "memvisor: %s; refusing to put the control socket there (remove it, "

@@ -70,3 +70,15 @@ bats_require_minimum_version 1.5.0
 	[ "$status" -eq 2 ]
 	assert_line --index 0 "memvisor image: no DIR given"
 }
+
+@test "run --socket in a directory that does not exist fails (125) and makes nothing" {
+	run "$MEMVISOR" run --socket "$TMP/nodir/x.sock" -- true
+	[ "$status" -eq 125 ]
+	assert_output "memvisor: cannot create socket $TMP/nodir/x.sock: directory $TMP/nodir does not exist"
+	[ ! -e "$TMP/nodir" ]
+	# memvisor's own runtime directory is made when it is missing.
+	[ ! -e "$XDG_RUNTIME_DIR/memvisor" ]
+	run "$MEMVISOR" run --socket "$XDG_RUNTIME_DIR/memvisor/x.sock" -- true
+	assert_success
+	[ -d "$XDG_RUNTIME_DIR/memvisor" ]
+}
