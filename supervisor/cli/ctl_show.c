@@ -177,6 +177,26 @@ void ctl_show_status(json_t *r, const struct ctl_show_opts *o)
 	       hsize(json_object_get(t, "committed"), b, sizeof(b)));
 	printf("notifications: %lld (%lld denied, %lld killed)\n", jint(t, "notifications"),
 	       jint(t, "denials"), jint(t, "kills"));
+	/* Evicted memory: what each process is still owed, from which
+	 * image, and what its faults cost (was only in --json). */
+	json_t *ev = json_object_get(r, "evicted");
+	if (json_array_size(ev)) {
+		printf("evicted:\n");
+		size_t i;
+		json_t *e;
+		json_array_foreach(ev, i, e)
+		{
+			printf("  process %lld: %s owed, %s back; image %s; %lld faults",
+			       jint(e, "pid"),
+			       hsize(json_object_get(e, "owed_bytes"), a, sizeof(a)),
+			       hsize(json_object_get(e, "loaded_bytes"), b, sizeof(b)),
+			       jstr(e, "image"), jint(e, "faults"));
+			if (jint(e, "faults"))
+				printf(" (p50 %.0f us, p99 %.0f us)", jint(e, "fault_p50_ns") / 1e3,
+				       jint(e, "fault_p99_ns") / 1e3);
+			printf("\n");
+		}
+	}
 	json_t *jobs = json_object_get(r, "jobs");
 	if (json_array_size(jobs)) {
 		printf("jobs:\n");

@@ -82,3 +82,21 @@ bats_require_minimum_version 1.5.0
 	assert_success
 	[ -d "$XDG_RUNTIME_DIR/memvisor" ]
 }
+
+@test "status in text shows evicted memory: what each process is owed, from which image, its faults" {
+	# It was only in --json: a user who evicted saw nothing of it.
+	skip_unless_uffd
+	MV_ARGS=()
+	start_fed "$WL/evict_victim" --mib 16
+	run ctl status
+	assert_success
+	refute_output --partial "evicted:"
+	ctl checkpoint "$TMP/img" --evict --wait >/dev/null
+	run ctl status
+	assert_success
+	assert_line "evicted:"
+	assert_line --regexp "^  process $PID: [0-9.]+ MiB owed, .* back; image $TMP/img; [0-9]+ faults"
+	say check '^ok'
+	ctl reload "$TMP/img" --wait >/dev/null
+	stop_fed
+}
