@@ -1,5 +1,4 @@
 #include "supervisor/image/pagesw.h"
-#include "common/compat.h"
 #include "common/crc32c.h"
 #include "common/fault.h"
 #include "common/log.h"
@@ -74,12 +73,6 @@ static void warm(void *mem, size_t len)
 	(void)sink;
 }
 
-/* Fault the buffers in without writing them (MADV_POPULATE_WRITE, then a
- * read of each page), so that it may run while a job fills them: the
- * first checkpoint of a supervisor starts at once instead of after
- * 0.35 s (4.3 s under load) of warming 64 MiB, and a short program can
- * be saved before it ends. What the job reaches before the warmer costs
- * it the first touch, no more than warming it would. */
 /* Warm the buffers one by one, in the order jobs take them (pagesw_get
  * takes the first first, and waits for a buffer not warm yet): the first
  * checkpoint of a supervisor starts at once instead of after 0.35 s (4.3 s

@@ -28,14 +28,21 @@ int pagemap_open(pid_t pid, bool try_scan, struct pagemap *pm)
 	return 0;
 }
 
+/* No prefetched walk: pagemap_runs asks the kernel again. */
+static void prefetch_forget(struct pagemap *pm)
+{
+	free(pm->pre);
+	pm->pre = NULL;
+	pm->n_pre = 0;
+	pm->pre_start = pm->pre_end = 0;
+}
+
 void pagemap_close(struct pagemap *pm)
 {
 	if (pm->fd >= 0)
 		close(pm->fd);
 	pm->fd = -1;
-	free(pm->pre);
-	pm->pre = NULL;
-	pm->n_pre = 0;
+	prefetch_forget(pm);
 }
 
 static void add_run(struct as_range **runs, size_t *n, size_t *cap, uint64_t s, uint64_t e)
@@ -104,9 +111,7 @@ static int runs_scan(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t 
 int pagemap_prefetch(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t anyof,
 		     uint64_t known)
 {
-	free(pm->pre);
-	pm->pre = NULL;
-	pm->n_pre = 0;
+	prefetch_forget(pm);
 	if (!pm->scan)
 		return -ENOTTY;
 	struct page_region vec[1024];
@@ -115,9 +120,7 @@ int pagemap_prefetch(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t 
 		int got = scan_once(pm, at, end, anyof, 0, known | anyof, false, vec,
 				    ARRAY_SIZE(vec), &next);
 		if (got < 0) {
-			free(pm->pre);
-			pm->pre = NULL;
-			pm->n_pre = 0;
+			prefetch_forget(pm);
 			return got;
 		}
 		for (int i = 0; i < got; i++) {

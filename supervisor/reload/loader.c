@@ -279,10 +279,9 @@ int evict_load_all(struct evspace *s, const struct evict_load_ops *ops, void *ar
 		 * a loader that would read the image forever (a bug seen
 		 * once read 4.8 TB in 12 minutes): the job fails, and what is
 		 * still owed stays evicted, served on fault. */
-		if (r > 0 && space_loaded(s) == before && ++idle >= LOAD_IDLE_MAX)
+		idle = space_loaded(s) == before ? idle + 1 : 0;
+		if (r > 0 && idle >= LOAD_IDLE_MAX)
 			r = -EDEADLK;
-		else if (space_loaded(s) != before)
-			idle = 0;
 		pthread_mutex_lock(&p.mu);
 		sl->state = SLOT_FREE;
 		if (r < 0)
