@@ -73,7 +73,7 @@ sweeps() { # the writer's sweep count now
 	tail -1 "$T/out.writer" | awk '{print $2}'
 }
 
-ckpt() { # CASE MODE -> "pause_ms job_ms live share second_pause_ms"
+ckpt() { # CASE MODE -> "pause_ms job_ms live share second_pause_ms arming_stop_ms"
 	local case=$1 mode=$2 s0 t0 s1 t1 s2 t2 flags=()
 	case $mode in
 	live) flags=(--live) ;;
@@ -97,8 +97,9 @@ ckpt() { # CASE MODE -> "pause_ms job_ms live share second_pause_ms"
 		during = (s2 - s1) / (t2 - t1) if t2 > t1 else 0
 		live = r.get("live", {}).get("live", False)
 		second = r.get("live", {}).get("evict", {}).get("pause_ns", 0) / 1e6
+		armed = r.get("live", {}).get("armed", {}).get("stop_ns", 0) / 1e6
 		print((r["pause_ns"] / 1e6) + second, r["elapsed_ns"] / 1e6, int(bool(live)),
-		      during / steady if steady else 0, second)
+		      during / steady if steady else 0, second, armed)
 	EOF
 }
 
@@ -114,16 +115,18 @@ done
 col() { awk -v c="$2" '{print $c}' "$T/res.$1" | median; }
 echo "$MIB MiB; medians of $REPS rounds (the modes' order reversed every other round)"
 echo
-echo "| program | mode | pause ms | of it after the commit | job ms | live copies kept | program speed during the job |"
-echo "|---|---|---:|---:|---:|---:|---:|"
+echo "| program | mode | pause ms | of it after the commit | arming stop ms | job ms | live copies kept | program speed during the job |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|"
 for c in idle writer; do
 	for m in $MODES; do
 		kept=$(awk '{s += $3} END {print s "/" NR}' "$T/res.$c.$m")
 		share=$(col "$c.$m" 4)
 		[ "$c" = idle ] && share=- || share=$(awk -v s="$share" 'BEGIN {printf "%.0f%%", 100 * s}')
-		printf "| %s | %s | %.1f | %.1f | %.0f | %s | %s |\n" "$c" "$m" "$(col "$c.$m" 1)" "$(col "$c.$m" 5)" \
-			"$(col "$c.$m" 2)" "$(case $m in *live) echo "$kept" ;; *) echo - ;; esac)" "$share"
+		printf "| %s | %s | %.1f | %.1f | %.1f | %.0f | %s | %s |\n" "$c" "$m" "$(col "$c.$m" 1)" "$(col "$c.$m" 5)" \
+			"$(col "$c.$m" 6)" "$(col "$c.$m" 2)" "$(case $m in *live) echo "$kept" ;; *) echo - ;; esac)" "$share"
 	done
 done
 echo
 echo "program speed: the writer's sweeps per second over the job (copy and sync), against the 2 s before it"
+echo "arming stop: --live of a tree with 32 MiB or more first stops it briefly to make its userfaultfds, then"
+echo "write-protects it while it runs (docs/protocol.md, \"live\"); that stop is not part of the pause"

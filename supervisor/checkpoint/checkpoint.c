@@ -372,13 +372,16 @@ static int attempt(struct job *j, bool live, uint64_t t_start, struct tries *tr)
 	 * them as the copy may fill while the program is stopped (its
 	 * resident memory), unless it ends or a client cancels first. */
 	rc = 0;
-	if (!pagesw_pool_wait_warm(c.mv->staging, resident_bytes(&c), give_up_warm, &c) &&
+	size_t resident = resident_bytes(&c);
+	if (!pagesw_pool_wait_warm(c.mv->staging, resident, give_up_warm, &c) &&
 	    !job_cancel_asked(j))
 		rc = ckpt_fail(&c, -ESRCH, MV_E_NO_SUCH_PROCESS,
 			       "the program exited during the checkpoint: no process is left "
 			       "to save");
 	if (rc == 0)
 		rc = check_cancel(&c);
+	if (rc == 0 && live)
+		rc = ckpt_live_arm(&c, resident);
 	if (rc == 0)
 		rc = ckpt_stop_all(&c);
 	if (rc == 0)

@@ -174,6 +174,12 @@ int ckpt_copy_live(struct ckpt *c);
 
 /* ---- --live (live.c) ---- */
 
+/* Before the stop, with a tree of at least 32 MiB resident: stop it
+ * briefly to make a uffd in each process, resume it, and write-protect
+ * its private anonymous regions while it runs, so that the pause
+ * protects only what was written since (live.c). 0, or a stop's error. */
+int ckpt_live_arm(struct ckpt *c, uint64_t resident);
+
 /* While stopped, after the plan: make a uffd in each process, register
  * and write-protect its private anonymous regions, and lay the pages
  * file out with what is copied during the pause first. */

@@ -51,9 +51,11 @@
  * Only those are dropped. */
 #include "supervisor/checkpoint/job.h"
 #include "supervisor/checkpoint/held.h"
+#include "common/fault.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "supervisor/kernel/pagemap.h"
+#include "supervisor/kernel/procmap.h"
 #include "supervisor/kernel/remote.h"
 #include "supervisor/reload/evict.h"
 #include "supervisor/kernel/uffd.h"
@@ -80,6 +82,12 @@
  * which then stay resident) */
 #define LIFT_WINDOW 64u
 #define WIN_POOL    64u /* window buffers kept for reuse (16 MiB) */
+/* Armed before the stop (ckpt_live_arm): only trees with at least this
+ * much resident memory, whose protection walk would lengthen the pause
+ * (262,144 entries a GiB); a write fault meanwhile lifts the protection
+ * of its aligned 2 MiB (a huge page stays whole). */
+#define ARM_MIN	    (32ull << 20)
+#define ARM_WINDOW  512u
 
 /* An extent copied live. */
 struct lext {
@@ -103,8 +111,28 @@ struct lproc {
 	size_t n_taint, cap_taint;
 };
 
+/* A process whose memory was write-protected while it ran, before the
+ * stop (ckpt_live_arm). */
+struct armed {
+	pid_t pid;
+	int uffd;	   /* -1 once a struct lproc took it */
+	uint64_t probe;	   /* its [vdso] at the arming: the uffd's mm still lives */
+	struct as_range *cov; /* registered and protected while it ran */
+	size_t n_cov, cap_cov;
+	struct as_range *touched; /* unmapped, moved or dropped since (under mu) */
+	size_t n_touched, cap_touched;
+};
+
 struct live {
 	pthread_mutex_t mu;
+	/* Armed before the stop: its uffds, the thread that lifts the
+	 * protection where the program writes until the stop. */
+	struct armed *arm;
+	size_t n_arm;
+	pthread_t arm_thread;
+	bool arm_started;
+	uint64_t arm_stop_ns, arm_ns, arm_bytes, arm_faults, arm_events;
+	uint64_t reprotect_bytes; /* protected again in the pause: written since the arming */
 	struct lproc *lp;
 	size_t n_lp;
 	long *lp_of; /* c->p index -> lp index, or -1 */
@@ -175,8 +203,403 @@ static void add_lext(struct lproc *lp, struct img_extent *e)
 	lp->x[lp->n++] = (struct lext){.e = e};
 }
 
-/* Register and protect r; false (and r is copied paused) if either fails. */
-static bool protect_region(struct live *lv, struct lproc *lp, pid_t pid, struct img_region *r)
+static int make_uffd(struct ckpt *c, struct cproc *p, int *uffd, bool quiet, uint64_t *vdso)
+{
+	struct remote r;
+	struct mv_err err = {0};
+	int rc = remote_open_stopped(&r, &p->pt, &c->mv->injecting);
+	if (rc == 0 && vdso)
+		*vdso = r.vdso_start;
+	if (rc == 0)
+		rc = remote_userfaultfd_stopped(&r, p->pt.pidfd, uffd, &err);
+	else
+		mv_err_set(&err, rc, NULL, "no thread to inject userfaultfd(2) into: %s",
+			   strerror(-rc));
+	if (rc < 0) {
+		if (!quiet)
+			paused_why(c->live, p->pt.pid, NULL, "%s", err.msg);
+		return rc;
+	}
+	uint64_t got;
+	rc = uffd_api_best(*uffd, UFFD_FEATURE_PAGEFAULT_FLAG_WP | LIVE_NEED, LIVE_WANT, &got);
+	if (rc < 0 && !quiet) {
+		paused_why(c->live, p->pt.pid, NULL,
+			   "this kernel's userfaultfd lacks write-protect faults or events "
+			   "(missing features %#llx)",
+			   (unsigned long long)got);
+	}
+	if (rc < 0) {
+		close(*uffd);
+		*uffd = -1;
+	}
+	return rc;
+}
+
+static void keep_held_locked(struct ckpt *c, struct lproc *lp, const struct held *h);
+
+/* A write fault to try again once an event is read: lp indexes lv->lp
+ * (or lv->arm, while armed). */
+struct fault {
+	size_t lp;
+	uint64_t addr;
+};
+
+/* ---- armed before the stop ------------------------------------------------ */
+
+/* Protecting 1 GiB of 4 KiB pages is a write to 262,144 page-table
+ * entries (17-33 ms here), too long for the pause. So a live copy of a
+ * big tree protects while the program still runs: a short stop makes the
+ * uffds (an injected call needs a stopped thread), the program resumes,
+ * and its private anonymous regions are registered and protected while
+ * it runs. A write meanwhile waits on a write-protect fault, and the arm
+ * thread lifts the protection of its aligned 2 MiB: that memory is just
+ * written again since the arming. In the pause (ckpt_live_setup), after
+ * everything that may write the program's memory there (the held scan's
+ * injected calls), the arm thread is stopped and its queue read, and a
+ * region armed whole and untouched by any layout event since is
+ * protected only where pagemap says a present or swapped page is
+ * written (not protected): what the program wrote since the arming, and
+ * pages it faulted in. Every other region is protected whole, as
+ * without arming. Either way every page the region holds at the pause is
+ * protected before the program resumes, which is all the live copy
+ * needs. */
+
+static void add_range(struct as_range **v, size_t *n, size_t *cap, uint64_t start, uint64_t end)
+{
+	if (*n == *cap)
+		*v = xrealloc(*v, (*cap = *cap ? *cap * 2 : 16) * sizeof(**v));
+	(*v)[(*n)++] = (struct as_range){start & ~(PG - 1), (end + PG - 1) & ~(PG - 1)};
+}
+
+static const struct as_range *range_of(const struct as_range *v, size_t n, uint64_t addr)
+{
+	for (size_t i = 0; i < n; i++)
+		if (v[i].start <= addr && addr < v[i].end)
+			return &v[i];
+	return NULL;
+}
+
+/* A write fault while armed: lift the protection of the aligned window
+ * around addr within its armed range (the page alone if that fails).
+ * -EAGAIN: a layout event is to be read first. Under lv->mu. */
+static int arm_lift_locked(struct armed *a, uint64_t addr)
+{
+	uint64_t win = (uint64_t)ARM_WINDOW * PG, s = addr & ~(win - 1), e = s + win;
+	const struct as_range *r = range_of(a->cov, a->n_cov, addr);
+	if (r) {
+		s = MV_MAX(s, r->start);
+		e = MV_MIN(e, r->end);
+	} else {
+		s = addr;
+		e = addr + PG;
+	}
+	int rc = uffd_writeprotect(a->uffd, s, e - s, false);
+	if (rc < 0 && rc != -EAGAIN && e - s > PG)
+		rc = uffd_writeprotect(a->uffd, addr, PG, false);
+	if (rc < 0 && rc != -EAGAIN)
+		uffd_wake(a->uffd, addr, PG); /* it faults again, or runs */
+	return rc == -EAGAIN ? rc : 0;
+}
+
+static void arm_take(struct live *lv, size_t k, const struct uffd_msg *m, struct fault *q, size_t *nq)
+{
+	struct armed *a = &lv->arm[k];
+	pthread_mutex_lock(&lv->mu);
+	switch (m->event) {
+	case UFFD_EVENT_PAGEFAULT: {
+		uint64_t addr = m->arg.pagefault.address & ~(PG - 1);
+		lv->arm_faults++;
+		if (arm_lift_locked(a, addr) == -EAGAIN) {
+			if (*nq < PENDING)
+				q[(*nq)++] = (struct fault){k, addr};
+			else
+				uffd_wake(a->uffd, addr, PG);
+		}
+		break;
+	}
+	case UFFD_EVENT_REMOVE:
+	case UFFD_EVENT_UNMAP:
+		lv->arm_events++;
+		add_range(&a->touched, &a->n_touched, &a->cap_touched, m->arg.remove.start,
+			  m->arg.remove.end);
+		break;
+	case UFFD_EVENT_REMAP:
+		lv->arm_events++;
+		add_range(&a->touched, &a->n_touched, &a->cap_touched, m->arg.remap.from,
+			  m->arg.remap.from + m->arg.remap.len);
+		add_range(&a->touched, &a->n_touched, &a->cap_touched, m->arg.remap.to,
+			  m->arg.remap.to + m->arg.remap.len);
+		break;
+	default:
+		break;
+	}
+	pthread_mutex_unlock(&lv->mu);
+}
+
+static void arm_retry(struct live *lv, struct fault *q, size_t *nq)
+{
+	size_t kept = 0;
+	pthread_mutex_lock(&lv->mu);
+	for (size_t i = 0; i < *nq; i++)
+		if (arm_lift_locked(&lv->arm[q[i].lp], q[i].addr) == -EAGAIN)
+			q[kept++] = q[i];
+	pthread_mutex_unlock(&lv->mu);
+	*nq = kept;
+}
+
+/* Read what is queued on each armed uffd (drain: without waiting). */
+static void arm_read(struct live *lv, struct pollfd *pfd, struct fault *q, size_t *nq, bool drain)
+{
+	for (size_t k = 0; k < lv->n_arm; k++) {
+		if (!drain && !(pfd[k].revents & POLLIN))
+			continue;
+		struct uffd_msg m[MSG_BATCH];
+		ssize_t got;
+		while ((got = read(lv->arm[k].uffd, m, sizeof(m))) > 0) {
+			for (ssize_t i = 0; i < got / (ssize_t)sizeof(m[0]); i++)
+				arm_take(lv, k, &m[i], q, nq);
+			if (!drain)
+				break;
+		}
+	}
+}
+
+static void *arm_main(void *arg)
+{
+	struct live *lv = arg;
+	size_t n = lv->n_arm;
+	struct pollfd *pfd = xcalloc(n + 1, sizeof(*pfd));
+	struct fault *q = xcalloc(PENDING, sizeof(*q));
+	size_t nq = 0;
+	for (size_t k = 0; k < n; k++)
+		pfd[k] = (struct pollfd){.fd = lv->arm[k].uffd, .events = POLLIN};
+	pfd[n] = (struct pollfd){.fd = lv->stopfd, .events = POLLIN};
+	evict_fault_thread("mv-live-arm");
+	for (;;) {
+		int r = poll(pfd, n + 1, nq ? 1 : -1);
+		if (r < 0 && errno != EINTR)
+			break;
+		if (pfd[n].revents)
+			break;
+		for (size_t k = 0; k < n; k++)
+			if (pfd[k].revents & (POLLERR | POLLHUP | POLLNVAL))
+				pfd[k].fd = -1;
+		arm_read(lv, pfd, q, &nq, false);
+		if (nq)
+			arm_retry(lv, q, &nq);
+	}
+	free(q);
+	free(pfd);
+	return NULL;
+}
+
+/* Stop the arm thread and take what the stopped program queued: every
+ * thread is stopped, so nothing more comes. Faults still waiting (a
+ * thread that met the stop inside one) are let through. */
+static void arm_quiesce(struct live *lv)
+{
+	if (!lv->arm_started)
+		return;
+	uint64_t one = 1;
+	if (write(lv->stopfd, &one, sizeof(one)) < 0)
+		log_job_warn("checkpoint --live: stopping the arm thread: %s", strerror(errno));
+	pthread_join(lv->arm_thread, NULL);
+	lv->arm_started = false;
+	if (read(lv->stopfd, &one, sizeof(one)) < 0) /* the live handler's now */
+		log_debug("checkpoint --live: eventfd: %s", strerror(errno));
+	struct fault *q = xcalloc(PENDING, sizeof(*q));
+	size_t nq = 0;
+	arm_read(lv, NULL, q, &nq, true);
+	for (int round = 0; nq && round < 100; round++) {
+		arm_read(lv, NULL, q, &nq, true);
+		arm_retry(lv, q, &nq);
+	}
+	free(q);
+}
+
+struct arm_walk {
+	struct as_range *v;
+	size_t n, cap;
+};
+
+/* The regions a live copy protects (protectable()), as the kernel has
+ * them while the program runs: private, writable, anonymous, heap or
+ * stack. */
+static int arm_vma(void *arg, const struct proc_vma *v)
+{
+	struct arm_walk *w = arg;
+	char name[64] = "";
+	snprintf(name, sizeof(name), "%.*s", (int)MV_MIN(v->name_len, sizeof(name) - 1),
+		 v->name ? v->name : "");
+	enum as_kind k = as_classify(name, v->shared, v->inode);
+	if (!v->shared && v->w && (k == AS_ANON || k == AS_HEAP || k == AS_STACK))
+		add_range(&w->v, &w->n, &w->cap, v->start, v->end);
+	return 0;
+}
+
+static void arm_protect(struct ckpt *c, struct armed *a)
+{
+	struct live *lv = c->live;
+	struct arm_walk w = {0};
+	if (procmap_vmas(a->pid, c->mv->feat.procmap_query, 0, UINT64_MAX, arm_vma, &w) < 0) {
+		free(w.v);
+		return;
+	}
+	for (size_t i = 0; i < w.n; i++) {
+		uint64_t len = w.v[i].end - w.v[i].start;
+		if (uffd_register_mode(a->uffd, w.v[i].start, len, UFFDIO_REGISTER_MODE_WP) < 0)
+			continue;
+		if (uffd_writeprotect(a->uffd, w.v[i].start, len, true) < 0) {
+			uffd_unregister(a->uffd, w.v[i].start, len);
+			continue;
+		}
+		pthread_mutex_lock(&lv->mu);
+		add_range(&a->cov, &a->n_cov, &a->cap_cov, w.v[i].start, w.v[i].end);
+		lv->arm_bytes += len;
+		pthread_mutex_unlock(&lv->mu);
+	}
+	free(w.v);
+}
+
+static struct live *live_new(struct ckpt *c)
+{
+	struct live *lv = xcalloc(1, sizeof(*lv));
+	c->live = lv;
+	pthread_mutex_init(&lv->mu, NULL);
+	lv->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	lv->paused_why = json_array();
+	lv->held = json_array();
+	lv->evict = c->req->evict;
+	return lv;
+}
+
+int ckpt_live_arm(struct ckpt *c, uint64_t resident)
+{
+	if (resident < ARM_MIN || fault_hit("live_arm_off"))
+		return 0;
+	struct live *lv = live_new(c);
+	if (lv->stopfd < 0)
+		return 0;
+	/* The short stop: its times are not the image's (as the evict's
+	 * second stop), the processes are stopped afresh after it. */
+	c->stopped_again = true;
+	int rc = ckpt_stop_all(c);
+	for (size_t i = 0; rc == 0 && i < c->n; i++) {
+		struct cproc *p = &c->p[i];
+		struct armed a = {.pid = p->pt.pid, .uffd = -1};
+		if (p->pt.gone || p->died || make_uffd(c, p, &a.uffd, true, &a.probe) < 0)
+			continue;
+		lv->arm = xrealloc(lv->arm, (lv->n_arm + 1) * sizeof(*lv->arm));
+		lv->arm[lv->n_arm++] = a;
+	}
+	ckpt_resume_all(c);
+	uint64_t first = UINT64_MAX, last = 0;
+	for (size_t i = 0; i < c->n; i++) {
+		struct ptrace_proc *pp = &c->p[i].pt;
+		if (pp->first_interrupt_ns) {
+			first = MV_MIN(first, pp->first_interrupt_ns);
+			last = MV_MAX(last, pp->last_detach_ns);
+		}
+		ptrace_proc_forget(pp);
+	}
+	c->stopped_again = false;
+	c->again_end = 0;
+	lv->arm_stop_ns = last > first ? last - first : 0;
+	if (rc < 0 || !lv->n_arm)
+		return rc;
+	uint64_t t0 = mv_now_ns();
+	if (pthread_create(&lv->arm_thread, NULL, arm_main, lv) != 0)
+		return 0; /* the uffds stay unused: the pause protects all */
+	lv->arm_started = true;
+	for (size_t k = 0; k < lv->n_arm; k++)
+		arm_protect(c, &lv->arm[k]);
+	lv->arm_ns = mv_now_ns() - t0;
+	/* Fault point live_arm_stall: the program runs armed for 1 s
+	 * before the stop, writing, faulting and unmapping (live.bats). */
+	if (fault_hit("live_arm_stall"))
+		for (int i = 0; i < 100 && !job_cancel_asked(c->j); i++) {
+			struct timespec ts = {0, 10 * 1000000};
+			nanosleep(&ts, NULL);
+		}
+	log_debug("checkpoint --live: armed %llu MiB of %zu processes in %.1f ms (stop %.2f ms)",
+		  (unsigned long long)(lv->arm_bytes >> 20), lv->n_arm, (double)lv->arm_ns / 1e6,
+		  (double)lv->arm_stop_ns / 1e6);
+	return 0;
+}
+
+/* The armed uffd of process p, taken (-1 if none, or if its mm is no
+ * longer the process's: it exec'd since the arming). */
+static int take_armed(struct ckpt *c, size_t i, struct armed **out)
+{
+	struct live *lv = c->live;
+	*out = NULL;
+	const struct img_proc *ip = ckpt_iproc(c, i);
+	uint64_t vdso = 0;
+	for (size_t k = 0; k < ip->n_r; k++)
+		if (ip->r[k].kind == AS_VDSO)
+			vdso = ip->r[k].start;
+	for (size_t k = 0; k < lv->n_arm; k++) {
+		struct armed *a = &lv->arm[k];
+		if (a->pid != c->p[i].pt.pid || a->uffd < 0)
+			continue;
+		int fd = a->uffd;
+		a->uffd = -1;
+		if (!vdso || vdso != a->probe || !uffd_mm_alive(fd, a->probe)) {
+			close(fd); /* lifts what it protected in the old mm */
+			return -1;
+		}
+		*out = a;
+		return fd;
+	}
+	return -1;
+}
+
+/* Is all of r armed, and untouched by a layout event since? */
+static bool armed_whole(const struct armed *a, const struct img_region *r)
+{
+	const struct as_range *c = range_of(a->cov, a->n_cov, r->start);
+	if (!c || c->end < r->end)
+		return false;
+	for (size_t k = 0; k < a->n_touched; k++)
+		if (a->touched[k].start < r->end && r->start < a->touched[k].end)
+			return false;
+	return true;
+}
+
+/* Armed memory no live region took (a region the plan copies in the
+ * pause, or one that changed since): its registration goes, and with it
+ * any protection left there. */
+static void arm_release_rest(struct lproc *lp, const struct img_proc *ip, const struct armed *a)
+{
+	struct as_range *v = xcalloc(MV_MAX(a->n_cov + a->n_touched, 1), sizeof(*v));
+	size_t n = 0;
+	for (size_t k = 0; k < a->n_cov; k++)
+		v[n++] = a->cov[k];
+	for (size_t k = 0; k < a->n_touched; k++)
+		v[n++] = a->touched[k];
+	n = as_ranges_merge(v, n);
+	for (size_t k = 0; k < n; k++) {
+		uint64_t at = v[k].start;
+		for (size_t r = 0; r < ip->n_r && at < v[k].end; r++) {
+			const struct img_region *g = &ip->r[r];
+			if (!lp->live_r[r] || g->end <= at || g->start >= v[k].end)
+				continue;
+			if (g->start > at)
+				uffd_unregister(lp->uffd, at, g->start - at);
+			at = g->end;
+		}
+		if (at < v[k].end)
+			uffd_unregister(lp->uffd, at, v[k].end - at);
+	}
+	free(v);
+}
+
+/* ---- setting up, while stopped (continued) ------------------------------ */
+
+/* Register and protect r; false (and r is copied paused) if either fails.
+ * Armed whole (armed_whole): only its written pages are protected. */
+static bool protect_region(struct live *lv, struct lproc *lp, pid_t pid, struct img_region *r,
+			   const struct armed *a, struct pagemap *pm)
 {
 	uint64_t len = r->end - r->start, t0 = mv_now_ns();
 	int rc = uffd_register_mode(lp->uffd, r->start, len, UFFDIO_REGISTER_MODE_WP);
@@ -184,7 +607,20 @@ static bool protect_region(struct live *lv, struct lproc *lp, pid_t pid, struct 
 		paused_why(lv, pid, r, "no write-protect registration: %s", strerror(-rc));
 		return false;
 	}
-	rc = uffd_writeprotect(lp->uffd, r->start, len, true);
+	bool whole = true;
+	if (a && pm && armed_whole(a, r)) {
+		struct as_range *w = NULL;
+		size_t n = 0, cap = 0;
+		rc = pagemap_written_runs(pm, r->start, r->end, &w, &n, &cap);
+		for (size_t k = 0; rc == 0 && k < n; k++) {
+			rc = uffd_writeprotect(lp->uffd, w[k].start, w[k].end - w[k].start, true);
+			lv->reprotect_bytes += w[k].end - w[k].start;
+		}
+		free(w);
+		whole = rc < 0; /* a failure: protect it all */
+	}
+	if (whole)
+		rc = uffd_writeprotect(lp->uffd, r->start, len, true);
 	if (rc < 0) {
 		uffd_unregister(lp->uffd, r->start, len);
 		paused_why(lv, pid, r, "cannot write-protect it: %s", strerror(-rc));
@@ -196,69 +632,59 @@ static bool protect_region(struct live *lv, struct lproc *lp, pid_t pid, struct 
 	return true;
 }
 
-static int make_uffd(struct ckpt *c, struct cproc *p, int *uffd)
-{
-	struct remote r;
-	struct mv_err err = {0};
-	int rc = remote_open_stopped(&r, &p->pt, &c->mv->injecting);
-	if (rc == 0)
-		rc = remote_userfaultfd_stopped(&r, p->pt.pidfd, uffd, &err);
-	else
-		mv_err_set(&err, rc, NULL, "no thread to inject userfaultfd(2) into: %s",
-			   strerror(-rc));
-	if (rc < 0) {
-		paused_why(c->live, p->pt.pid, NULL, "%s", err.msg);
-		return rc;
-	}
-	uint64_t got;
-	rc = uffd_api_best(*uffd, UFFD_FEATURE_PAGEFAULT_FLAG_WP | LIVE_NEED, LIVE_WANT, &got);
-	if (rc < 0) {
-		paused_why(c->live, p->pt.pid, NULL,
-			   "this kernel's userfaultfd lacks write-protect faults or events "
-			   "(missing features %#llx)",
-			   (unsigned long long)got);
-		close(*uffd);
-		*uffd = -1;
-	}
-	return rc;
-}
-
-static void keep_held_locked(struct ckpt *c, struct lproc *lp, const struct held *h);
-
 /* The kernel's own accesses (held.h) are found before anything is
- * protected: the scan injects a call into each thread, whose write to its
- * stack must not wait on a write-protect fault nobody serves yet. What it
- * finds is kept once protected, during the pause. */
-static void setup_proc(struct ckpt *c, size_t i)
+ * protected in the pause: the scan injects a call into each thread,
+ * whose write to its stack must not wait on a write-protect fault nobody
+ * serves (armed memory is served by the arm thread until the scans are
+ * done). What it finds is kept once protected, during the pause.
+ * False: the process is copied in the pause (or has nothing to copy
+ * live). */
+static bool setup_held(struct ckpt *c, size_t i, struct held *h)
 {
-	struct live *lv = c->live;
-	struct cproc *p = &c->p[i];
 	struct img_proc *ip = ckpt_iproc(c, i);
 	bool any = false;
 	for (size_t k = 0; k < ip->n_r && !any; k++)
 		any = protectable(&ip->r[k]);
 	if (!any)
-		return;
-	struct held h;
-	if (held_scan_stopped(c, i, false, &h) < 0)
-		return;
-	int uffd = -1;
-	if (h.unknown[0])
-		paused_why(lv, p->pt.pid, NULL, "%s", h.unknown);
-	if (h.unknown[0] || make_uffd(c, p, &uffd) < 0) {
-		held_free(&h);
+		return false;
+	if (held_scan_stopped(c, i, false, h) < 0)
+		return false;
+	if (h->unknown[0]) {
+		paused_why(c->live, c->p[i].pt.pid, NULL, "%s", h->unknown);
+		held_free(h);
+		return false;
+	}
+	return true;
+}
+
+static void setup_proc(struct ckpt *c, size_t i, struct held *h)
+{
+	struct live *lv = c->live;
+	struct cproc *p = &c->p[i];
+	struct img_proc *ip = ckpt_iproc(c, i);
+	struct armed *a;
+	int uffd = take_armed(c, i, &a);
+	if (uffd < 0 && make_uffd(c, p, &uffd, false, NULL) < 0) {
+		held_free(h);
 		return;
 	}
+	struct pagemap pm;
+	bool have_pm = a && pagemap_open(p->pt.pid, c->mv->feat.pagemap_scan, &pm) == 0;
 	struct lproc lp = {.proc = i, .uffd = uffd, .n_r = ip->n_r};
 	lp.live_r = xcalloc(MV_MAX(ip->n_r, 1), sizeof(*lp.live_r));
 	for (size_t k = 0; k < ip->n_r; k++)
 		if (protectable(&ip->r[k]))
-			lp.live_r[k] = protect_region(lv, &lp, p->pt.pid, &ip->r[k]);
+			lp.live_r[k] = protect_region(lv, &lp, p->pt.pid, &ip->r[k], a,
+						      have_pm ? &pm : NULL);
+	if (have_pm)
+		pagemap_close(&pm);
+	if (a)
+		arm_release_rest(&lp, ip, a);
 	pthread_mutex_lock(&lv->mu);
-	keep_held_locked(c, &lp, &h);
+	keep_held_locked(c, &lp, h);
 	pthread_mutex_unlock(&lv->mu);
-	held_json(&h, p->pt.pid, lv->held);
-	held_free(&h);
+	held_json(h, p->pt.pid, lv->held);
+	held_free(h);
 	lv->lp = xrealloc(lv->lp, (lv->n_lp + 1) * sizeof(*lv->lp));
 	lv->lp_of[i] = (long)lv->n_lp;
 	lv->lp[lv->n_lp++] = lp;
@@ -306,13 +732,7 @@ static void lay_out(struct ckpt *c)
 
 int ckpt_live_setup(struct ckpt *c)
 {
-	struct live *lv = xcalloc(1, sizeof(*lv));
-	c->live = lv;
-	pthread_mutex_init(&lv->mu, NULL);
-	lv->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	lv->paused_why = json_array();
-	lv->held = json_array();
-	lv->evict = c->req->evict;
+	struct live *lv = c->live ? c->live : live_new(c);
 	lv->lp_of = xmalloc(MV_MAX(c->n, 1) * sizeof(*lv->lp_of));
 	for (size_t i = 0; i < c->n; i++)
 		lv->lp_of[i] = -1;
@@ -320,9 +740,24 @@ int ckpt_live_setup(struct ckpt *c)
 		return ckpt_fail(c, -errno, MV_E_INTERNAL, "eventfd: %s", strerror(errno));
 	job_progress(c->j, "protecting", 0, 0);
 	uint64_t t0 = mv_now_ns();
+	struct held *h = xcalloc(MV_MAX(c->n, 1), sizeof(*h));
+	bool *go = xcalloc(MV_MAX(c->n, 1), sizeof(*go));
 	for (size_t i = 0; i < c->n; i++)
 		if (c->p[i].img >= 0 && !c->p[i].died)
-			setup_proc(c, i);
+			go[i] = setup_held(c, i, &h[i]);
+	/* Nothing writes the program's memory from here to the resume. */
+	arm_quiesce(lv);
+	for (size_t i = 0; i < c->n; i++)
+		if (go[i])
+			setup_proc(c, i, &h[i]);
+	free(h);
+	free(go);
+	/* Armed processes without a live copy: their protection goes. */
+	for (size_t k = 0; k < lv->n_arm; k++)
+		if (lv->arm[k].uffd >= 0) {
+			close(lv->arm[k].uffd);
+			lv->arm[k].uffd = -1;
+		}
 	lay_out(c);
 	lv->setup_ns = mv_now_ns() - t0;
 	return 0;
@@ -501,11 +936,6 @@ static void on_change_locked(struct ckpt *c, struct lproc *lp, uint64_t start, u
 			}
 	}
 }
-
-struct fault {
-	size_t lp;
-	uint64_t addr;
-};
 
 static void take(struct ckpt *c, size_t li, const struct uffd_msg *m, struct fault *q, size_t *nq)
 {
@@ -732,6 +1162,14 @@ json_t *ckpt_live_json(const struct ckpt *c)
 		      "setup_ns", (json_int_t)lv->setup_ns, "protect_ns",
 		      (json_int_t)lv->protect_ns, "paused", lv->paused_why);
 	json_object_set(o, "kernel_kept", lv->held);
+	if (lv->n_arm)
+		json_object_set_new(
+		    o, "armed",
+		    json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "stop_ns", (json_int_t)lv->arm_stop_ns,
+			      "protect_ns", (json_int_t)lv->arm_ns, "bytes",
+			      (json_int_t)lv->arm_bytes, "write_faults", (json_int_t)lv->arm_faults,
+			      "events", (json_int_t)lv->arm_events, "reprotected_bytes",
+			      (json_int_t)lv->reprotect_bytes));
 	pthread_mutex_unlock(&lv->mu);
 	return o;
 }
@@ -861,6 +1299,14 @@ void ckpt_live_stop(struct ckpt *c)
 	struct live *lv = c->live;
 	if (!lv)
 		return;
+	arm_quiesce(lv);
+	for (size_t k = 0; k < lv->n_arm; k++) {
+		if (lv->arm[k].uffd >= 0)
+			close(lv->arm[k].uffd);
+		free(lv->arm[k].cov);
+		free(lv->arm[k].touched);
+	}
+	free(lv->arm);
 	if (lv->started) {
 		uint64_t one = 1;
 		if (write(lv->stopfd, &one, sizeof(one)) < 0)

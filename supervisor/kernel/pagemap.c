@@ -59,8 +59,9 @@ static void add_run(struct as_range **runs, size_t *n, size_t *cap, uint64_t s, 
 /* One PAGEMAP_SCAN of [at, end): the regions in vec (got, returned),
  * with the categories of ret, and in *next where the next call starts
  * (<= at: the range is done). first: one matching page will do. */
-static int scan_once(struct pagemap *pm, uint64_t at, uint64_t end, uint64_t anyof, uint64_t none,
-		     uint64_t ret, bool first, struct page_region *vec, size_t len, uint64_t *next)
+static int scan_all(struct pagemap *pm, uint64_t at, uint64_t end, uint64_t all, uint64_t anyof,
+		    uint64_t none, uint64_t ret, bool first, struct page_region *vec, size_t len,
+		    uint64_t *next)
 {
 	/* A page must have every category of category_mask after the
 	 * inversion: inverting the excluded ones asks for their absence. */
@@ -72,7 +73,7 @@ static int scan_once(struct pagemap *pm, uint64_t at, uint64_t end, uint64_t any
 	    .vec_len = len,
 	    .max_pages = first ? 1 : 0,
 	    .category_inverted = none,
-	    .category_mask = none,
+	    .category_mask = none | all,
 	    .category_anyof_mask = anyof,
 	    .return_mask = ret,
 	};
@@ -88,6 +89,12 @@ static int scan_once(struct pagemap *pm, uint64_t at, uint64_t end, uint64_t any
 	if (got > 0 && vec[got - 1].end > *next)
 		*next = vec[got - 1].end;
 	return got;
+}
+
+static int scan_once(struct pagemap *pm, uint64_t at, uint64_t end, uint64_t anyof, uint64_t none,
+		     uint64_t ret, bool first, struct page_region *vec, size_t len, uint64_t *next)
+{
+	return scan_all(pm, at, end, 0, anyof, none, ret, first, vec, len, next);
 }
 
 /* first: the first matching page will do (a yes/no question). */
@@ -218,6 +225,45 @@ int pagemap_runs(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t anyo
 	}
 	return runs_read(pm, start, end, anyof & ~PAGE_IS_PFNZERO, none & ~PAGE_IS_PFNZERO, false,
 			 runs, n, cap);
+}
+
+int pagemap_written_runs(struct pagemap *pm, uint64_t start, uint64_t end, struct as_range **runs,
+			 size_t *n, size_t *cap)
+{
+	const uint64_t anyof = PAGE_IS_PRESENT | PAGE_IS_SWAPPED;
+	if (pm->scan) {
+		struct page_region vec[1024];
+		int got = 0;
+		for (uint64_t at = start, next; at < end; at = next) {
+			got = scan_all(pm, at, end, PAGE_IS_WRITTEN, anyof, 0, anyof, false, vec,
+				       ARRAY_SIZE(vec), &next);
+			if (got < 0)
+				break;
+			for (int i = 0; i < got; i++)
+				add_run(runs, n, cap, vec[i].start, vec[i].end);
+			if (next <= at)
+				break;
+		}
+		if (got >= 0)
+			return 0;
+		if (got != -ENOTTY && got != -EINVAL)
+			return got;
+		pm->scan = false;
+	}
+	uint64_t ent[4096];
+	for (uint64_t at = start; at < end;) {
+		size_t pages = MV_MIN((end - at) / PAGE, ARRAY_SIZE(ent));
+		ssize_t got = pread(pm->fd, ent, pages * 8, (off_t)(at / PAGE * 8));
+		if (got < 0)
+			return -errno;
+		if (got == 0)
+			break;
+		for (size_t i = 0; i < (size_t)got / 8; i++)
+			if ((ent[i] & (PM_PRESENT | PM_SWAPPED)) && !(ent[i] & PM_UFFD_WP))
+				add_run(runs, n, cap, at + i * PAGE, at + (i + 1) * PAGE);
+		at += (uint64_t)got / 8 * PAGE;
+	}
+	return 0;
 }
 
 int pagemap_exclusive_runs(struct pagemap *pm, uint64_t start, uint64_t end, struct as_range **runs,

@@ -49,6 +49,12 @@ int pagemap_prefetch(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t 
 int pagemap_runs(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t anyof, uint64_t none,
 		 struct as_range **runs, size_t *n, size_t *cap);
 
+/* Append to *runs the runs of pages in [start, end) that are present or
+ * swapped and not write-protected by a userfaultfd: written since they
+ * were protected, or never protected. A fresh walk (not prefetched). */
+int pagemap_written_runs(struct pagemap *pm, uint64_t start, uint64_t end, struct as_range **runs,
+			 size_t *n, size_t *cap);
+
 /* Append to *runs the runs of pages in [start, end) that are present and
  * mapped by this process alone (pagemap's "exclusively mapped" bit: not
  * shared copy-on-write with another process after a fork, nor a KSM
