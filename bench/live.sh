@@ -22,6 +22,9 @@
 #        LIVE_MODES="stw live" (any of stw live evict evict_live)
 #        LIVE_THP=1: the idle program's memory in transparent huge pages
 #        (the pause is then mostly page-table walks over 512x fewer entries)
+#        LIVE_BUFFER=SIZE: the checkpoints' --buffer (staging memory)
+#        LIVE_HOT_MIB=H: the writer sweeps H MiB of its LIVE_MIB, the rest
+#        written once (a working set smaller than the memory)
 set -euo pipefail
 export LC_ALL=C
 
@@ -49,7 +52,7 @@ echo "# memvisor live checkpoint benchmark"
 echo
 THP=()
 [ "${LIVE_THP:-0}" = 1 ] && THP=(-t)
-echo "command: LIVE_MIB=$MIB LIVE_REPS=$REPS LIVE_THREADS=$THREADS LIVE_THP=${LIVE_THP:-0} LIVE_MODES=\"$MODES\" $0 $*"
+echo "command: LIVE_MIB=$MIB LIVE_REPS=$REPS LIVE_THREADS=$THREADS LIVE_THP=${LIVE_THP:-0}${LIVE_BUFFER:+ LIVE_BUFFER=$LIVE_BUFFER}${LIVE_HOT_MIB:+ LIVE_HOT_MIB=$LIVE_HOT_MIB} LIVE_MODES=\"$MODES\" $0 $*"
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); host: $(uname -sr), $(nproc) CPUs; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 
@@ -57,7 +60,10 @@ mkfifo "$T/in.idle" "$T/in.writer"
 "$MV" run --socket "$T/idle.sock" -- "$BUILD/bench/ckpt_fill" -m "$MIB" -s 1 "${THP[@]}" <"$T/in.idle" >"$T/out.idle" &
 PIDS+=($!)
 exec 7>"$T/in.idle"
-"$MV" run --socket "$T/writer.sock" -- "$BUILD/workloads/live_counter" --mib "$MIB" --threads "$THREADS" \
+HOT=${LIVE_HOT_MIB:-$MIB}
+COLD=()
+[ "$HOT" -lt "$MIB" ] && COLD=(--cold-mib $((MIB - HOT)))
+"$MV" run --socket "$T/writer.sock" -- "$BUILD/workloads/live_counter" --mib "$HOT" "${COLD[@]}" --threads "$THREADS" \
 	<"$T/in.writer" >"$T/out.writer" &
 PIDS+=($!)
 exec 8>"$T/in.writer"
@@ -80,6 +86,7 @@ ckpt() { # CASE MODE -> "pause_ms job_ms live share second_pause_ms arming_stop_
 	evict) flags=(--evict) ;;
 	evict_live) flags=(--evict --live) ;;
 	esac
+	[ -z "${LIVE_BUFFER:-}" ] || flags+=(--buffer "$LIVE_BUFFER")
 	rm -rf "$DIR/live.img"
 	if [ "$case" = writer ]; then
 		s0=$(sweeps); t0=$(now); sleep 2; s1=$(sweeps); t1=$(now)

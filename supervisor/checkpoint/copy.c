@@ -105,16 +105,20 @@ static int submit(struct reader *r)
 }
 
 /* Make room for extent e at the end of the current buffer (a new buffer
- * starts at e). */
+ * starts at e). While the program runs, the write-fault handler copies
+ * some extents itself (live.c): the next one the copier copies may then
+ * not follow its buffer's last, and starts a new buffer. */
 static int place(struct reader *r, const struct img_extent *e)
 {
 	uint64_t len = img_extent_len(e);
 	int rc;
-	if (r->buf && r->buf->len + len > r->buf->cap && (rc = submit(r)) < 0)
+	if (r->buf && (r->buf->len + len > r->buf->cap ||
+		       (r->live && r->buf->off + r->buf->len != e->off)) &&
+	    (rc = submit(r)) < 0)
 		return rc;
 	if (!r->buf) {
 		uint64_t t0 = mv_now_ns();
-		r->buf = pagesw_get(r->c->w);
+		r->buf = r->live ? ckpt_live_get_buf(r->c) : pagesw_get(r->c->w);
 		r->c->ns_wait += mv_now_ns() - t0;
 		if (!r->buf)
 			return writer_failed(r->c);
@@ -219,12 +223,17 @@ static int end_pass(struct reader *r, int rc)
 /* One extent of a write-protected region, while the program runs: read
  * it, then lift its protection (ckpt_live_commit); read again while a
  * layout change is under way. A process gone meanwhile leaves zeros
- * that nothing refers to, as in flush_batch. */
+ * that nothing refers to, as in flush_batch. An extent the write-fault
+ * handler copied (before or during the read) is left to it. */
 static int copy_live_extent(struct reader *r, size_t proc, struct img_extent *e)
 {
 	struct ckpt *c = r->c;
 	struct cproc *p = &c->p[proc];
 	size_t len = img_extent_len(e);
+	if (ckpt_live_taken(c, proc, e)) {
+		c->done += len;
+		return 0;
+	}
 	int rc = place(r, e);
 	if (rc < 0)
 		return rc;
@@ -245,6 +254,10 @@ static int copy_live_extent(struct reader *r, size_t proc, struct img_extent *e)
 			rc = ckpt_live_commit(c, proc, e, dst);
 		if (rc == -EAGAIN && (rc = ckpt_live_wait(c)) == 0)
 			continue;
+		if (rc == -EALREADY) {
+			c->done += len;
+			return 0;
+		}
 		if (rc < 0 && rc != -ESRCH)
 			rc = -ECANCELED;
 		break;
@@ -313,7 +326,9 @@ int ckpt_copy_live(struct ckpt *c)
 	struct reader *r = xcalloc(1, sizeof(*r));
 	r->c = c;
 	r->live = true;
-	return end_pass(r, copy_regions(r));
+	int rc = copy_regions(r);
+	ckpt_live_copied(c);
+	return end_pass(r, rc);
 }
 
 /* After the writers are done with the extents (their checksums land in

@@ -195,8 +195,21 @@ int ckpt_live_start(struct ckpt *c);
  * and put in the pages a write fault kept. 0; -EAGAIN: a layout change
  * is under way, read it again (after ckpt_live_wait); -ESRCH: the
  * process is gone (what was read may be another program's);
- * -ECANCELED: the live copy is given up. */
+ * -EALREADY: the write-fault handler copied it meanwhile (dst is not
+ * used); -ECANCELED: the live copy is given up. */
 int ckpt_live_commit(struct ckpt *c, size_t proc, struct img_extent *e, void *dst);
+
+/* Did the write-fault handler copy extent e of process proc already? */
+bool ckpt_live_taken(struct ckpt *c, size_t proc, const struct img_extent *e);
+
+/* The copier's next staging buffer: the handler's buffer is queued first
+ * when none is free, so that the copier never waits on it. NULL once a
+ * write failed. */
+struct pagesw_buf *ckpt_live_get_buf(struct ckpt *c);
+
+/* Every live extent is copied: queue the handler's buffer; from now on
+ * write faults keep pages instead of copying extents. */
+void ckpt_live_copied(struct ckpt *c);
 
 /* Wait a little for the handler to read events; -ECANCELED if the live
  * copy was given up meanwhile. */

@@ -16,13 +16,17 @@
  *     the extent (which wakes its writers): what it read is the page as
  *     it was at the pause;
  *   - a write to a page not copied yet waits in a write-protect fault;
- *     the handler thread reads that one page first, keeps it, lifts its
- *     protection and so lets the write go on; the copier puts the kept
- *     page in place of what it read there.
+ *     the handler thread copies the page's whole extent (at most 2 MiB)
+ *     into a staging buffer of its own, as the copier would, and lifts
+ *     its protection; the copier skips that extent. With no staging
+ *     buffer free (the disk is behind) it reads only the 64 pages around
+ *     the fault, keeps them, lifts their protection and so lets the
+ *     write go on; the copier puts the kept pages in place of what it
+ *     read there.
  *
  * Both take lv->mu around "read or keep, then unprotect", so a page is
- * either copied by the copier while still protected, or kept by the
- * handler before anyone could write it.
+ * either copied while still protected, or kept by the handler before
+ * anyone could write it.
  *
  * Layout changes. munmap, mremap and madvise(DONTNEED, FREE, REMOVE) of
  * registered memory raise events (UNMAP, REMAP, REMOVE) that the calling
@@ -149,6 +153,12 @@ struct live {
 	/* Under mu: */
 	char lost[WHY_LEN]; /* non-empty: the image cannot be finished live */
 	uint64_t faults, kept, retries, events;
+	/* The handler's staging buffer: extents it copies whole on a write
+	 * fault (copy_on_fault_locked), queued when full or when the copier
+	 * needs a buffer; after copy_done, faults keep windows instead. */
+	struct pagesw_buf *hbuf;
+	bool copy_done;
+	uint64_t fault_copied; /* bytes */
 	/* Window buffers given back by the copier, for the next faults: a
 	 * fresh 256 KiB malloc is a fresh mmap, which the kernel zeroes page
 	 * by page before the read overwrites it (perf: 4% of the CPU of a
@@ -802,19 +812,32 @@ static void set_lost_locked(struct live *lv, const char *fmt, ...)
 
 static int keep_pages_locked(struct ckpt *c, struct lproc *lp, struct lext *x, uint32_t a,
 			     uint32_t b);
+static int copy_on_fault_locked(struct ckpt *c, struct lproc *lp, struct lext *x);
 
-/* A write fault at addr: keep the pages of the aligned KEEP_WINDOW
- * around it that are neither copied nor kept (they have not changed
- * since the pause: still protected), then lift their protection, which
- * lets the write through. A window, not one page: a program writing
- * through its memory takes one fault per window (256 KiB), not per page
- * (bench/README.md: 64 pages did better than 16). -EAGAIN:
- * an event is to be read first. Under lv->mu. */
+/* A write fault at addr, in an extent not copied yet: the handler copies
+ * the whole extent (at most 2 MiB) into its staging buffer and commits
+ * it as the copier would (copy_on_fault_locked), which lifts its
+ * protection; one fault per extent, and the read lands in a buffer that
+ * is warm (on the guests memvisor is measured on, a read into fresh
+ * memory runs at a thirtieth of the speed: bench/README.md). Without a
+ * free buffer, or once the copier is done, it keeps the pages of the
+ * aligned KEEP_WINDOW around addr that are neither copied nor kept (they
+ * have not changed since the pause: still protected), then lifts their
+ * protection, which lets the write through; the copier puts them in.
+ * -EAGAIN: an event is to be read first. Under lv->mu. */
 static int keep_page_locked(struct ckpt *c, struct lproc *lp, uint64_t addr)
 {
 	struct live *lv = c->live;
 	struct lext *x = find_lext(lp, addr);
 	uint32_t a = 0, b = 0;
+	if (x && !x->copied && !lv->copy_done && !lp->gone) {
+		int rc = copy_on_fault_locked(c, lp, x);
+		if (rc == -EAGAIN)
+			return rc;
+		if (rc > 0 || (rc == 0 && !lv->evict))
+			return 0;
+		/* 0 with --evict: copied, still protected; -ENOBUFS: keep. */
+	}
 	if (x) {
 		uint32_t k = (uint32_t)((addr - x->e->addr) / PG);
 		a = k / KEEP_WINDOW * KEEP_WINDOW;
@@ -1086,16 +1109,15 @@ static int reprotect_unkept(struct lproc *lp, const struct lext *x, const struct
 	return 0;
 }
 
-int ckpt_live_commit(struct ckpt *c, size_t proc, struct img_extent *e, void *dst)
+/* Extent e (of x) was read into dst while protected: lift its protection
+ * (or, with --evict, prove it still holds), which proves no layout change
+ * overlapped the read, and put in the pages write faults kept. 0,
+ * -EAGAIN, -ESRCH (recorded: lp->gone) or another error (recorded:
+ * lv->lost). Under lv->mu. */
+static int commit_locked(struct ckpt *c, struct lproc *lp, struct lext *x, struct img_extent *e,
+			 void *dst)
 {
 	struct live *lv = c->live;
-	struct lproc *lp = &lv->lp[lv->lp_of[proc]];
-	pthread_mutex_lock(&lv->mu);
-	if (lv->lost[0]) {
-		pthread_mutex_unlock(&lv->mu);
-		return -ECANCELED;
-	}
-	struct lext *x = find_lext(lp, e->addr);
 	int rc = lp->gone    ? -ESRCH
 		 : lv->evict ? reprotect_unkept(lp, x, e)
 			     : uffd_writeprotect(lp->uffd, e->addr, img_extent_len(e), false);
@@ -1113,11 +1135,110 @@ int ckpt_live_commit(struct ckpt *c, size_t proc, struct img_extent *e, void *ds
 		lp->gone = true;
 	else if (rc < 0 && rc != -EAGAIN)
 		set_lost_locked(lv, "process %d: lifting the write protection of %#llx: %s",
-				c->p[proc].pt.pid, (unsigned long long)e->addr, strerror(-rc));
+				c->p[lp->proc].pt.pid, (unsigned long long)e->addr, strerror(-rc));
+	return rc;
+}
+
+/* Fault point live_no_buffer: the handler finds no staging buffer. */
+static struct pagesw_buf *handler_buf_locked(struct ckpt *c, const struct img_extent *e)
+{
+	struct live *lv = c->live;
+	struct pagesw_buf *b = lv->hbuf;
+	uint64_t len = img_extent_len(e);
+	if (b && b->len && (b->off + b->len != e->off || b->len + len > b->cap)) {
+		pagesw_submit(c->w, b);
+		b = lv->hbuf = NULL;
+	}
+	if (!b && (fault_hit("live_no_buffer") || !(b = pagesw_try_get(c->w))))
+		return NULL;
+	if (!b->len)
+		b->off = e->off;
+	return lv->hbuf = b;
+}
+
+/* Copy extent x whole for a write fault: read it into the handler's
+ * buffer and commit it. 0: copied (unprotected, or with --evict still
+ * protected); -EAGAIN: an event is to be read first; -ENOBUFS: no
+ * buffer, or the read failed: keep a window instead (which judges the
+ * failure); 1: nothing more to do (the process is gone, or the live copy
+ * is given up). Under lv->mu. */
+static int copy_on_fault_locked(struct ckpt *c, struct lproc *lp, struct lext *x)
+{
+	struct live *lv = c->live;
+	struct img_extent *e = x->e;
+	uint64_t len = img_extent_len(e);
+	struct pagesw_buf *b = handler_buf_locked(c, e);
+	if (!b)
+		return -ENOBUFS;
+	char *dst = (char *)b->data + b->len;
+	struct cproc *p = &c->p[lp->proc];
+	int rc = ckpt_read_mem(p, e->addr, dst, len);
+	if (rc < 0 && (rc == -ESRCH || ckpt_proc_dead(p))) {
+		lp->gone = true;
+		return 1;
+	}
+	if (rc < 0)
+		return -ENOBUFS;
+	rc = commit_locked(c, lp, x, e, dst);
+	if (rc == -EAGAIN)
+		return rc;
+	if (rc < 0)
+		return 1;
+	b->sums[b->n_sums++] = (struct pagesw_sum){&e->crc, (uint32_t)b->len, (uint32_t)len};
+	b->len += len;
+	lv->fault_copied += len;
+	return 0;
+}
+
+int ckpt_live_commit(struct ckpt *c, size_t proc, struct img_extent *e, void *dst)
+{
+	struct live *lv = c->live;
+	struct lproc *lp = &lv->lp[lv->lp_of[proc]];
+	pthread_mutex_lock(&lv->mu);
+	struct lext *x = find_lext(lp, e->addr);
+	int rc = lv->lost[0] ? -ECANCELED : x && x->copied ? -EALREADY : commit_locked(c, lp, x, e, dst);
 	if (lv->lost[0])
 		rc = -ECANCELED;
 	pthread_mutex_unlock(&lv->mu);
 	return rc;
+}
+
+bool ckpt_live_taken(struct ckpt *c, size_t proc, const struct img_extent *e)
+{
+	struct live *lv = c->live;
+	struct lproc *lp = &lv->lp[lv->lp_of[proc]];
+	pthread_mutex_lock(&lv->mu);
+	struct lext *x = find_lext(lp, e->addr);
+	bool taken = x && x->copied;
+	pthread_mutex_unlock(&lv->mu);
+	return taken;
+}
+
+struct pagesw_buf *ckpt_live_get_buf(struct ckpt *c)
+{
+	struct live *lv = c->live;
+	struct pagesw_buf *b = pagesw_try_get(c->w);
+	if (b)
+		return b;
+	pthread_mutex_lock(&lv->mu);
+	if (lv->hbuf) {
+		pagesw_submit(c->w, lv->hbuf);
+		lv->hbuf = NULL;
+	}
+	pthread_mutex_unlock(&lv->mu);
+	return pagesw_get(c->w);
+}
+
+void ckpt_live_copied(struct ckpt *c)
+{
+	struct live *lv = c->live;
+	pthread_mutex_lock(&lv->mu);
+	lv->copy_done = true;
+	if (lv->hbuf) {
+		pagesw_submit(c->w, lv->hbuf);
+		lv->hbuf = NULL;
+	}
+	pthread_mutex_unlock(&lv->mu);
 }
 
 void ckpt_live_lose(struct ckpt *c, const char *fmt, ...)
@@ -1155,9 +1276,11 @@ json_t *ckpt_live_json(const struct ckpt *c)
 	struct live *lv = c->live;
 	pthread_mutex_lock(&lv->mu);
 	json_t *o =
-	    json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:O}", "live", 1, "live_bytes",
-		      (json_int_t)lv->live_bytes, "paused_bytes", (json_int_t)lv->paused_bytes,
-		      "write_faults", (json_int_t)lv->faults, "kept_pages", (json_int_t)lv->kept,
+	    json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:O}", "live", 1,
+		      "live_bytes", (json_int_t)lv->live_bytes, "paused_bytes",
+		      (json_int_t)lv->paused_bytes, "write_faults", (json_int_t)lv->faults,
+		      "fault_copied_bytes", (json_int_t)lv->fault_copied, "kept_pages",
+		      (json_int_t)lv->kept,
 		      "events", (json_int_t)lv->events, "retries", (json_int_t)lv->retries,
 		      "setup_ns", (json_int_t)lv->setup_ns, "protect_ns",
 		      (json_int_t)lv->protect_ns, "paused", lv->paused_why);
@@ -1313,6 +1436,12 @@ void ckpt_live_stop(struct ckpt *c)
 			log_job_warn("checkpoint --live: stopping the fault handler: %s",
 				     strerror(errno));
 		pthread_join(lv->handler, NULL);
+	}
+	/* The copy ended early (failed, cancelled): the handler's buffer is
+	 * given back unwritten. */
+	if (lv->hbuf && c->w) {
+		lv->hbuf->len = 0;
+		pagesw_submit(c->w, lv->hbuf);
 	}
 	/* Closing a uffd lifts its write protection and wakes every waiter
 	 * (fs/userfaultfd.c userfaultfd_release). */

@@ -388,6 +388,23 @@ struct pagesw_buf *pagesw_get(struct pagesw *w)
 	return b;
 }
 
+struct pagesw_buf *pagesw_try_get(struct pagesw *w)
+{
+	pthread_mutex_lock(&w->lock);
+	struct pagesw_buf *b = NULL;
+	if (w->n_free && !w->error) {
+		b = w->free_list[w->n_free - 1];
+		if (atomic_load(&w->pool->warmed) > (size_t)(b - w->pool->bufs))
+			w->n_free--;
+		else
+			b = NULL;
+	}
+	pthread_mutex_unlock(&w->lock);
+	if (b)
+		b->len = b->n_sums = 0;
+	return b;
+}
+
 void pagesw_submit(struct pagesw *w, struct pagesw_buf *b)
 {
 	pthread_mutex_lock(&w->lock);

@@ -72,7 +72,13 @@ void pagesw_set_sums(struct pagesw *w, uint32_t *sums);
  * once a write has failed (see pagesw_error). */
 struct pagesw_buf *pagesw_get(struct pagesw *w);
 
-/* Job thread: queue b to be checksummed and written at b->off. */
+/* Any thread: a free buffer that is warm, or NULL at once (none is
+ * free, or a write has failed). Only one thread besides the job thread
+ * may hold buffers. */
+struct pagesw_buf *pagesw_try_get(struct pagesw *w);
+
+/* Queue b to be checksummed and written at b->off (a buffer with
+ * nothing in it goes back to the free ones). */
 void pagesw_submit(struct pagesw *w, struct pagesw_buf *b);
 
 /* Wait until every queued buffer is checksummed and written. Returns the

@@ -61,6 +61,36 @@ sweeps() {
 	stop_fed
 }
 
+# live_copy_stall: the copier starts 2 s after the resume, so the writers
+# reach every extent before it. The handler copies each extent a write
+# faults in whole (fault_copied_bytes) and the copier skips it; with
+# live_no_buffer the first fault finds no staging buffer and keeps its
+# window instead, which a later fault's copy of the extent takes in.
+@test "checkpoint --live: writes ahead of the copier copy their extents, or keep their pages without a buffer; each image holds one instant" {
+	for fault in live_copy_stall live_copy_stall,live_no_buffer; do
+		MEMVISOR_FAULT=$fault start_counter --mib 64 --threads 2
+		live_ckpt "$TMP/img"
+		run json_get "$TMP/job.json" 'd["result"]["live"]'
+		echo "$fault: $output"
+		[ "$(live_field live)" = True ]
+		[ "$(live_field fault_copied_bytes)" -gt $((32 << 20)) ]
+		if [ "$fault" != live_copy_stall ]; then
+			[ "$(live_field kept_pages)" -gt 0 ]
+		fi
+		python3 "$HELPERS/livecheck.py" "$TMP/img" "$PID" "$ADDR" 64 "$THREADS"
+		run "$MEMVISOR" image verify "$TMP/img"
+		assert_success
+		# And once more, the copier and the faults racing.
+		rm -rf "$TMP/img"
+		live_ckpt "$TMP/img"
+		python3 "$HELPERS/livecheck.py" "$TMP/img" "$PID" "$ADDR" 64 "$THREADS"
+		run "$MEMVISOR" image verify "$TMP/img"
+		assert_success
+		rm -rf "$TMP/img"
+		stop_fed
+	done
+}
+
 @test "checkpoint --live: memory unmapped or dropped while it is copied: it starts again stopping the program, and the image still holds one instant" {
 	# Pages removed before the copier reached them are lost for the
 	# image: the live attempt is given up for a stop-the-world one.
@@ -214,6 +244,28 @@ evict_field() { json_get "$TMP/job.json" "d['result']['live']['evict']['$1']"; }
 	before=$(sweeps)
 	sleep 0.2
 	[ "$(sweeps)" -gt "$before" ]
+	echo exit >&7
+	stop_fed
+}
+
+@test "checkpoint --live --evict with writes ahead of the copier: extents copied on a write fault stay protected until the evict, and no byte is lost" {
+	MEMVISOR_FAULT=live_copy_stall start_counter --mib 16 --threads 2 --check --cold-mib 16
+	for try in 1 2; do
+		live_evict "$TMP/img$try"
+		run json_get "$TMP/job.json" 'd["result"]["live"]'
+		echo "try $try: $output"
+		[ "$(live_field live)" = True ]
+		if [ $try = 1 ]; then
+			[ "$(live_field fault_copied_bytes)" -gt $((8 << 20)) ]
+		fi
+		evicted=$(json_get "$TMP/job.json" 'd["result"]["evicted"]["bytes"]')
+		[ "$evicted" -ge $((16 << 20)) ]
+		python3 "$HELPERS/livecheck.py" "$TMP/img$try" "$PID" "$ADDR" 16 "$THREADS"
+		say verify '^verify ok'
+		ctl reload "$TMP/img$try" --wait
+		say verify '^verify ok'
+		rm -rf "$TMP/img$try"
+	done
 	echo exit >&7
 	stop_fed
 }
