@@ -502,3 +502,30 @@ void needs_describe(const struct needs *n, FILE *f)
 		fprintf(f, "io_uring_setup, io_uring_enter, io_uring_register: refused with EPERM "
 			   "(IORING_OP_MADVISE would pass madvise by the filter)\n");
 }
+
+json_t *needs_uncounted_json(const struct needs *n)
+{
+	json_t *never = json_array(), *some = json_array();
+	for (int sc = 0; sc < MV_SC_COUNT; sc++) {
+		const struct needs_sc *s = &n->sc[MV_ABI_X86_64][sc];
+		if (syscalls_class((enum mv_sc)sc) != MV_SC_MEMORY ||
+		    syscalls_nr((enum mv_sc)sc, MV_ABI_X86_64) < 0 || s->all)
+			continue;
+		json_t *name = json_string(syscalls_name((enum mv_sc)sc));
+		if (!s->n) {
+			json_array_append_new(never, name);
+			continue;
+		}
+		json_t *when = json_array();
+		for (size_t i = 0; i < s->n; i++) {
+			bool dup = false;
+			for (size_t k = 0; k < i; k++)
+				dup |= strcmp(s->t[k].why, s->t[i].why) == 0;
+			if (!dup)
+				json_array_append_new(when, json_string(s->t[i].why));
+		}
+		json_array_append_new(some, json_pack("{s:o, s:o}", "syscall", name, "when", when));
+	}
+	return json_pack("{s:b, s:o, s:o}", "notify_all", n->notify_all, "never", never, "some",
+			 some);
+}

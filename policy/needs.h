@@ -17,6 +17,7 @@
 #include "common/syscalls.h"
 #include "policy/policy.h"
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -74,5 +75,12 @@ bool needs_refuse_io_uring(const struct needs *n);
 
 /* Print, per ABI, which calls are notified and when. */
 void needs_describe(const struct needs *n, FILE *f);
+
+/* Which memory calls of the native ABI (x86_64) the filter leaves in the
+ * kernel, where the supervisor never sees, decides or counts them:
+ * {"notify_all": B, "never": [NAME...], "some": [{"syscall": NAME,
+ * "when": [WHY...]}]}; "some" are seen only when a condition holds
+ * ("when": what wants it: "wx", a rule name, a limit). */
+json_t *needs_uncounted_json(const struct needs *n);
 
 #endif

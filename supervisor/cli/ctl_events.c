@@ -245,6 +245,9 @@ int ctl_events_follow(struct ctl_conn *c, json_t *args, enum cli_json json,
 		json_decref(f.types);
 		return rc;
 	}
+	/* Calls decided in the kernel raise no event: say so once. */
+	if (!json && o->legend)
+		ctl_show_uncounted(stderr, json_object_get(res, "uncounted"), UNCOUNTED_EVENTS);
 	json_decref(res);
 	bool tree = json_array_size(json_object_get(args, "trees")) > 0;
 	setvbuf(stdout, NULL, _IOLBF, 0);

@@ -177,6 +177,7 @@ void ctl_show_status(json_t *r, const struct ctl_show_opts *o)
 	       hsize(json_object_get(t, "committed"), b, sizeof(b)));
 	printf("notifications: %lld (%lld denied, %lld killed)\n", jint(t, "notifications"),
 	       jint(t, "denials"), jint(t, "kills"));
+	ctl_show_uncounted(stdout, json_object_get(r, "uncounted"), UNCOUNTED_STATUS);
 	/* Evicted memory: what each process is still owed, from which
 	 * image, and what its faults cost (was only in --json). */
 	json_t *ev = json_object_get(r, "evicted");
@@ -298,6 +299,64 @@ static void render_stat_block(json_t *s, const struct ctl_show_opts *o)
 	       mv_plural(jint(s, "total"), "call", "calls"), p50, p99, p999, mx);
 }
 
+/* Print "head" then the names of list (strings, or objects whose
+ * "syscall" is the name and "when" the reasons), wrapped at 80 columns
+ * with continuation lines indented by indent. */
+static void print_names(FILE *f, const char *head, json_t *list, int indent)
+{
+	int col = fprintf(f, "%s", head);
+	size_t i;
+	json_t *v;
+	json_array_foreach(list, i, v)
+	{
+		char word[256];
+		if (json_is_object(v)) {
+			int n = snprintf(word, sizeof(word), "%s (", jstr(v, "syscall"));
+			size_t k;
+			json_t *w;
+			json_array_foreach(json_object_get(v, "when"), k, w)
+			n += snprintf(word + n, sizeof(word) - (size_t)MV_MIN(n, 255), "%s%s",
+				      k ? ", " : "", json_string_value(w));
+			snprintf(word + MV_MIN(n, 254), sizeof(word) - (size_t)MV_MIN(n, 254), ")");
+		} else {
+			snprintf(word, sizeof(word), "%s", json_string_value(v));
+		}
+		const char *sep = i + 1 < json_array_size(list) ? "," : "";
+		int len = (int)strlen(word) + (int)strlen(sep);
+		if (i && col + 1 + len > 79) {
+			col = fprintf(f, "\n%*s", indent, "") - 1;
+		} else if (i) {
+			col += fprintf(f, " ");
+		}
+		col += fprintf(f, "%s%s", word, sep);
+	}
+	fprintf(f, "\n");
+}
+
+void ctl_show_uncounted(FILE *f, json_t *u, enum uncounted_view view)
+{
+	static const char *const heads[][3] = {
+	    [UNCOUNTED_STATS] = {"not counted (decided in the kernel): ",
+				 "counted only where the policy could refuse: ",
+				 "  `memvisor run --notify-all` counts every memory call"},
+	    [UNCOUNTED_STATUS] = {"not counted:   ", "counted when:  ",
+				  "               (`memvisor run --notify-all` counts every call)"},
+	    [UNCOUNTED_EVENTS] = {"no events for (decided in the kernel): ",
+				  "events only where the policy could refuse: ",
+				  "  `memvisor run --notify-all` shows every memory call"},
+	};
+	int indent = view == UNCOUNTED_STATUS ? 15 : 2;
+	if (!json_is_object(u) || json_is_true(json_object_get(u, "notify_all")))
+		return;
+	json_t *never = json_object_get(u, "never"), *some = json_object_get(u, "some");
+	if (json_array_size(never))
+		print_names(f, heads[view][0], never, indent);
+	if (json_array_size(some))
+		print_names(f, heads[view][1], some, indent);
+	if (json_array_size(never) || json_array_size(some))
+		fprintf(f, "%s\n", heads[view][2]);
+}
+
 void ctl_show_stats(json_t *r, const struct ctl_show_opts *o)
 {
 	if (json_object_get(r, "totals")) {
@@ -306,12 +365,14 @@ void ctl_show_stats(json_t *r, const struct ctl_show_opts *o)
 			    "all processes (%lld %s):\n", jint(r, "notifications"),
 			    mv_plural(jint(r, "notifications"), "notification", "notifications"));
 		render_stat_block(json_object_get(r, "totals"), o);
-		return;
+	} else {
+		if (o->legend)
+			printf("pid %lld (%s)%s:\n", jint(r, "pid"), jstr(r, "exe"),
+			       json_is_true(json_object_get(r, "exited")) ? ", exited" : "");
+		render_stat_block(json_object_get(r, "stats"), o);
 	}
 	if (o->legend)
-		printf("pid %lld (%s)%s:\n", jint(r, "pid"), jstr(r, "exe"),
-		       json_is_true(json_object_get(r, "exited")) ? ", exited" : "");
-	render_stat_block(json_object_get(r, "stats"), o);
+		ctl_show_uncounted(stdout, json_object_get(r, "uncounted"), UNCOUNTED_STATS);
 }
 
 static double ms(json_t *o, const char *key)

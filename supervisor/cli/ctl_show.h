@@ -27,6 +27,10 @@ void ctl_show_hello(json_t *r, const struct ctl_show_opts *o);
 void ctl_show_status(json_t *r, const struct ctl_show_opts *o);
 void ctl_show_ps(json_t *r, const struct ctl_show_opts *o);
 void ctl_show_regions(json_t *r, const struct ctl_show_opts *o);
+/* The memory calls the filter leaves in the kernel (a result's
+ * "uncounted"), and how to count them; nothing under --notify-all. */
+enum uncounted_view { UNCOUNTED_STATS, UNCOUNTED_STATUS, UNCOUNTED_EVENTS };
+void ctl_show_uncounted(FILE *f, json_t *u, enum uncounted_view view);
 void ctl_show_stats(json_t *r, const struct ctl_show_opts *o);
 void ctl_show_policy(json_t *r, const struct ctl_show_opts *o);
 void ctl_show_policy_set(json_t *r, const struct ctl_show_opts *o);

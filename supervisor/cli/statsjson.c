@@ -1,6 +1,7 @@
 #include "supervisor/cli/statsjson.h"
 #include "common/fault.h"
 #include "common/util.h"
+#include "supervisor/supervise/enforce.h"
 #include "supervisor/supervise/render.h"
 
 #include <fcntl.h>
@@ -52,6 +53,9 @@ static json_t *build(struct mv *mv, int exit_code)
 	pthread_mutex_unlock(&mv->lock);
 	json_object_set_new(root, "totals", totals);
 	json_object_set_new(root, "processes", procs);
+	json_t *u = enforce_uncounted(mv);
+	if (u)
+		json_object_set_new(root, "uncounted", u);
 	return root;
 }
 

@@ -8,6 +8,7 @@
 #include "supervisor/reload/evict.h"
 #include "supervisor/ctl/reload.h"
 #include "supervisor/ctl/policy.h"
+#include "supervisor/supervise/enforce.h"
 #include "supervisor/supervise/jobs.h"
 #include "supervisor/supervise/lifecycle.h"
 #include "supervisor/supervise/model.h"
@@ -169,6 +170,14 @@ static pid_t *running_pids(struct mv *mv, size_t *n)
 	return v;
 }
 
+/* What the counts leave out: the memory calls decided in the kernel. */
+static void set_uncounted(struct mv *mv, json_t *result)
+{
+	json_t *u = enforce_uncounted(mv);
+	if (u)
+		json_object_set_new(result, "uncounted", u);
+}
+
 static int ctl_cmd_status(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,
 			  struct mv_err *err)
 {
@@ -201,6 +210,7 @@ static int ctl_cmd_status(struct mv *mv, struct ctl_call *call, json_t *args, js
 	    jobs_json_locked(mv, true));
 	pthread_mutex_unlock(&mv->lock);
 	json_object_set_new(*result, "evicted", evict_status_json(mv->evict));
+	set_uncounted(mv, *result);
 	return 0;
 }
 
@@ -426,6 +436,7 @@ static int ctl_cmd_stats(struct mv *mv, struct ctl_call *call, json_t *args, jso
 		pthread_mutex_unlock(&mv->lock);
 		if (!*result)
 			return ctl_fail(err, MV_E_NO_SUCH_PROCESS, "process %d has exited", pid);
+		set_uncounted(mv, *result);
 		return 0;
 	}
 	json_t *list, *totals;
@@ -435,6 +446,7 @@ static int ctl_cmd_stats(struct mv *mv, struct ctl_call *call, json_t *args, jso
 			    "processes_folded", (json_int_t)mv->procs.n_folded, "totals", totals,
 			    "processes", list);
 	pthread_mutex_unlock(&mv->lock);
+	set_uncounted(mv, *result);
 	return 0;
 }
 
@@ -445,6 +457,7 @@ static int ctl_cmd_events(struct mv *mv, struct ctl_call *call, json_t *args, js
 {
 	call->subscribe = true;
 	*result = json_pack("{s:b}", "subscribed", 1);
+	set_uncounted(mv, *result);
 	return 0;
 }
 

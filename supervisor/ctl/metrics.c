@@ -16,6 +16,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "supervisor/reload/evict.h"
+#include "supervisor/supervise/enforce.h"
 #include "supervisor/supervise/jobs.h"
 #include "supervisor/supervise/lifecycle.h"
 #include "supervisor/supervise/model.h"
@@ -127,10 +128,47 @@ static void take(struct mv *mv, struct snapshot *s)
 
 /* ---- the families ------------------------------------------------------- */
 
+static bool listed(json_t *a, const char *name)
+{
+	size_t i;
+	json_t *v;
+	json_array_foreach(a, i, v)
+	{
+		json_t *n = json_is_object(v) ? json_object_get(v, "syscall") : v;
+		if (strcmp(json_string_value(n), name) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* Which memory calls reach memvisor at all (the rest cannot be counted). */
+static void put_notified(FILE *f, struct mv *mv)
+{
+	json_t *u = enforce_uncounted(mv);
+	if (!u)
+		return;
+	family(f, "memvisor_syscall_notified", "gauge",
+	       "How the seccomp filter passes each memory call to memvisor: when=\"always\" "
+	       "(every call seen and counted), \"some\" (only calls the policy could refuse), "
+	       "\"never\" (decided in the kernel, not counted; run --notify-all counts them).");
+	for (int sc = 0; sc < MV_SC_COUNT; sc++) {
+		const char *name = syscalls_name((enum mv_sc)sc);
+		if (syscalls_class((enum mv_sc)sc) != MV_SC_MEMORY ||
+		    syscalls_nr((enum mv_sc)sc, MV_ABI_X86_64) < 0)
+			continue;
+		const char *when = listed(json_object_get(u, "never"), name)  ? "never"
+				   : listed(json_object_get(u, "some"), name) ? "some"
+									      : "always";
+		fprintf(f, "memvisor_syscall_notified{syscall=\"%s\",when=\"%s\"} 1\n", name, when);
+	}
+	json_decref(u);
+}
+
 static void put_calls(FILE *f, const struct proc_stats *t)
 {
 	family(f, "memvisor_calls_total", "counter",
-	       "Notified system calls, by system call and verdict (every syscall seen).");
+	       "Notified system calls, by system call and verdict (calls the filter decides in "
+	       "the kernel are not seen: memvisor_syscall_notified).");
 	for (int sc = 0; sc < MV_SC_COUNT; sc++) {
 		uint64_t any = 0;
 		for (int v = 0; v < MV_V_COUNT; v++)
@@ -195,6 +233,7 @@ static void put_all(FILE *f, struct mv *mv, struct snapshot *s)
 	one(f, "memvisor_notifications_total", "counter", "Seccomp notifications received.",
 	    s->notifications);
 	put_calls(f, s->totals);
+	put_notified(f, mv);
 	one(f, "memvisor_processes", "gauge", "Supervised processes running.", s->running);
 	one(f, "memvisor_processes_seen_total", "counter", "Supervised processes ever seen.",
 	    s->seen);

@@ -125,6 +125,7 @@ struct enforce {
 	size_t n_pending, cap_pending, n_applying, cap_applying;
 	bool pending_overflow, applying_overflow;
 	struct needs launch; /* what the launch filter notifies */
+	json_t *uncounted;   /* needs_uncounted_json(&launch): fixed, read without a lock */
 	bool mdwe, landlock, rlimit_guard;
 	bool rie_guarded;      /* READ_IMPLIES_EXEC cleared at launch, refused since */
 	struct rlimit orig_as; /* memvisor's own RLIMIT_AS at start */
@@ -176,6 +177,7 @@ int enforce_init(struct mv *mv)
 		pol = policy_default();
 	}
 	needs_compile(pol, mv->opts.notify_all, &e->launch);
+	e->uncounted = needs_uncounted_json(&e->launch);
 	e->rlimit_guard = pol->lim.max_mapped != 0;
 	/* The launcher clears an inherited READ_IMPLIES_EXEC under any W^X,
 	 * but only "deny" refuses setting it again. */
@@ -205,6 +207,7 @@ void enforce_free(struct mv *mv)
 		acct_free(v);
 	imap_free(&e->accts);
 	needs_free(&e->launch);
+	json_decref(e->uncounted);
 	free(e->forks);
 	free(e->shared);
 	free(e->pending);
@@ -1279,4 +1282,13 @@ json_t *enforce_show(struct mv *mv)
 	json_object_set_new(o, "enforcement", s);
 	pthread_mutex_unlock(&e->lock);
 	return o;
+}
+
+/* Without e->lock, which a decision holds while it reads the kernel
+ * (the control socket must not wait behind it): the launch filter never
+ * changes. */
+json_t *enforce_uncounted(struct mv *mv)
+{
+	struct enforce *e = mv->enforce;
+	return e && e->uncounted ? json_deep_copy(e->uncounted) : NULL;
 }

@@ -90,4 +90,8 @@ int enforce_set_policy(struct mv *mv, struct policy *pol, struct mv_err *err);
 /* The active policy and how it is enforced, for `ctl policy`. */
 json_t *enforce_show(struct mv *mv);
 
+/* The memory calls the launch filter leaves in the kernel, never counted
+ * (needs_uncounted_json); NULL without a policy. */
+json_t *enforce_uncounted(struct mv *mv);
+
 #endif

@@ -50,7 +50,7 @@ quiet() {
 	prom_parse "$TMP/m.txt"
 	# Every family, with its type.
 	run json_get "$TMP/prom.json" 'sorted((k, f["type"]) for k, f in d.items())'
-	assert_output '[["memvisor_call_bytes", "counter"], ["memvisor_calls", "counter"], ["memvisor_calls_gone", "counter"], ["memvisor_committed_bytes", "gauge"], ["memvisor_evict_fault_seconds", "histogram"], ["memvisor_evict_faults", "counter"], ["memvisor_evicted_bytes", "counter"], ["memvisor_evicted_owed_bytes", "gauge"], ["memvisor_evicted_spaces", "gauge"], ["memvisor_info", "gauge"], ["memvisor_jobs", "gauge"], ["memvisor_loaded_bytes", "counter"], ["memvisor_mapped_bytes", "gauge"], ["memvisor_notifications", "counter"], ["memvisor_processes", "gauge"], ["memvisor_processes_seen", "counter"], ["memvisor_service_seconds", "histogram"], ["memvisor_start_time_seconds", "gauge"]]'
+	assert_output '[["memvisor_call_bytes", "counter"], ["memvisor_calls", "counter"], ["memvisor_calls_gone", "counter"], ["memvisor_committed_bytes", "gauge"], ["memvisor_evict_fault_seconds", "histogram"], ["memvisor_evict_faults", "counter"], ["memvisor_evicted_bytes", "counter"], ["memvisor_evicted_owed_bytes", "gauge"], ["memvisor_evicted_spaces", "gauge"], ["memvisor_info", "gauge"], ["memvisor_jobs", "gauge"], ["memvisor_loaded_bytes", "counter"], ["memvisor_mapped_bytes", "gauge"], ["memvisor_notifications", "counter"], ["memvisor_processes", "gauge"], ["memvisor_processes_seen", "counter"], ["memvisor_service_seconds", "histogram"], ["memvisor_start_time_seconds", "gauge"], ["memvisor_syscall_notified", "gauge"]]'
 	# The same numbers as stats (calls, bytes, service times) and status.
 	python3 - "$TMP/prom.json" "$TMP/stats.json" "$TMP/status.json" <<'PY'
 import json, sys

@@ -100,3 +100,45 @@ bats_require_minimum_version 1.5.0
 	ctl reload "$TMP/img" --wait >/dev/null
 	stop_fed
 }
+
+@test "every view of the counts says which memory calls were decided in the kernel and not counted, and --notify-all counts them" {
+	start_idle --stats-json "$TMP/s.json"
+	run ctl stats
+	assert_success
+	assert_line --regexp "^not counted \(decided in the kernel\): mmap, munmap, "
+	assert_line "counted only where the policy could refuse: brk (process tracking)"
+	assert_line '  `memvisor run --notify-all` counts every memory call'
+	refute_line --regexp "^  mmap +[0-9]"
+	[ "$(ctl --json stats | json_get - '"mmap" in d["uncounted"]["never"] and not d["uncounted"]["notify_all"]')" = True ]
+	run ctl status
+	assert_line --regexp "^not counted: +mmap, munmap, "
+	run ctl metrics
+	assert_line 'memvisor_syscall_notified{syscall="mmap",when="never"} 1'
+	assert_line 'memvisor_syscall_notified{syscall="brk",when="some"} 1'
+	run --separate-stderr timeout 1 "$MEMVISOR" ctl --socket "$SOCK" events
+	[[ $stderr == *"no events for (decided in the kernel): mmap, munmap, "* ]]
+	stop_idle
+	[ "$(json_get "$TMP/s.json" '"mmap" in d["uncounted"]["never"]')" = True ]
+
+	# A policy that may refuse some: those are counted when it could.
+	rm -f "$TMP/go"
+	start_idle --policy "$BATS_TEST_DIRNAME/../../policy/examples/wx-strict.json"
+	run ctl stats
+	assert_output --partial "mprotect (wx)"
+	run ctl metrics
+	assert_line 'memvisor_syscall_notified{syscall="mprotect",when="some"} 1'
+	stop_idle
+
+	rm -f "$TMP/go"
+	start_idle --notify-all --stats-json "$TMP/s.json"
+	run ctl stats
+	assert_success
+	refute_output --partial "not counted"
+	assert_line --regexp "^  mmap +[1-9]"
+	run ctl metrics
+	assert_line 'memvisor_syscall_notified{syscall="mmap",when="always"} 1'
+	run ctl status
+	refute_output --partial "not counted"
+	stop_idle
+	[ "$(json_get "$TMP/s.json" 'd["uncounted"] == {"notify_all": True, "never": [], "some": []}')" = True ]
+}
