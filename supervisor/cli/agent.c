@@ -18,7 +18,6 @@
 
 static const struct cli_arg agent_args[] = {
     {.name = "listen",
-     .short_name = 'L',
      .arg = "PATH",
      .kind = CLI_STRING,
      .key = "listen",
@@ -45,6 +44,7 @@ static const struct cli_arg agent_args[] = {
      .key = "log",
      .help = "log to FILE instead of stderr"},
     {.name = "log-level",
+     .short_name = 'L',
      .arg = "LEVEL",
      .kind = CLI_STRING,
      .key = "log_level",
@@ -141,7 +141,6 @@ static const struct cli_arg profile_args[] = {
      .help = "the profile the rest is left to (default: podman's, " PODMAN_DEFAULT_SEC
 	     ", if present); 'none': allow the rest"},
     {.name = "listen",
-     .short_name = 'L',
      .arg = "PATH",
      .kind = CLI_STRING,
      .key = "listen",

@@ -343,7 +343,8 @@ static void append_name(const char *name, void *arg)
 	json_array_append_new(arg, json_string(name));
 }
 
-static void print_json(const struct features *f, const struct result *res, const int modes[4])
+static void print_json(const struct features *f, const struct result *res, const int modes[4],
+		       enum cli_json json)
 {
 	json_t *feats = json_object(), *mode = json_object(), *names = json_array();
 	for (size_t i = 0; i < ARRAY_SIZE(rows); i++)
@@ -359,7 +360,7 @@ static void print_json(const struct features *f, const struct result *res, const
 	json_t *o = json_pack("{s:s, s:s, s:i, s:b, s:o, s:o, s:o}", "memvisor", MV_VERSION,
 			      "kernel", f->kernel, "uid", (int)geteuid(), "ok", modes[MODE_RUN] < 0,
 			      "modes", mode, "features", feats, "userfaultfd_features", names);
-	char *s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+	char *s = json_dumps(o, JSON_SORT_KEYS | (json == CLI_JSON_PRETTY ? JSON_INDENT(2) : JSON_COMPACT));
 	printf("%s\n", s);
 	free(s);
 	json_decref(o);
@@ -367,9 +368,11 @@ static void print_json(const struct features *f, const struct result *res, const
 
 static const struct cli_arg check_args[] = {
     {.name = "json",
-     .kind = CLI_FLAG,
+     .short_name = 'j',
+     .arg = "[=MODE]",
+     .kind = CLI_JSON_MODE,
      .key = "json",
-     .help = "print the result as one line of JSON"},
+     .help = "print the result as JSON: short (one line, the default) or pretty"},
     {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "show this help"},
 };
 
@@ -393,7 +396,7 @@ int check_main(int argc, char **argv)
 		return EXIT_OK;
 	}
 	if (rc < 0) {
-		fprintf(stderr, "Usage: memvisor check [--json] (see memvisor check --help)\n");
+		fprintf(stderr, "Usage: memvisor check [--json[=MODE]] (see memvisor check --help)\n");
 		return EXIT_USAGE;
 	}
 	struct features f;
@@ -402,8 +405,9 @@ int check_main(int argc, char **argv)
 	fflush(stdout); /* the trials fork */
 	features_probe_trials(&f);
 	evaluate(&f, res, modes);
-	if (cli_flag(o, "json"))
-		print_json(&f, res, modes);
+	enum cli_json json = cli_json_mode(o, "json", CLI_JSON_SHORT);
+	if (json != CLI_JSON_OFF)
+		print_json(&f, res, modes, json);
 	else
 		print_text(&f, res, modes);
 	return modes[MODE_RUN] < 0 ? EXIT_OK : EXIT_MISSING;

@@ -85,7 +85,6 @@ static const struct cli_arg help_args[] = {
 /* Only before a command's name. */
 static const struct cli_arg list_args[] = {
     {.name = "list",
-     .short_name = 'l',
      .kind = CLI_FLAG,
      .key = "list",
      .help = "list the running memvisors of this user"},
@@ -351,11 +350,15 @@ static const struct ctl_command *find_cmd(int n, char **words, json_t *args, jso
 	int rc = parse_cmd(c, n - used + 1, words + used - 1, args, copts);
 	if (rc == 0 && c->check)
 		rc = c->check(args);
+	/* A word that is well formed but names nothing (an image directory
+	 * that does not exist) is not a usage error: 1, as for checkpoint. */
 	if (rc == CLI_HELP_ASKED)
 		cmd_help(c);
-	else if (rc < 0)
+	else if (rc == -EINVAL)
 		cmd_synopsis(stderr, c, true);
-	*status = rc == CLI_HELP_ASKED ? CTL_EXIT_OK : CTL_EXIT_USAGE;
+	*status = rc == CLI_HELP_ASKED ? CTL_EXIT_OK
+		  : rc == -EINVAL      ? CTL_EXIT_USAGE
+				       : CTL_EXIT_REPLY;
 	return rc == 0 ? c : NULL;
 }
 

@@ -22,6 +22,7 @@ static const struct cli_arg image_args[] = {
     {.arg = "COMMAND", .kind = CLI_STRING, .key = "command"},
     {.arg = "DIR", .kind = CLI_STRING, .key = "dir"},
     {.name = "json",
+     .short_name = 'j',
      .arg = "[=MODE]",
      .kind = CLI_JSON_MODE,
      .key = "json",

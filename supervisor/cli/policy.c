@@ -21,6 +21,7 @@ static const struct cli_arg policy_args[] = {
      .key = "notify_all",
      .help = "explain as under run --notify-all"},
     {.name = "json",
+     .short_name = 'j',
      .arg = "[=MODE]",
      .kind = CLI_JSON_MODE,
      .key = "json",

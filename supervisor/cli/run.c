@@ -71,7 +71,6 @@ static const struct cli_arg run_args[] = {
      .key = "log_level",
      .help = "error, warn (default), info or debug"},
     {.name = "stats-json",
-     .short_name = 'j',
      .arg = "FILE",
      .kind = CLI_STRING,
      .key = "stats_json",

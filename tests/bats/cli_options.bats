@@ -112,7 +112,7 @@ sent() {
 	check "unexpected argument '2'" "regions" regions 1 2
 	check "--rate: 'fast' is not a number of MB/s" "reload [OPTION]... DIR" reload "$TMP" --rate=fast
 	check "option '--rate' needs an argument" "reload" reload "$TMP" --rate
-	check "$TMP/nope: No such file or directory" "reload" reload "$TMP/nope"
+	# (A DIR that does not exist is an error, 1: tested below.)
 	check "no DIR given" "checkpoint [OPTION]... DIR" checkpoint --force
 	check "--buffer: 'lots' is not a size" "checkpoint" checkpoint d --buffer lots
 	check "--stop-timeout: '0' is not a number of seconds" "checkpoint" checkpoint d --stop-timeout=0
@@ -345,4 +345,42 @@ stop_mappings() {
 	wait $mv
 	# Gone with its memvisor: the name is free again.
 	[ ! -e "$XDG_RUNTIME_DIR/memvisor/web-1.sock" ]
+}
+
+# Issue 28, point 6: a short option means one thing in every command
+# (-L log level, -l log file, -j JSON output), --json takes a MODE
+# everywhere, and a word that names nothing is an error (1), not a usage
+# error (2).
+@test "one meaning per short option across commands; --json[=MODE] everywhere; a missing DIR is an error, not a usage error" {
+	local c
+	for c in run ctl image policy check agent oci-profile; do
+		"$MEMVISOR" $c --help | grep -oE '^ +-[A-Za-z], --[a-z-]+' | sed "s/^ *//;s/,//"
+	done | sort -u >"$TMP/shorts"
+	cat "$TMP/shorts"
+	# Each short option names one long option, whichever command has it.
+	run awk '{n[$1]++} END {for (s in n) if (n[s] > 1) print s}' "$TMP/shorts"
+	assert_output ""
+	grep -qx -- "-L --log-level" "$TMP/shorts"
+	grep -qx -- "-j --json" "$TMP/shorts"
+	for c in check image policy; do
+		"$MEMVISOR" $c --help | grep -q -- "-j, --json\[=MODE\]"
+	done
+	run "$MEMVISOR" check --json=pretty
+	[ "$status" -le 1 ]
+	[ "$(json_get - 'd["memvisor"] != ""' <<<"$output")" = True ]
+	[ "${#lines[@]}" -gt 10 ]
+	run "$MEMVISOR" check -j
+	[ "$status" -le 1 ]
+	[ "${#lines[@]}" -eq 1 ]
+
+	start_idle
+	run ctl reload "$TMP/no-such-image"
+	assert_failure 1
+	assert_output "memvisor ctl: reload: $TMP/no-such-image: No such file or directory"
+	run ctl checkpoint "$TMP/no-such-dir/img"
+	assert_failure 1
+	run ctl reload
+	assert_failure 2
+	assert_line --partial "Usage: memvisor ctl reload"
+	stop_idle
 }
