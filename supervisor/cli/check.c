@@ -7,6 +7,7 @@
  * Exit status: 0 when `memvisor run` (plain supervision) can work here,
  * 1 when it cannot, 2 usage. */
 #include "supervisor/cli/check.h"
+#include "supervisor/cli/term.h"
 #include "common/util.h"
 #include "supervisor/cli/options.h"
 #include "supervisor/kernel/features.h"
@@ -373,6 +374,10 @@ static const struct cli_arg check_args[] = {
      .kind = CLI_JSON_MODE,
      .key = "json",
      .help = "print the result as JSON: short (one line, the default) or pretty"},
+    {.name = "full",
+     .kind = CLI_FLAG,
+     .key = "full",
+     .help = "lines whole on a terminal too (else cut to its width)"},
     {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "show this help"},
 };
 
@@ -408,7 +413,11 @@ int check_main(int argc, char **argv)
 	enum cli_json json = cli_json_mode(o, "json", CLI_JSON_SHORT);
 	if (json != CLI_JSON_OFF)
 		print_json(&f, res, modes, json);
-	else
+	else {
+		struct term_cut cut;
+		term_cut_begin(&cut, cli_flag(o, "full") ? 0 : term_width(STDOUT_FILENO));
 		print_text(&f, res, modes);
+		term_cut_end(&cut);
+	}
 	return modes[MODE_RUN] < 0 ? EXIT_OK : EXIT_MISSING;
 }

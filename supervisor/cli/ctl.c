@@ -19,6 +19,7 @@
 #include "supervisor/cli/ctl_find.h"
 #include "supervisor/cli/ctl_follow.h"
 #include "supervisor/cli/ctl_show.h"
+#include "supervisor/cli/term.h"
 #include "supervisor/cli/options.h"
 #include "supervisor/host/agent.h"
 
@@ -38,6 +39,7 @@ struct client_opts {
 	struct ctl_show_opts show;
 	bool wait;
 	int timeout_ms;
+	int width; /* a table's lines are cut to it (0: not) */
 };
 
 /* ctl's own options, taken before the command's name and after it. */
@@ -70,6 +72,10 @@ static const struct cli_arg common_args[] = {
      .kind = CLI_FLAG,
      .key = "no_legend",
      .help = "tables without column headers and summary lines"},
+    {.name = "full",
+     .kind = CLI_FLAG,
+     .key = "full",
+     .help = "tables' lines whole on a terminal too (else cut to its width)"},
     {.name = "timeout",
      .short_name = 't',
      .arg = "SECONDS",
@@ -108,7 +114,7 @@ static void usage(FILE *f)
 		char syn[128], line[160];
 		cli_synopsis(c->args, c->n_args, false, syn, sizeof(syn));
 		snprintf(line, sizeof(line), "%s%s", c->name, syn);
-		fprintf(f, "  %-30s %s\n", line, c->summary);
+		cli_print_row(f, line, c->summary);
 	}
 	fprintf(f, "\nRun 'memvisor ctl COMMAND --help' for a command's options; ctl's own\n"
 		   "options may also follow the command.\n"
@@ -177,6 +183,7 @@ static struct client_opts client_opts(json_t *copts)
 		     .selector = ""},
 	    .wait = cli_flag(copts, "wait"),
 	    .timeout_ms = timeout ? (int)json_integer_value(timeout) : 30000,
+	    .width = cli_flag(copts, "full") ? 0 : term_width(STDOUT_FILENO),
 	};
 }
 
@@ -237,6 +244,8 @@ static int list_sockets(const struct client_opts *o)
 		json_decref(all);
 		return CTL_EXIT_OK;
 	}
+	struct term_cut cut;
+	term_cut_begin(&cut, o->width);
 	if (o->show.legend)
 		printf("%-16s %7s  %-40s %s\n", "NAME", "PID", "SOCKET", "COMMAND");
 	size_t i;
@@ -249,9 +258,10 @@ static int list_sockets(const struct client_opts *o)
 			snprintf(p, sizeof(p), "%lld", (long long)json_integer_value(pid));
 		printf("%-16s %7s  %-40s ", json_is_string(name) ? json_string_value(name) : "-", p,
 		       json_string_value(json_object_get(s, "socket")));
-		ctl_show_cmdline(json_object_get(s, "command"), 60);
+		ctl_show_cmdline(json_object_get(s, "command"), 0);
 		printf("\n");
 	}
+	term_cut_end(&cut);
 	json_decref(all);
 	return CTL_EXIT_OK;
 }
@@ -284,7 +294,10 @@ static int request(const struct ctl_command *c, struct ctl_conn *conn, json_t *a
 	} else if (o->json) {
 		cli_json_print(stdout, result, o->json);
 	} else {
+		struct term_cut cut;
+		term_cut_begin(&cut, c->table ? o->width : 0);
 		c->show(result, &o->show);
+		term_cut_end(&cut);
 	}
 	json_decref(result);
 	return rc;

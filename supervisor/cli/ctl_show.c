@@ -1,6 +1,7 @@
 /* memvisor ctl: results as people read them, tables with human sizes and
  * times; and as scripts read them (--json), one line each. */
 #include "supervisor/cli/ctl_show.h"
+#include "supervisor/cli/term.h"
 #include "common/util.h"
 #include "common/syscalls.h"
 #include "policy/callargs.h"
@@ -43,7 +44,11 @@ void ctl_show_cmdline(json_t *argv, int width)
 	json_array_foreach(argv, i, a)
 	{
 		const char *s = json_string_value(a);
-		int n = printf("%s%s", i ? " " : "", s);
+		int n = printf("%s", i ? " " : "");
+		/* A control character (a newline in an argument) as '?', as
+		 * ps shows it: one line per row. */
+		for (; s && *s; s++, n++)
+			putchar((unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s);
 		used += n;
 		if (width > 0 && used > width)
 			break;
@@ -421,7 +426,7 @@ static void render_checkpoint_result(json_t *res)
 	       jint(res, "threads"), mv_plural(jint(res, "threads"), "thread", "threads"),
 	       jint(res, "regions"), mv_plural(jint(res, "regions"), "region", "regions"),
 	       jint(res, "extents"), mv_plural(jint(res, "extents"), "extent", "extents"));
-	printf("  %s written (%s committed in the processes), %s of it shared memory\n",
+	printf("  %s written (%s committed), %s of it shared memory\n",
 	       hsize(json_object_get(res, "bytes"), a, sizeof(a)),
 	       hsize(json_object_get(res, "committed"), b, sizeof(b)),
 	       hsize(json_object_get(res, "shared_bytes"), c, sizeof(c)));
@@ -435,7 +440,8 @@ static void render_checkpoint_result(json_t *res)
 		printf(", sync %.1f, evict %.1f)", ms(res, "sync_ns"), ms(res, "evict_ns"));
 	else
 		printf("); synced %.1f ms after", ms(res, "sync_ns"));
-	printf("; %.1f ms in all, %.0f MB/s\n", ms(res, "elapsed_ns"),
+	/* On a line of its own: the line fits 80 columns. */
+	printf("\n  %.1f ms in all, %.0f MB/s\n", ms(res, "elapsed_ns"),
 	       (double)jint(res, "rate") / 1e6);
 	render_live(json_object_get(res, "live"));
 	if (ev)
@@ -745,7 +751,12 @@ void ctl_show_progress(json_t *j, bool tty)
 	for (int i = 0; i < 30; i++)
 		bar[i] = i < full ? '#' : '.';
 	bar[30] = '\0';
-	char left[32];
-	fprintf(stderr, "\r\033[K%s %-9s [%s] %3.0f%% %s / %s%s%s", jstr(j, "kind"),
-		jstr(j, "phase"), bar, frac * 100, a, b, rate, eta(j, left, sizeof(left)));
+	char left[32], line[256];
+	snprintf(line, sizeof(line), "%s %-9s [%s] %3.0f%% %s / %s%s%s", jstr(j, "kind"),
+		 jstr(j, "phase"), bar, frac * 100, a, b, rate, eta(j, left, sizeof(left)));
+	/* Short of the last column: a line that reaches it wraps on some
+	 * terminals, and the next redraw (\r) would leave it behind. */
+	int width = term_width(STDERR_FILENO);
+	fputs("\r\033[K", stderr);
+	term_put(stderr, line, width > 1 ? width - 1 : width);
 }

@@ -11,6 +11,7 @@
 #include "common/util.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -26,7 +27,32 @@ static void print_row(FILE *f, int short_name, const char *name, const char *arg
 			 arg ? arg : "");
 	else
 		snprintf(left, sizeof(left), "    --%s%s%s", name, sep, arg ? arg : "");
-	fprintf(f, "  %-30s %s\n", left, help);
+	cli_print_row(f, left, help);
+}
+
+void cli_print_row(FILE *f, const char *left, const char *help)
+{
+	/* The help in words to column 80, continued at column 33 (on a line
+	 * of its own after a long left part). */
+	enum { COL = 33, WIDTH = 80 };
+	int col = fprintf(f, "  %-30s ", left);
+	if (col > COL)
+		col = fprintf(f, "\n%*s", COL, "") - 1;
+	const char *w = help;
+	bool first = true;
+	while (*w) {
+		size_t n = strcspn(w, " ");
+		if (!first && col + 1 + (int)n > WIDTH)
+			col = fprintf(f, "\n%*s", COL, "") - 1;
+		else if (!first)
+			col += fprintf(f, " ");
+		col += fprintf(f, "%.*s", (int)n, w);
+		first = false;
+		w += n;
+		while (*w == ' ')
+			w++;
+	}
+	fprintf(f, "\n");
 }
 
 void cli_print_args(FILE *f, const struct cli_arg *args, size_t n)

@@ -79,6 +79,10 @@ int cli_parse(const char *prog, const struct cli_table *t, size_t nt, int argc, 
 const char *cli_synopsis(const struct cli_arg *args, size_t n, bool with_options, char *buf,
 			 size_t len);
 
+/* One row of a --help: "  LEFT" padded to 30 columns, then help in words
+ * wrapped at 80 columns, continued at column 33. */
+void cli_print_row(FILE *f, const char *left, const char *help);
+
 /* Print the options of a table, aligned. */
 void cli_print_args(FILE *f, const struct cli_arg *args, size_t n);
 

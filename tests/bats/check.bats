@@ -135,7 +135,8 @@ have_cap() { # N
 	assert_output --partial "memvisor check: unexpected argument 'extra'"
 	run "$MEMVISOR" check --help
 	[ "$status" -eq 0 ]
-	assert_line --regexp '^ +-j, --json\[=MODE\] +print the result as JSON: short \(one line, the default\) or pretty$'
+	assert_line --regexp '^ +-j, --json\[=MODE\] +print the result as JSON: short \(one line, the$'
+	assert_line --regexp '^ +--full +lines whole on a terminal too'
 	run "$MEMVISOR" --help
 	assert_line --regexp '^  check +say what this kernel'
 }

@@ -142,3 +142,73 @@ bats_require_minimum_version 1.5.0
 	stop_idle
 	[ "$(json_get "$TMP/s.json" 'd["uncounted"] == {"notify_all": True, "never": [], "some": []}')" = True ]
 }
+
+# in_pty COLS CMD...: run CMD on a pseudo-terminal COLS wide (script(1));
+# its output, carriage returns and newlines as line ends, in $TMP/pty.
+in_pty() {
+	local cols=$1 cmd
+	shift
+	printf -v cmd '%q ' "$@"
+	env -u COLUMNS LANG=C.UTF-8 script -qec "stty cols $cols rows 24; $cmd" /dev/null |
+		tr '\r' '\n' >"$TMP/pty"
+}
+
+# The longest line of $TMP/pty (or FILE), in characters, escapes removed.
+widest() {
+	python3 -c '
+import re, sys
+text = open(sys.argv[1], encoding="utf-8").read()
+print(max((len(re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", l)) for l in text.split("\n")), default=0))' "${1:-$TMP/pty}"
+}
+
+@test "on an 80-column terminal tables, progress and help fit; piped or with --full, lines are whole" {
+	# A program whose path alone is wider than the terminal.
+	local dir=$TMP/a-directory-with-a-name-long-enough-to-push-any-table-row-past-eighty-columns
+	mkdir -p "$dir"
+	cp "$(command -v sleep)" "$dir/sleep"
+	start_bg -- "$dir/sleep" 60
+	local pid
+	pid=$(ctl --json ps | json_get - 'd["processes"][0]["pid"]')
+	for view in ps "regions $pid" stats jobs; do
+		# shellcheck disable=SC2086
+		in_pty 80 "$MEMVISOR" ctl --socket "$SOCK" $view
+		echo "$view: $(widest) columns"
+		[ "$(widest)" -le 80 ]
+		grep -q . "$TMP/pty"
+	done
+	in_pty 80 "$MEMVISOR" ctl --socket "$SOCK" regions "$pid"
+	grep -q "…$" "$TMP/pty"
+	# Piped: whole lines; on the terminal with --full too.
+	ctl regions "$pid" >"$TMP/piped"
+	[ "$(widest "$TMP/piped")" -gt 80 ]
+	grep -q "$dir/sleep$" "$TMP/piped"
+	in_pty 80 "$MEMVISOR" ctl --socket "$SOCK" regions "$pid" --full
+	[ "$(widest)" -gt 80 ]
+	in_pty 80 "$MEMVISOR" ctl --list
+	[ "$(widest)" -le 80 ]
+	in_pty 80 "$MEMVISOR" check
+	[ "$(widest)" -le 80 ]
+	# The progress line is redrawn in place: never as wide as the terminal
+	# (it would wrap and leave a line behind each redraw).
+	in_pty 80 "$MEMVISOR" ctl --socket "$SOCK" checkpoint "$TMP/img" --wait
+	cat "$TMP/pty"
+	grep -q "checkpoint .*\[\.\." "$TMP/pty"
+	grep "\[" "$TMP/pty" >"$TMP/bars"
+	[ "$(widest "$TMP/bars")" -lt 80 ]
+	[ "$(widest)" -le 80 ]
+	kill "$MVPID"
+	wait "$MVPID" || true
+	# --help of every command, and of each ctl command, at most 80.
+	local c
+	for c in "" run ctl image policy check agent oci-profile; do
+		# shellcheck disable=SC2086
+		"$MEMVISOR" $c --help >"$TMP/help"
+		[ "$(widest "$TMP/help")" -le 80 ] || { echo "memvisor $c --help: $(widest "$TMP/help") columns"; return 1; }
+	done
+	"$MEMVISOR" ctl --help | sed -n '/^Commands:/,/^$/p' | awk 'NF && !/^Commands/ && /^  [a-z]/ {print $1}' | sort -u >"$TMP/cmds"
+	[ -s "$TMP/cmds" ]
+	while read -r c; do
+		"$MEMVISOR" ctl "$c" --help >"$TMP/help"
+		[ "$(widest "$TMP/help")" -le 80 ] || { echo "memvisor ctl $c --help: $(widest "$TMP/help") columns"; return 1; }
+	done <"$TMP/cmds"
+}
