@@ -150,6 +150,10 @@ struct img {
 	char memvisor[32];
 	char kernel[160];
 	char arch[80];
+	/* The memvisor that took it, the only one that can reload it:
+	 * its pid (0: not recorded, an older image) and --name ("": none). */
+	int32_t sup_pid;
+	char sup_name[64];
 	uint64_t created_ns; /* wall clock */
 	uint64_t pages_size; /* bytes of the pages file, header included */
 	uint64_t pause_ns;

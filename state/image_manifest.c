@@ -207,6 +207,14 @@ char *img_manifest_write(const struct img *im, size_t *len)
 	if (im->version >= 2)
 		jw_ku64(&w, "page_sums_offset", im->sums_off);
 	jw_ku64(&w, "pause_ns", im->pause_ns);
+	if (im->sup_pid > 0) {
+		jw_key(&w, "supervisor");
+		jw_obj(&w);
+		jw_ku64(&w, "pid", (uint64_t)im->sup_pid);
+		if (im->sup_name[0])
+			jw_kstr(&w, "name", im->sup_name);
+		jw_obj_end(&w);
+	}
 	write_totals(&w, &t);
 	jw_key(&w, "processes");
 	jw_arr(&w);
@@ -603,6 +611,17 @@ static int parse_top(struct pctx *c, json_t *root, struct img *im)
 		return -EINVAL;
 	if (strlen(im->id) != 32 || strspn(im->id, "0123456789abcdef") != 32)
 		return perr(c, "id: expected 32 hexadecimal digits");
+	/* Optional (images before it have none). */
+	json_t *sup = json_object_get(root, "supervisor");
+	if (sup) {
+		json_t *pid = json_object_get(sup, "pid"), *name = json_object_get(sup, "name");
+		if (!json_is_object(sup) || !json_is_integer(pid) || json_integer_value(pid) <= 0 ||
+		    json_integer_value(pid) > INT32_MAX || (name && !json_is_string(name)))
+			return perr(c, "supervisor: expected {\"pid\": N, \"name\": \"...\"}");
+		im->sup_pid = (int32_t)json_integer_value(pid);
+		if (name)
+			snprintf(im->sup_name, sizeof(im->sup_name), "%s", json_string_value(name));
+	}
 	return 0;
 }
 

@@ -28,6 +28,9 @@ static void fill_identity(struct ckpt *c)
 		snprintf(c->im.kernel, sizeof(c->im.kernel), "%s %s", u.sysname, u.release);
 		snprintf(c->im.arch, sizeof(c->im.arch), "%s", u.machine);
 	}
+	c->im.sup_pid = (int32_t)getpid();
+	snprintf(c->im.sup_name, sizeof(c->im.sup_name), "%s",
+		 c->mv->opts.name ? c->mv->opts.name : "");
 	c->im.pages_size = c->im.sums_off + img_sums_bytes(c->im.sums_off);
 	c->im.pause_ns = c->pause_end - c->pause_start;
 	img_totals(&c->im, &c->im.recorded);

@@ -93,6 +93,12 @@ static void info_text(const char *dir, const struct imgread *r)
 	printf("created:   %s by memvisor %s on %s (%s)\n", when, im->memvisor, im->kernel,
 	       im->arch);
 	printf("pause:     %.1f ms\n", (double)im->pause_ns / 1e6);
+	/* Not a snapshot for new processes (CRIU's sense of the word). */
+	if (im->sup_pid > 0)
+		printf("reloads:   only into these processes, by memvisor pid %d%s%s%s\n", im->sup_pid,
+		       im->sup_name[0] ? " (-n " : "", im->sup_name, im->sup_name[0] ? ")" : "");
+	else
+		printf("reloads:   only into these processes, by the memvisor that took it\n");
 	uint64_t stored = img_stored_bytes(im);
 	printf("size:      %s of pages (%s of data), %s of manifest\n",
 	       human(im->pages_size, a, sizeof(a)), human(t->data_bytes, b, sizeof(b)),
@@ -160,7 +166,7 @@ static json_t *info_json(const char *dir, const struct imgread *r)
 			      (json_int_t)proc_bytes(p), "committed", (json_int_t)proc_committed(p),
 			      "pause_ns", (json_int_t)p->pause_ns));
 	}
-	return json_pack(
+	json_t *o = json_pack(
 	    "{s:s, s:s, s:i, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, "
 	    "s:o}",
 	    "dir", dir, "id", im->id, "version", (int)im->version, "memvisor", im->memvisor,
@@ -171,6 +177,12 @@ static json_t *info_json(const char *dir, const struct imgread *r)
 	    (json_int_t)t->objects, "data_bytes", (json_int_t)t->data_bytes, "stored_bytes",
 	    (json_int_t)img_stored_bytes(im), "committed", (json_int_t)t->committed, "by_kind",
 	    kinds, "process_list", procs);
+	json_object_set_new(o, "supervisor",
+			    im->sup_pid > 0
+				? json_pack("{s:i, s:s?}", "pid", im->sup_pid, "name",
+					    im->sup_name[0] ? im->sup_name : NULL)
+				: json_null());
+	return o;
 }
 
 static void print_json(json_t *o, enum cli_json mode)

@@ -4,6 +4,7 @@
  * exits like env(1): 125 for its own failures, 126 and 127 when the
  * command cannot be run or found. */
 #include "common/fault.h"
+#include "common/proctitle.h"
 #include "common/util.h"
 #include "supervisor/cli/check.h"
 #include "supervisor/cli/agent.h"
@@ -45,6 +46,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+	proctitle_init(argc, argv);
 	if (argc < 2) {
 		usage(stderr);
 		return 2;

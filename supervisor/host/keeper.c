@@ -1,5 +1,6 @@
 #include "supervisor/host/keeper.h"
 #include "common/fdpass.h"
+#include "common/proctitle.h"
 #include "common/util.h"
 #include "supervisor/supervise/reaper.h"
 
@@ -217,7 +218,7 @@ static _Noreturn void keeper_main(int master)
 		nofile.rlim_cur = nofile.rlim_max;
 		(void)setrlimit(RLIMIT_NOFILE, &nofile);
 	}
-	prctl(PR_SET_NAME, "memvisor-keep");
+	proctitle_set("memvisor-keep", "memvisor keeper: holds the agent's containers");
 	struct pollfd *pfd = NULL;
 	for (;;) {
 		pfd = xrealloc(pfd, (kp->n + 1) * sizeof(*pfd));

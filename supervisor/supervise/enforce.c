@@ -165,14 +165,21 @@ int enforce_init(struct mv *mv)
 	if (mv->opts.policy_path) {
 		struct pol_diag d = {0};
 		int rc = policy_load(mv->opts.policy_path, &pol, &d);
-		print_diag(&d);
+		/* A file that cannot be read is one line; a policy with
+		 * mistakes, each of them and then the verdict. -EINVAL
+		 * either way: said here, not again by the caller. */
+		if (rc < 0 && rc != -EINVAL)
+			fprintf(stderr, "memvisor: --policy %s: %s; the command was not started\n",
+				mv->opts.policy_path, strerror(-rc));
+		else
+			print_diag(&d);
 		pol_diag_free(&d);
-		if (rc < 0) {
+		if (rc == -EINVAL)
 			fprintf(stderr,
 				"memvisor: %s: not a valid policy; the command was not started\n",
 				mv->opts.policy_path);
-			return rc;
-		}
+		if (rc < 0)
+			return -EINVAL;
 	} else {
 		pol = policy_default();
 	}

@@ -1,5 +1,6 @@
 #include "supervisor/supervise/reaper.h"
 #include "common/fdpass.h"
+#include "common/proctitle.h"
 #include "common/util.h"
 #include "supervisor/kernel/procfs.h"
 
@@ -225,6 +226,9 @@ void reaper_main(struct launch_spec *spec, int from_sup, int to_sup)
 	}
 	close(spec->sock);
 	send_msg(r, REAPER_STARTED, r->cmd, 0);
+	char title[96];
+	snprintf(title, sizeof(title), "memvisor reaper of pid %d", (int)r->cmd);
+	proctitle_set("memvisor-reap", title);
 
 	int64_t kill_at = -1; /* monotonic ns when SIGKILL follows SIGTERM */
 	for (;;) {

@@ -212,3 +212,33 @@ print(max((len(re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", l)) for l in text.split("\n"
 		[ "$(widest "$TMP/help")" -le 80 ] || { echo "memvisor ctl $c --help: $(widest "$TMP/help") columns"; return 1; }
 	done <"$TMP/cmds"
 }
+
+@test "ps tells memvisor's helper from memvisor: the reaper is titled, not a second 'memvisor run'" {
+	start_idle
+	local cmd reaper
+	cmd=$(ctl --json status | json_get - 'd["command_pid"]')
+	reaper=$(awk '{print $4}' "/proc/$cmd/stat")
+	[ "$reaper" != "$MVPID" ]
+	[ "$(tr '\0' ' ' <"/proc/$reaper/cmdline" | sed 's/ *$//')" = "memvisor reaper of pid $cmd" ]
+	[ "$(cat "/proc/$reaper/comm")" = memvisor-reap ]
+	# memvisor itself keeps its command line.
+	tr '\0' ' ' <"/proc/$MVPID/cmdline" | grep -q "^$MEMVISOR run --socket "
+	stop_idle
+}
+
+@test "image info says an image goes back only into its processes, by the memvisor that took it" {
+	mkfifo "$TMP/go"
+	"$MEMVISOR" run --name "infotest$$" -- sh -c "read x <'$TMP/go'" </dev/null &
+	MVPID=$!
+	remember_pid $MVPID
+	wait_for 10 "$MEMVISOR" ctl -n "infotest$$" ps
+	"$MEMVISOR" ctl -n "infotest$$" checkpoint "$TMP/img" --wait >/dev/null
+	run "$MEMVISOR" image info "$TMP/img"
+	assert_success
+	assert_line "reloads:   only into these processes, by memvisor pid $MVPID (-n infotest$$)"
+	[ "$("$MEMVISOR" image info --json "$TMP/img" | json_get - 'd["supervisor"]')" = "{\"pid\": $MVPID, \"name\": \"infotest$$\"}" ]
+	run "$MEMVISOR" image verify "$TMP/img"
+	assert_success
+	stop_idle
+	grep -q "only into the processes it was taken from" "$BATS_TEST_DIRNAME/../../README.md"
+}

@@ -70,8 +70,10 @@ check_bad() {
 	run "$MEMVISOR" policy check "$TMP/nope.json"
 	assert_failure 1
 	assert_output --partial "$TMP/nope.json: cannot open: No such file or directory"
-	run "$MEMVISOR" run --policy "$TMP/nope.json" -- true
+	# run says it in one line, and does not call a missing file invalid.
+	run "$MEMVISOR" run --policy "$TMP/nope.json" -- echo ran
 	assert_failure 125
+	assert_output "memvisor: --policy $TMP/nope.json: No such file or directory; the command was not started"
 	run "$MEMVISOR" policy check
 	assert_failure 2
 	run "$MEMVISOR" policy frobnicate
