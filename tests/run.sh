@@ -6,6 +6,8 @@
 # a last line checks that no sanitizer report was written there.
 # BATS_FILTER selects tests by name, BATS_FILES="storm faults" by file;
 # BATS_OPTS is passed to bats (make soak shows the figures tests print).
+# The bats tests are timed (--timing); the ten slowest are listed before
+# the summary line, which stays the last.
 # unpriv (part of all when run as root): the basic-supervision bats files
 # again as nobody, from a copy of the tree that user can read; their TAP
 # names start with "unpriv:".
@@ -18,7 +20,8 @@ export MEMVISOR="$MEMVISOR_BUILD/memvisor"
 
 pass=0 fail=0 skip=0
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+times=$(mktemp)
+trap 'rm -f "$log" "$times"' EXIT
 
 count() {
 	# Read TAP on stdin, echo it, count results.
@@ -28,6 +31,9 @@ count() {
 		"not ok "*) fail=$((fail + 1)) ;;
 		"ok "*"# skip"* | "ok "*"# SKIP"*) skip=$((skip + 1)) ;;
 		"ok "*) pass=$((pass + 1)) ;;
+		esac
+		case "$line" in
+		*" in "*ms) printf '%s\n' "$line" >>"$times" ;;
 		esac
 	done
 }
@@ -44,7 +50,7 @@ if [ "$what" = all ] || [ "$what" = bats ]; then
 	echo "# bats: tests/bats"
 	files=("$root"/tests/bats/*.bats)
 	[ -z "${BATS_FILES:-}" ] || { files=(); for f in $BATS_FILES; do files+=("$root/tests/bats/$f.bats"); done; }
-	count < <(bats --tap ${BATS_OPTS:-} ${BATS_FILTER:+--filter "$BATS_FILTER"} "${files[@]}" 2>&1)
+	count < <(bats --tap --timing ${BATS_OPTS:-} ${BATS_FILTER:+--filter "$BATS_FILTER"} "${files[@]}" 2>&1)
 fi
 
 # The files whose tests must pass without privilege.
@@ -66,7 +72,7 @@ unpriv() {
 	count < <(cd "$dir/home" && setpriv --reuid=$u --regid=$u --clear-groups -- \
 		env -i PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin HOME="$dir/home" TMPDIR="$dir/tmp" XDG_RUNTIME_DIR="$dir/home" \
 		MEMVISOR_BUILD="$dir/tree/build" MEMVISOR="$dir/tree/build/memvisor" \
-		bats --tap ${BATS_FILTER:+--filter "$BATS_FILTER"} "${files[@]}" 2>&1 |
+		bats --tap --timing ${BATS_FILTER:+--filter "$BATS_FILTER"} "${files[@]}" 2>&1 |
 		sed -E 's/^(ok|not ok) ([0-9]+) /\1 \2 unpriv: /')
 	rm -rf "$dir"
 }
@@ -94,5 +100,10 @@ if [ -n "${SANITIZER_REPORTS:-}" ]; then
 	fi
 fi
 
+if [ -s "$times" ]; then
+	echo "# the ten slowest tests:"
+	sed -E 's/^(not )?ok [0-9]+ (.*) in ([0-9]+)ms$/\3 \2/' "$times" | sort -rn | head -10 |
+		awk '{ms = $1; $1 = ""; printf "#   %6.1f s%s\n", ms / 1000, $0}'
+fi
 echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]
