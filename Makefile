@@ -30,7 +30,7 @@ SANITIZE ?=
 DEPS_PKGS := build-essential pkg-config libseccomp-dev libev-dev libjansson-dev \
 	     bats bats-support bats-assert python3 perl sqlite3 git \
 	     clang libclang-rt-14-dev python3-prometheus-client groff-base \
-	     runc crun busybox-static liburing-dev
+	     runc crun busybox-static liburing-dev bash-completion zsh fish
 
 # Pure code (no event loop): linked into the binary and into unit tests.
 CORE_SRC := $(wildcard common/*.c policy/*.c state/*.c tracee/*.c)
@@ -180,27 +180,43 @@ clean:
 	rm -rf build
 
 # Where make install puts things: $(DESTDIR)$(PREFIX)/bin/memvisor, the
-# man pages (man/) under share/man, the bash completion (completion/)
-# where bash-completion loads it on demand.
+# man pages (man/) under share/man, the example policies under
+# share/memvisor/policy, the bash completion (completion/) where
+# bash-completion loads it on demand, the zsh one (which runs the bash one
+# through bashcompinit) where zsh's fpath has it for that prefix, and the
+# fish one in fish's vendor directory.
 PREFIX      ?= /usr/local
 BINDIR      ?= $(PREFIX)/bin
 MANDIR      ?= $(PREFIX)/share/man
+POLICYDIR   ?= $(PREFIX)/share/memvisor/policy
 BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR  ?= $(if $(filter /usr,$(PREFIX)),$(PREFIX)/share/zsh/vendor-completions,$(PREFIX)/share/zsh/site-functions)
+FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
+POLICIES    := $(wildcard policy/examples/*.json)
 MAN1        := $(wildcard man/*.1)
 MAN5        := $(wildcard man/*.5)
 
 .PHONY: install uninstall
 install: $(BUILD)/memvisor
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 \
-		$(DESTDIR)$(BASHCOMPDIR)
+		$(DESTDIR)$(POLICYDIR) $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) \
+		$(DESTDIR)$(FISHCOMPDIR)
 	install -m 0755 $(BUILD)/memvisor $(DESTDIR)$(BINDIR)/memvisor
 	install -m 0644 $(MAN1) $(DESTDIR)$(MANDIR)/man1/
 	install -m 0644 $(MAN5) $(DESTDIR)$(MANDIR)/man5/
+	install -m 0644 $(POLICIES) $(DESTDIR)$(POLICYDIR)/
 	install -m 0644 completion/memvisor $(DESTDIR)$(BASHCOMPDIR)/memvisor
+	sed 's|@BASHCOMP@|$(BASHCOMPDIR)/memvisor|' completion/_memvisor.in \
+		>$(DESTDIR)$(ZSHCOMPDIR)/_memvisor
+	chmod 0644 $(DESTDIR)$(ZSHCOMPDIR)/_memvisor
+	install -m 0644 completion/memvisor.fish $(DESTDIR)$(FISHCOMPDIR)/memvisor.fish
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/memvisor $(DESTDIR)$(BASHCOMPDIR)/memvisor \
+		$(DESTDIR)$(ZSHCOMPDIR)/_memvisor $(DESTDIR)$(FISHCOMPDIR)/memvisor.fish \
+		$(addprefix $(DESTDIR)$(POLICYDIR)/,$(notdir $(POLICIES))) \
 		$(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(MAN1))) \
 		$(addprefix $(DESTDIR)$(MANDIR)/man5/,$(notdir $(MAN5)))
+	-rmdir $(DESTDIR)$(POLICYDIR) $(DESTDIR)$(PREFIX)/share/memvisor 2>/dev/null
 
 -include $(CORE_OBJ:.o=.d) $(SUP_OBJ:.o=.d) $(FUZZ_OBJ:.o=.d)

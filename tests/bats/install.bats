@@ -41,14 +41,26 @@ setup() {
 	for f in usr/bin/memvisor usr/share/man/man1/memvisor.1 usr/share/man/man1/memvisor-run.1 \
 		usr/share/man/man1/memvisor-ctl.1 usr/share/man/man1/memvisor-image.1 \
 		usr/share/man/man1/memvisor-agent.1 \
-		usr/share/man/man5/memvisor-policy.5 usr/share/bash-completion/completions/memvisor; do
+		usr/share/man/man5/memvisor-policy.5 usr/share/bash-completion/completions/memvisor \
+		usr/share/zsh/vendor-completions/_memvisor usr/share/fish/vendor_completions.d/memvisor.fish; do
 		[ -f "$DEST/$f" ] || { echo "missing: $f"; false; }
 	done
+	# The example policies, each as in the tree.
+	local p n=0
+	for p in "$ROOT"/policy/examples/*.json; do
+		cmp "$p" "$DEST/usr/share/memvisor/policy/${p##*/}"
+		n=$((n + 1))
+	done
+	[ "$n" -ge 6 ]
+	"$DEST/usr/bin/memvisor" policy check "$DEST"/usr/share/memvisor/policy/*.json >/dev/null
+	# zsh's completion runs the bash one installed beside it.
+	grep -qx "source /usr/share/bash-completion/completions/memvisor" \
+		"$DEST/usr/share/zsh/vendor-completions/_memvisor"
 	[ "$(stat -c %a "$DEST/usr/bin/memvisor")" = 755 ]
 	[ "$(stat -c %a "$DEST/usr/share/man/man5/memvisor-policy.5")" = 644 ]
 	[ "$("$DEST/usr/bin/memvisor" --version)" = "memvisor $(cat "$ROOT/VERSION")" ]
 	# Nothing else: every file installed is one of those.
-	[ "$(find "$DEST" -type f | wc -l)" = 8 ]
+	[ "$(find "$DEST" -type f | wc -l)" = $((10 + n)) ]
 	# man finds the pages by name in the installed tree.
 	if command -v man >/dev/null; then
 		MANWIDTH=80 man -M "$DEST/usr/share/man" 5 memvisor-policy | grep -q "the policy language of memvisor"
@@ -58,6 +70,9 @@ setup() {
 	[ -x "$TMP/root2/usr/local/bin/memvisor" ]
 	[ -f "$TMP/root2/usr/local/share/bash-completion/completions/memvisor" ]
 	[ -f "$TMP/root2/usr/local/share/man/man1/memvisor-ctl.1" ]
+	[ -f "$TMP/root2/usr/local/share/zsh/site-functions/_memvisor" ]
+	[ -f "$TMP/root2/usr/local/share/fish/vendor_completions.d/memvisor.fish" ]
+	[ -f "$TMP/root2/usr/local/share/memvisor/policy/sandbox.json" ]
 	make -s -C "$ROOT" DESTDIR="$TMP/root2" uninstall
 	[ -z "$(find "$TMP/root2" -type f)" ]
 }
@@ -130,4 +145,39 @@ setup() {
 	echo go >"$TMP/go2"
 	wait $MVPID
 	wait $named
+}
+
+@test "completion in zsh (the bash completion through bashcompinit) and in fish" {
+	command -v zsh >/dev/null || skip "zsh is not installed"
+	command -v fish >/dev/null || skip "fish is not installed"
+	# zsh: the installed file loads, and the bash function it sources
+	# answers in zsh's sh emulation as compsys calls it.
+	run zsh -fc '
+		autoload -U compinit && compinit -u -D
+		autoload -U +X bashcompinit && bashcompinit
+		source "$1"
+		emulate -L sh
+		setopt kshglob noshglob braceexpand
+		COMP_WORDS=(memvisor ctl policy "")
+		COMP_CWORD=3
+		_memvisor
+		print -l -- "${COMPREPLY[@]}"' zsh "$COMPLETION"
+	assert_success
+	assert_output set
+	zsh -fn "$DEST/usr/share/zsh/vendor-completions/_memvisor"
+	# fish: complete -C answers as at a prompt.
+	local fishc=$DEST/usr/share/fish/vendor_completions.d/memvisor.fish
+	fc() { fish --no-config -c 'source $argv[1]; complete -C $argv[2]' "$fishc" "$1"; }
+	run fc "memvisor "
+	assert_output "$(printf '%s\n' agent check ctl image oci-profile policy run)"
+	run fc "memvisor ctl policy "
+	assert_output set
+	run fc "memvisor ctl job "
+	assert_output "$(printf '%s\n' cancel unthrottle)"
+	run fc "memvisor ctl checkpoint --ev"
+	assert_output --partial --evict
+	run fc "memvisor image "
+	assert_output "$(printf '%s\n' info verify)"
+	run fc "memvisor run --kill-d"
+	assert_output --partial --kill-descendants
 }
