@@ -19,6 +19,12 @@ static size_t lower_bound(const struct evspace *s, uint64_t addr)
 	return lo;
 }
 
+size_t chunks_index_at(const struct evspace *s, uint64_t addr)
+{
+	size_t i = lower_bound(s, addr);
+	return i < s->n_ch && s->ch[i].addr == addr ? i : s->n_ch;
+}
+
 static struct ev_chunk *find_chunk(struct evspace *s, uint64_t addr)
 {
 	size_t i = lower_bound(s, addr);
@@ -48,6 +54,7 @@ static void split_at(struct evspace *s, uint64_t addr)
 	struct ev_chunk tail = {addr, c->ext, c->first + k, c->n - k};
 	c->n = k;
 	insert_chunk(s, i + 1, tail);
+	s->split = true;
 }
 
 uint64_t chunks_owed_in_locked(const struct evspace *s, const struct ev_chunk *c)

@@ -146,12 +146,17 @@ struct evict_load_ops {
  * installed, and a fault on a bad one makes it unservable: SIGBUS;
  * -EDEADLK: LOAD_IDLE_MAX rounds in a row installed nothing, a loader that
  * would read forever: what is owed stays evicted, served on fault).
- * *reader_cpu_ns gets the reading thread's CPU time added.
+ * st gets the reading threads' CPU time and the installs that had to
+ * search the chunk map added.
  * Failure point (MEMVISOR_FAULT) reload_install_none: a round installs
  * nothing and reports no error. */
 #define LOAD_IDLE_MAX 1000u
+struct evict_load_stats {
+	uint64_t reader_cpu_ns;
+	uint64_t searches; /* extents looked for over the whole chunk map (split chunks) */
+};
 int evict_load_all(struct evspace *s, const struct evict_load_ops *ops, void *arg,
-		   uint64_t *reader_cpu_ns);
+		   struct evict_load_stats *st);
 
 /* Everything is loaded (or the mm is gone): collapse again the ranges
  * that had transparent huge pages (supervisor/reload/thp.h; their bytes

@@ -30,7 +30,7 @@ struct reload {
 	uint64_t t0, t_loading, bytes_read, total, last_progress;
 	uint64_t huge, huge_restored, huge_ns; /* thp.h */
 	uint64_t cpu_ns;		       /* the loader thread's CPU time loading */
-	uint64_t reader_cpu_ns;		       /* its reading threads' */
+	struct evict_load_stats load;	       /* its reading threads' CPU, chunk searches */
 	unsigned gone;
 };
 
@@ -151,7 +151,7 @@ static const struct evict_load_ops load_ops = {on_pace, on_read, on_progress};
 
 static int load_space(struct reload *r, struct evspace *s)
 {
-	int rc = evict_load_all(s, &load_ops, r, &r->reader_cpu_ns);
+	int rc = evict_load_all(s, &load_ops, r, &r->load);
 	if (rc == 0)
 		return 0;
 	if (rc == -ESRCH) {
@@ -261,7 +261,7 @@ static int load_all(struct reload *r)
 		if (rc < 0)
 			break;
 	}
-	r->cpu_ns = mv_thread_cpu_ns() - cpu0 + r->reader_cpu_ns;
+	r->cpu_ns = mv_thread_cpu_ns() - cpu0 + r->load.reader_cpu_ns;
 	return rc;
 }
 
@@ -288,6 +288,7 @@ static json_t *result_json(struct reload *r)
 			       json_pack("{s:I, s:I, s:I}", "loader_cpu_ns", (json_int_t)r->cpu_ns,
 					 "workers_cpu_ns", (json_int_t)workers_ns, "cpu_ns_per_gib",
 					 (json_int_t)(gib > 0 ? cpu_ns / gib + 0.5 : 0)));
+	json_object_set_new(o, "chunk_searches", json_integer((json_int_t)r->load.searches));
 	json_object_update_new(o, json_pack("{s:I, s:I, s:I}", "huge_bytes", (json_int_t)r->huge,
 					    "huge_restored_bytes", (json_int_t)r->huge_restored,
 					    "huge_ns", (json_int_t)r->huge_ns));

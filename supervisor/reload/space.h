@@ -114,6 +114,9 @@ struct evspace {
 	size_t n_sums;
 	struct ev_chunk *ch;
 	size_t n_ch, cap_ch;
+	/* A chunk was split since the map was made: an extent may be in
+	 * more than one chunk (until then each is in one at most). */
+	bool split;
 	uint64_t owed, loaded; /* bytes */
 	size_t cursor;	       /* the loader's place in ch[] */
 	unsigned enoent;       /* the loader's copies in a row that found no range */
@@ -187,6 +190,9 @@ struct evobj *space_object_of(struct evict *reg, const struct proc_vma *v);
 
 /* Bytes of chunk c not installed yet (under s->mu). */
 uint64_t chunks_owed_in_locked(const struct evspace *s, const struct ev_chunk *c);
+
+/* The index of the chunk that starts at addr, or n_ch. Under s->mu. */
+size_t chunks_index_at(const struct evspace *s, uint64_t addr);
 /* munmap, madvise(DONTNEED/FREE): [start, end) is no longer owed (under
  * s->mu). */
 void chunks_drop_locked(struct evspace *s, uint64_t start, uint64_t end);

@@ -53,6 +53,7 @@ static struct evspace *on_fork(struct evspace *s, int ufd)
 	c->n_ch = c->cap_ch = s->n_ch;
 	c->ch = xcalloc(MV_MAX(c->n_ch, 1), sizeof(*c->ch));
 	memcpy(c->ch, s->ch, s->n_ch * sizeof(*s->ch));
+	c->split = s->split;
 	pthread_mutex_unlock(&s->mu);
 	chunks_drop_ranges(c, dc, n_dc);
 	chunks_drop_ranges(c, wf, n_wf);

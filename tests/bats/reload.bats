@@ -167,6 +167,35 @@ native_out() { # COMMANDS...
 	stop_fed
 }
 
+# Each extent is installed where the loader picked it: searching the
+# chunk map for every extent made a reload of 16,384 one-page extents
+# take 8 CPU-seconds (bench/criu.sh, 2026-12-06).
+@test "reload: a sparse image (4,096 one-page extents) is installed without a search per extent, and comes back equal" {
+	start_fed "$WL/ckpt_pattern" --dense 4 --sparse 256 --threads 1
+	say check '^ok$'
+	evict "$TMP/img"
+	[ "$(json_get "$TMP/evict.json" 'd["result"]["extents"]')" -ge 4096 ]
+	wait_job reload "$TMP/img"
+	run json_get "$TMP/job.json" 'd["result"]["pages_loaded"] == d["result"]["pages_total"] >= 4096'
+	assert_output True
+	[ "$(json_get "$TMP/job.json" 'd["result"]["chunk_searches"]')" = 0 ]
+	say check '^ok$'
+	stop_fed
+}
+
+# The other path: madvise(DONTNEED) of half an evicted extent splits its
+# chunk, and the loader finds the other half by searching.
+@test "reload: an extent split while evicted is found and installed whole" {
+	start --mib 32
+	evict "$TMP/img"
+	say dontneed '^dontneed ok$'
+	wait_job reload "$TMP/img"
+	[ "$(json_get "$TMP/job.json" 'd["result"]["chunk_searches"]')" -gt 0 ]
+	say check '^ok$'
+	say sum '^sum '
+	stop_fed
+}
+
 @test "reload: mremap again and again while the loader runs: every page lands where it belongs" {
 	start --mib 64
 	say sum '^sum '
