@@ -98,7 +98,7 @@ $(BUILD)/workloads/%: tests/workloads/%.c
 $(BUILD)/workloads/kheld: WL_LIBS := -luring
 $(BUILD)/workloads/churn_uring: WL_LIBS := -luring
 
-$(BUILD)/bench/%: bench/%.c
+$(BUILD)/bench/%: bench/%.c bench/timing.h
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"
 	@$(CC) $(CPPFLAGS) $(CSTD) $(WARN) -O2 -g -pthread -o $@ $< -lseccomp -lm

@@ -9,6 +9,8 @@
  * the last, wrapping (0: each a random page), timing each touch with CLOCK_MONOTONIC, and prints
  * "touch N p50 P50 p90 P90 p99 P99 max MAX" in microseconds, and "bad K"
  * if a page did not hold its pattern. */
+#include "timing.h"
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,19 +18,6 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
-
-static uint64_t now_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
 
 int main(int argc, char **argv)
 {
@@ -70,7 +59,7 @@ int main(int argc, char **argv)
 			lat[i] = now_ns() - t0;
 			bad += v != ((at * 7 + 1) & 0xff);
 		}
-		qsort(lat, n, sizeof(*lat), cmp);
+		qsort(lat, n, sizeof(*lat), cmp_u64);
 		printf("touch %zu p50 %.1f p90 %.1f p99 %.1f max %.1f\n", n, lat[n / 2] / 1e3,
 		       lat[n * 9 / 10] / 1e3, lat[n * 99 / 100] / 1e3, lat[n - 1] / 1e3);
 		/* The touches that waited for a fault (over 20 us; a touch of
