@@ -98,17 +98,20 @@ start_checkpointed() { # CKPT_PATTERN-ARGS...
 	start_checkpointed --dense 8 --sparse 64 --threads 1
 	run "$MEMVISOR" image verify "$TMP/img"
 	assert_success
-	# One byte in the middle of the dense region's third extent.
+	# One byte in the middle of the dense region, in whichever region
+	# and extent of the image hold it: the kernel may have merged the
+	# mapping with a neighbour, and the region then starts elsewhere.
 	read -r s e < <(region dense)
-	off=$(mf "$TMP/img" "[x[2] for p in d['processes'] for r in p['regions'] if int(r['start'],16)==0x$s for x in r['extents']][2]")
-	flip_byte "$TMP/img/pages" $((off + 1234))
+	local at=$((0x$s + (4 << 20) + 1234)) rs re k off
+	read -r rs re k off < <(mf "$TMP/img" "next('%s %s %d %d' % (r['start'], r['end'], i, x[2] + $at - x[0]) for p in d['processes'] for r in p['regions'] for i, x in enumerate(r['extents']) if x[0] <= $at < x[0] + x[1] * 4096)")
+	flip_byte "$TMP/img/pages" "$off"
 	run "$MEMVISOR" image verify "$TMP/img"
 	assert_failure 1
-	assert_output --partial "region 0x$s-0x$e extent 2"
+	assert_output --partial "region $rs-$re extent $k"
 	assert_output --partial "checksum mismatch"
 	run "$MEMVISOR" image verify --json "$TMP/img"
 	assert_failure 1
-	flip_byte "$TMP/img/pages" $((off + 1234))
+	flip_byte "$TMP/img/pages" "$off"
 	run "$MEMVISOR" image verify "$TMP/img"
 	assert_success
 	# A manifest edited to agree with itself is still caught: its
