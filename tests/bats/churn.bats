@@ -2,7 +2,7 @@
 # Churn (issue 11): real programs evicted and reloaded over and over while
 # they run (tests/churn/churn.py); their output and exit status must be
 # those of a native run. Each test runs its program natively once, then
-# under memvisor for CHURN_SECONDS (default 8; make soak sets more), and
+# under memvisor for CHURN_SECONDS (default 4; make soak sets more), and
 # prints the seed first: CHURN_SEED=N replays it (docs/reliability.md,
 # "Churn").
 
@@ -10,7 +10,7 @@ load helpers
 bats_require_minimum_version 1.5.0
 
 CHURN=$ROOT/tests/churn
-: "${CHURN_SECONDS:=8}"
+: "${CHURN_SECONDS:=4}"
 export CHURN_SECONDS
 
 setup() {

@@ -40,10 +40,10 @@ sweeps() {
 	echo "${LAST#sweeps }"
 }
 
-# LIVE_TRIES: 4 in make check, more in make soak.
+# LIVE_TRIES: 2 in make check, 20 in make soak.
 @test "checkpoint --live: the writers never stop, and each image holds one instant (LIVE_TRIES tries)" {
 	start_counter --mib 64 --threads 2
-	for try in $(seq "${LIVE_TRIES:-4}"); do
+	for try in $(seq "${LIVE_TRIES:-2}"); do
 		before=$(sweeps)
 		live_ckpt "$TMP/img$try"
 		run json_get "$TMP/job.json" 'd["result"]["live"]'
@@ -68,22 +68,22 @@ sweeps() {
 # window instead, which a later fault's copy of the extent takes in.
 @test "checkpoint --live: writes ahead of the copier copy their extents, or keep their pages without a buffer; each image holds one instant" {
 	for fault in live_copy_stall live_copy_stall,live_no_buffer; do
-		MEMVISOR_FAULT=$fault start_counter --mib 64 --threads 2
+		MEMVISOR_FAULT=$fault start_counter --mib 32 --threads 2
 		live_ckpt "$TMP/img"
 		run json_get "$TMP/job.json" 'd["result"]["live"]'
 		echo "$fault: $output"
 		[ "$(live_field live)" = True ]
-		[ "$(live_field fault_copied_bytes)" -gt $((32 << 20)) ]
+		[ "$(live_field fault_copied_bytes)" -gt $((16 << 20)) ]
 		if [ "$fault" != live_copy_stall ]; then
 			[ "$(live_field kept_pages)" -gt 0 ]
 		fi
-		python3 "$HELPERS/livecheck.py" "$TMP/img" "$PID" "$ADDR" 64 "$THREADS"
+		python3 "$HELPERS/livecheck.py" "$TMP/img" "$PID" "$ADDR" 32 "$THREADS"
 		run "$MEMVISOR" image verify "$TMP/img"
 		assert_success
 		# And once more, the copier and the faults racing.
 		rm -rf "$TMP/img"
 		live_ckpt "$TMP/img"
-		python3 "$HELPERS/livecheck.py" "$TMP/img" "$PID" "$ADDR" 64 "$THREADS"
+		python3 "$HELPERS/livecheck.py" "$TMP/img" "$PID" "$ADDR" 32 "$THREADS"
 		run "$MEMVISOR" image verify "$TMP/img"
 		assert_success
 		rm -rf "$TMP/img"
@@ -99,7 +99,8 @@ sweeps() {
 	# no race to win.
 	MEMVISOR_FAULT=live_copy_stall start_counter --mib 64 --threads 2 --churn-mib 16
 	fell_back=0
-	for try in $(seq 6); do
+	local tries=$((${LIVE_TRIES:-2} + 1))
+	for try in $(seq "$tries"); do
 		live_ckpt "$TMP/img$try"
 		run json_get "$TMP/job.json" 'd["result"]["live"]'
 		echo "try $try: $output"
@@ -110,7 +111,7 @@ sweeps() {
 		python3 "$HELPERS/livecheck.py" "$TMP/img$try" "$PID" "$ADDR" 64 "$THREADS"
 		rm -rf "$TMP/img$try"
 	done
-	echo "fell back $fell_back times of 6"
+	echo "fell back $fell_back times of $tries"
 	[ "$fell_back" -ge 1 ]
 	grep -q "fault injected at live_copy_stall" "$TMP/err"
 	[ "$(sweeps)" -gt 0 ]
@@ -222,7 +223,7 @@ evict_field() { json_get "$TMP/job.json" "d['result']['live']['evict']['$1']"; }
 	# written comes back older, or as zeros: exit 3); the cold region,
 	# never written after the start, is verified on demand.
 	start_counter --mib 16 --threads 2 --check --cold-mib 48
-	for try in $(seq "${LIVE_TRIES:-4}"); do
+	for try in $(seq "${LIVE_TRIES:-2}"); do
 		before=$(rss_kib "$PID")
 		live_evict "$TMP/img$try"
 		run json_get "$TMP/job.json" 'd["result"]["live"]'

@@ -290,11 +290,11 @@ cycles() { # KIND N
 	stop_fed
 }
 
-# SHM_CYCLES: 40 in make check, more in make soak.
+# SHM_CYCLES: 20 in make check, 300 in make soak.
 @test "shm evict: SHM_CYCLES evict+reload cycles of a memfd while 5 processes write and read it" {
-	cycles memfd "${SHM_CYCLES:-40}"
+	cycles memfd "${SHM_CYCLES:-20}"
 }
 
 @test "shm evict: SHM_CYCLES evict+reload cycles of shared anonymous memory while 5 processes write and read it" {
-	cycles anon "${SHM_CYCLES:-40}"
+	cycles anon "${SHM_CYCLES:-20}"
 }
