@@ -86,8 +86,8 @@ if [ "$what" = unpriv ] || { [ "$what" = all ] && [ "$(id -u)" = 0 ]; }; then
 fi
 
 if [ "$what" = all ] || [ "$what" = fuzz ]; then
-	echo "# fuzz: tests/fuzz, ${FUZZ_CHECK_SECONDS:-10} s each"
-	count < <("$root"/tests/fuzz/run.sh "$MEMVISOR_BUILD" "${FUZZ_CHECK_SECONDS:-10}" --tap 2>&1)
+	echo "# fuzz: tests/fuzz, ${FUZZ_CHECK_SECONDS:-6} s each"
+	count < <("$root"/tests/fuzz/run.sh "$MEMVISOR_BUILD" "${FUZZ_CHECK_SECONDS:-6}" --tap 2>&1)
 fi
 
 if [ -n "${SANITIZER_REPORTS:-}" ]; then

@@ -295,7 +295,7 @@ start_checkpointed() { # CKPT_PATTERN-ARGS...
 	# PTRACE_SEIZE says EPERM); about 5% of these checkpoints failed
 	# with "did not stop within 10000 ms".
 	start_fed "$WL/ckpt_churn" execs
-	local n=${EXEC_CHECKPOINTS:-25} # more in make soak
+	local n=${EXEC_CHECKPOINTS:-15} # 100 in make soak
 	for i in $(seq "$n"); do
 		rc=0
 		ctl --json checkpoint "$TMP/img" --wait --stop-timeout 3 >"$TMP/job" 2>"$TMP/job.err" || rc=$?

@@ -2,15 +2,15 @@
 # Churn (issue 11): real programs evicted and reloaded over and over while
 # they run (tests/churn/churn.py); their output and exit status must be
 # those of a native run. Each test runs its program natively once, then
-# under memvisor for CHURN_SECONDS (default 4; make soak sets more), and
-# prints the seed first: CHURN_SEED=N replays it (docs/reliability.md,
+# under memvisor for CHURN_SECONDS (default 2: a supervised run or two;
+# make soak sets more), and prints the seed first: CHURN_SEED=N replays it (docs/reliability.md,
 # "Churn").
 
 load helpers
 bats_require_minimum_version 1.5.0
 
 CHURN=$ROOT/tests/churn
-: "${CHURN_SECONDS:=4}"
+: "${CHURN_SECONDS:=2}"
 export CHURN_SECONDS
 
 setup() {

@@ -2,7 +2,7 @@
 # Storms: many threads, many processes, many control clients at once.
 # No lost or stuck notification, no deadlock, content verified, and
 # memvisor's memory stays flat (docs/reliability.md has the figures).
-#   STORM_SECONDS   how long each storm lasts (default 8; make soak: 60)
+#   STORM_SECONDS   how long each storm lasts (default 5; make soak: 60)
 #   STORM_THREADS   threads of the mapping storm (default 64)
 #   STORM_PROCS     processes of the fork/exec storm (default 200)
 #   STORM_CLIENTS   control clients (default 100)
@@ -12,7 +12,7 @@ bats_require_minimum_version 1.5.0
 
 setup() {
 	setup_tmp
-	SECS=${STORM_SECONDS:-8}
+	SECS=${STORM_SECONDS:-5}
 	# A storm that does not end within this is stuck.
 	LIMIT=$((SECS * 3 + 60))
 }
