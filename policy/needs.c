@@ -503,16 +503,24 @@ void needs_describe(const struct needs *n, FILE *f)
 			   "(IORING_OP_MADVISE would pass madvise by the filter)\n");
 }
 
+enum needs_when needs_when(const struct needs *n, enum mv_sc sc)
+{
+	const struct needs_sc *s = &n->sc[MV_ABI_X86_64][sc];
+	if (syscalls_class(sc) != MV_SC_MEMORY || syscalls_nr(sc, MV_ABI_X86_64) < 0)
+		return NEEDS_NA;
+	return s->all ? NEEDS_ALWAYS : s->n ? NEEDS_SOME : NEEDS_NEVER;
+}
+
 json_t *needs_uncounted_json(const struct needs *n)
 {
 	json_t *never = json_array(), *some = json_array();
 	for (int sc = 0; sc < MV_SC_COUNT; sc++) {
 		const struct needs_sc *s = &n->sc[MV_ABI_X86_64][sc];
-		if (syscalls_class((enum mv_sc)sc) != MV_SC_MEMORY ||
-		    syscalls_nr((enum mv_sc)sc, MV_ABI_X86_64) < 0 || s->all)
+		enum needs_when when_sc = needs_when(n, (enum mv_sc)sc);
+		if (when_sc == NEEDS_NA || when_sc == NEEDS_ALWAYS)
 			continue;
 		json_t *name = json_string(syscalls_name((enum mv_sc)sc));
-		if (!s->n) {
+		if (when_sc == NEEDS_NEVER) {
 			json_array_append_new(never, name);
 			continue;
 		}

@@ -76,6 +76,12 @@ bool needs_refuse_io_uring(const struct needs *n);
 /* Print, per ABI, which calls are notified and when. */
 void needs_describe(const struct needs *n, FILE *f);
 
+/* How the filter passes memory call sc of the native ABI (x86_64):
+ * always, when a condition holds, or never (decided in the kernel);
+ * NEEDS_NA when sc is no memory call there. */
+enum needs_when { NEEDS_NA, NEEDS_NEVER, NEEDS_SOME, NEEDS_ALWAYS };
+enum needs_when needs_when(const struct needs *n, enum mv_sc sc);
+
 /* Which memory calls of the native ABI (x86_64) the filter leaves in the
  * kernel, where the supervisor never sees, decides or counts them:
  * {"notify_all": B, "never": [NAME...], "some": [{"syscall": NAME,

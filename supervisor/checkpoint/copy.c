@@ -56,11 +56,6 @@ static int read_batch(struct reader *r, struct cproc *p, char *dst)
 	return 0;
 }
 
-static void add_sum(struct pagesw_buf *b, uint32_t *crc, size_t off, size_t len)
-{
-	b->sums[b->n_sums++] = (struct pagesw_sum){crc, (uint32_t)off, (uint32_t)len};
-}
-
 static int flush_batch(struct reader *r)
 {
 	if (!r->n)
@@ -83,7 +78,7 @@ static int flush_batch(struct reader *r)
 	/* The writer threads checksum them, off the pause. */
 	size_t at = r->at;
 	for (size_t k = 0; k < r->n; k++) {
-		add_sum(r->buf, &r->ext[k]->crc, at, r->iov[k].iov_len);
+		pagesw_add_sum(r->buf, &r->ext[k]->crc, at, r->iov[k].iov_len);
 		at += r->iov[k].iov_len;
 	}
 	c->done += r->bytes;
@@ -112,8 +107,8 @@ static int place(struct reader *r, const struct img_extent *e)
 {
 	uint64_t len = img_extent_len(e);
 	int rc;
-	if (r->buf && (r->buf->len + len > r->buf->cap ||
-		       (r->live && r->buf->off + r->buf->len != e->off)) &&
+	if (r->buf &&
+	    (r->buf->len + len > r->buf->cap || (r->live && r->buf->off + r->buf->len != e->off)) &&
 	    (rc = submit(r)) < 0)
 		return rc;
 	if (!r->buf) {
@@ -163,7 +158,7 @@ static int copy_fd(struct reader *r, int fd, const char *what, struct img_extent
 	if (rc < 0)
 		return ckpt_fail(r->c, rc, MV_E_INTERNAL, "reading %s at %#llx: %s", what,
 				 (unsigned long long)e->addr, strerror(-rc));
-	add_sum(r->buf, &e->crc, r->buf->len, len);
+	pagesw_add_sum(r->buf, &e->crc, r->buf->len, len);
 	r->buf->len += len;
 	r->c->done += len;
 	return 0;
@@ -269,7 +264,7 @@ static int copy_live_extent(struct reader *r, size_t proc, struct img_extent *e)
 	}
 	if (rc < 0)
 		return rc;
-	add_sum(r->buf, &e->crc, r->buf->len, len);
+	pagesw_add_sum(r->buf, &e->crc, r->buf->len, len);
 	r->buf->len += len;
 	c->done += len;
 	return 0;

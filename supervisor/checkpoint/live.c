@@ -90,8 +90,8 @@
  * much resident memory, whose protection walk would lengthen the pause
  * (262,144 entries a GiB); a write fault meanwhile lifts the protection
  * of its aligned 2 MiB (a huge page stays whole). */
-#define ARM_MIN	    (32ull << 20)
-#define ARM_WINDOW  512u
+#define ARM_MIN	   (32ull << 20)
+#define ARM_WINDOW 512u
 
 /* An extent copied live. */
 struct lext {
@@ -119,8 +119,8 @@ struct lproc {
  * stop (ckpt_live_arm). */
 struct armed {
 	pid_t pid;
-	int uffd;	   /* -1 once a struct lproc took it */
-	uint64_t probe;	   /* its [vdso] at the arming: the uffd's mm still lives */
+	int uffd;	      /* -1 once a struct lproc took it */
+	uint64_t probe;	      /* its [vdso] at the arming: the uffd's mm still lives */
 	struct as_range *cov; /* registered and protected while it ran */
 	size_t n_cov, cap_cov;
 	struct as_range *touched; /* unmapped, moved or dropped since (under mu) */
@@ -311,7 +311,8 @@ static int arm_lift_locked(struct armed *a, uint64_t addr)
 	return rc == -EAGAIN ? rc : 0;
 }
 
-static void arm_take(struct live *lv, size_t k, const struct uffd_msg *m, struct fault *q, size_t *nq)
+static void arm_take(struct live *lv, size_t k, const struct uffd_msg *m, struct fault *q,
+		     size_t *nq)
 {
 	struct armed *a = &lv->arm[k];
 	pthread_mutex_lock(&lv->mu);
@@ -684,8 +685,8 @@ static void setup_proc(struct ckpt *c, size_t i, struct held *h)
 	lp.live_r = xcalloc(MV_MAX(ip->n_r, 1), sizeof(*lp.live_r));
 	for (size_t k = 0; k < ip->n_r; k++)
 		if (protectable(&ip->r[k]))
-			lp.live_r[k] = protect_region(lv, &lp, p->pt.pid, &ip->r[k], a,
-						      have_pm ? &pm : NULL);
+			lp.live_r[k] =
+			    protect_region(lv, &lp, p->pt.pid, &ip->r[k], a, have_pm ? &pm : NULL);
 	if (have_pm)
 		pagemap_close(&pm);
 	if (a)
@@ -1139,6 +1140,15 @@ static int commit_locked(struct ckpt *c, struct lproc *lp, struct lext *x, struc
 	return rc;
 }
 
+/* Queue the handler's buffer to be written (one with nothing in it goes
+ * back to the free ones). Under lv->mu. */
+static void queue_hbuf_locked(struct ckpt *c)
+{
+	if (c->live->hbuf)
+		pagesw_submit(c->w, c->live->hbuf);
+	c->live->hbuf = NULL;
+}
+
 /* Fault point live_no_buffer: the handler finds no staging buffer. */
 static struct pagesw_buf *handler_buf_locked(struct ckpt *c, const struct img_extent *e)
 {
@@ -1146,8 +1156,8 @@ static struct pagesw_buf *handler_buf_locked(struct ckpt *c, const struct img_ex
 	struct pagesw_buf *b = lv->hbuf;
 	uint64_t len = img_extent_len(e);
 	if (b && b->len && (b->off + b->len != e->off || b->len + len > b->cap)) {
-		pagesw_submit(c->w, b);
-		b = lv->hbuf = NULL;
+		queue_hbuf_locked(c);
+		b = NULL;
 	}
 	if (!b && (fault_hit("live_no_buffer") || !(b = pagesw_try_get(c->w))))
 		return NULL;
@@ -1184,7 +1194,7 @@ static int copy_on_fault_locked(struct ckpt *c, struct lproc *lp, struct lext *x
 		return rc;
 	if (rc < 0)
 		return 1;
-	b->sums[b->n_sums++] = (struct pagesw_sum){&e->crc, (uint32_t)b->len, (uint32_t)len};
+	pagesw_add_sum(b, &e->crc, b->len, len);
 	b->len += len;
 	lv->fault_copied += len;
 	return 0;
@@ -1196,7 +1206,9 @@ int ckpt_live_commit(struct ckpt *c, size_t proc, struct img_extent *e, void *ds
 	struct lproc *lp = &lv->lp[lv->lp_of[proc]];
 	pthread_mutex_lock(&lv->mu);
 	struct lext *x = find_lext(lp, e->addr);
-	int rc = lv->lost[0] ? -ECANCELED : x && x->copied ? -EALREADY : commit_locked(c, lp, x, e, dst);
+	int rc = lv->lost[0]	  ? -ECANCELED
+		 : x && x->copied ? -EALREADY
+				  : commit_locked(c, lp, x, e, dst);
 	if (lv->lost[0])
 		rc = -ECANCELED;
 	pthread_mutex_unlock(&lv->mu);
@@ -1221,10 +1233,7 @@ struct pagesw_buf *ckpt_live_get_buf(struct ckpt *c)
 	if (b)
 		return b;
 	pthread_mutex_lock(&lv->mu);
-	if (lv->hbuf) {
-		pagesw_submit(c->w, lv->hbuf);
-		lv->hbuf = NULL;
-	}
+	queue_hbuf_locked(c);
 	pthread_mutex_unlock(&lv->mu);
 	return pagesw_get(c->w);
 }
@@ -1234,10 +1243,7 @@ void ckpt_live_copied(struct ckpt *c)
 	struct live *lv = c->live;
 	pthread_mutex_lock(&lv->mu);
 	lv->copy_done = true;
-	if (lv->hbuf) {
-		pagesw_submit(c->w, lv->hbuf);
-		lv->hbuf = NULL;
-	}
+	queue_hbuf_locked(c);
 	pthread_mutex_unlock(&lv->mu);
 }
 
@@ -1275,24 +1281,22 @@ json_t *ckpt_live_json(const struct ckpt *c)
 {
 	struct live *lv = c->live;
 	pthread_mutex_lock(&lv->mu);
-	json_t *o =
-	    json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:O}", "live", 1,
-		      "live_bytes", (json_int_t)lv->live_bytes, "paused_bytes",
-		      (json_int_t)lv->paused_bytes, "write_faults", (json_int_t)lv->faults,
-		      "fault_copied_bytes", (json_int_t)lv->fault_copied, "kept_pages",
-		      (json_int_t)lv->kept,
-		      "events", (json_int_t)lv->events, "retries", (json_int_t)lv->retries,
-		      "setup_ns", (json_int_t)lv->setup_ns, "protect_ns",
-		      (json_int_t)lv->protect_ns, "paused", lv->paused_why);
+	json_t *o = json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:O}", "live", 1,
+			      "live_bytes", (json_int_t)lv->live_bytes, "paused_bytes",
+			      (json_int_t)lv->paused_bytes, "write_faults", (json_int_t)lv->faults,
+			      "fault_copied_bytes", (json_int_t)lv->fault_copied, "kept_pages",
+			      (json_int_t)lv->kept, "events", (json_int_t)lv->events, "retries",
+			      (json_int_t)lv->retries, "setup_ns", (json_int_t)lv->setup_ns,
+			      "protect_ns", (json_int_t)lv->protect_ns, "paused", lv->paused_why);
 	json_object_set(o, "kernel_kept", lv->held);
 	if (lv->n_arm)
 		json_object_set_new(
 		    o, "armed",
-		    json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "stop_ns", (json_int_t)lv->arm_stop_ns,
-			      "protect_ns", (json_int_t)lv->arm_ns, "bytes",
-			      (json_int_t)lv->arm_bytes, "write_faults", (json_int_t)lv->arm_faults,
-			      "events", (json_int_t)lv->arm_events, "reprotected_bytes",
-			      (json_int_t)lv->reprotect_bytes));
+		    json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "stop_ns",
+			      (json_int_t)lv->arm_stop_ns, "protect_ns", (json_int_t)lv->arm_ns,
+			      "bytes", (json_int_t)lv->arm_bytes, "write_faults",
+			      (json_int_t)lv->arm_faults, "events", (json_int_t)lv->arm_events,
+			      "reprotected_bytes", (json_int_t)lv->reprotect_bytes));
 	pthread_mutex_unlock(&lv->mu);
 	return o;
 }
@@ -1441,7 +1445,7 @@ void ckpt_live_stop(struct ckpt *c)
 	 * given back unwritten. */
 	if (lv->hbuf && c->w) {
 		lv->hbuf->len = 0;
-		pagesw_submit(c->w, lv->hbuf);
+		queue_hbuf_locked(c);
 	}
 	/* Closing a uffd lifts its write protection and wakes every waiter
 	 * (fs/userfaultfd.c userfaultfd_release). */

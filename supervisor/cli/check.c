@@ -361,7 +361,8 @@ static void print_json(const struct features *f, const struct result *res, const
 	json_t *o = json_pack("{s:s, s:s, s:i, s:b, s:o, s:o, s:o}", "memvisor", MV_VERSION,
 			      "kernel", f->kernel, "uid", (int)geteuid(), "ok", modes[MODE_RUN] < 0,
 			      "modes", mode, "features", feats, "userfaultfd_features", names);
-	char *s = json_dumps(o, JSON_SORT_KEYS | (json == CLI_JSON_PRETTY ? JSON_INDENT(2) : JSON_COMPACT));
+	char *s = json_dumps(o, JSON_SORT_KEYS |
+				    (json == CLI_JSON_PRETTY ? JSON_INDENT(2) : JSON_COMPACT));
 	printf("%s\n", s);
 	free(s);
 	json_decref(o);
@@ -401,7 +402,8 @@ int check_main(int argc, char **argv)
 		return EXIT_OK;
 	}
 	if (rc < 0) {
-		fprintf(stderr, "Usage: memvisor check [--json[=MODE]] (see memvisor check --help)\n");
+		fprintf(stderr,
+			"Usage: memvisor check [--json[=MODE]] (see memvisor check --help)\n");
 		return EXIT_USAGE;
 	}
 	struct features f;

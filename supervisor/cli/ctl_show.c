@@ -319,9 +319,9 @@ static void print_names(FILE *f, const char *head, json_t *list, int indent)
 			int n = snprintf(word, sizeof(word), "%s (", jstr(v, "syscall"));
 			size_t k;
 			json_t *w;
-			json_array_foreach(json_object_get(v, "when"), k, w)
-			n += snprintf(word + n, sizeof(word) - (size_t)MV_MIN(n, 255), "%s%s",
-				      k ? ", " : "", json_string_value(w));
+			json_array_foreach(json_object_get(v, "when"), k, w) n +=
+			    snprintf(word + n, sizeof(word) - (size_t)MV_MIN(n, 255), "%s%s",
+				     k ? ", " : "", json_string_value(w));
 			snprintf(word + MV_MIN(n, 254), sizeof(word) - (size_t)MV_MIN(n, 254), ")");
 		} else {
 			snprintf(word, sizeof(word), "%s", json_string_value(v));

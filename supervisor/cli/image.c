@@ -95,8 +95,9 @@ static void info_text(const char *dir, const struct imgread *r)
 	printf("pause:     %.1f ms\n", (double)im->pause_ns / 1e6);
 	/* Not a snapshot for new processes (CRIU's sense of the word). */
 	if (im->sup_pid > 0)
-		printf("reloads:   only into these processes, by memvisor pid %d%s%s%s\n", im->sup_pid,
-		       im->sup_name[0] ? " (-n " : "", im->sup_name, im->sup_name[0] ? ")" : "");
+		printf("reloads:   only into these processes, by memvisor pid %d%s%s%s\n",
+		       im->sup_pid, im->sup_name[0] ? " (-n " : "", im->sup_name,
+		       im->sup_name[0] ? ")" : "");
 	else
 		printf("reloads:   only into these processes, by the memvisor that took it\n");
 	uint64_t stored = img_stored_bytes(im);
@@ -178,10 +179,9 @@ static json_t *info_json(const char *dir, const struct imgread *r)
 	    (json_int_t)img_stored_bytes(im), "committed", (json_int_t)t->committed, "by_kind",
 	    kinds, "process_list", procs);
 	json_object_set_new(o, "supervisor",
-			    im->sup_pid > 0
-				? json_pack("{s:i, s:s?}", "pid", im->sup_pid, "name",
-					    im->sup_name[0] ? im->sup_name : NULL)
-				: json_null());
+			    im->sup_pid > 0 ? json_pack("{s:i, s:s?}", "pid", im->sup_pid, "name",
+							im->sup_name[0] ? im->sup_name : NULL)
+					    : json_null());
 	return o;
 }
 

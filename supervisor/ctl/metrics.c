@@ -128,40 +128,23 @@ static void take(struct mv *mv, struct snapshot *s)
 
 /* ---- the families ------------------------------------------------------- */
 
-static bool listed(json_t *a, const char *name)
-{
-	size_t i;
-	json_t *v;
-	json_array_foreach(a, i, v)
-	{
-		json_t *n = json_is_object(v) ? json_object_get(v, "syscall") : v;
-		if (strcmp(json_string_value(n), name) == 0)
-			return true;
-	}
-	return false;
-}
-
 /* Which memory calls reach memvisor at all (the rest cannot be counted). */
 static void put_notified(FILE *f, struct mv *mv)
 {
-	json_t *u = enforce_uncounted(mv);
-	if (!u)
+	static const char *const word[] = {
+	    [NEEDS_NEVER] = "never", [NEEDS_SOME] = "some", [NEEDS_ALWAYS] = "always"};
+	if (!mv->enforce)
 		return;
 	family(f, "memvisor_syscall_notified", "gauge",
 	       "How the seccomp filter passes each memory call to memvisor: when=\"always\" "
 	       "(every call seen and counted), \"some\" (only calls the policy could refuse), "
 	       "\"never\" (decided in the kernel, not counted; run --notify-all counts them).");
 	for (int sc = 0; sc < MV_SC_COUNT; sc++) {
-		const char *name = syscalls_name((enum mv_sc)sc);
-		if (syscalls_class((enum mv_sc)sc) != MV_SC_MEMORY ||
-		    syscalls_nr((enum mv_sc)sc, MV_ABI_X86_64) < 0)
-			continue;
-		const char *when = listed(json_object_get(u, "never"), name)  ? "never"
-				   : listed(json_object_get(u, "some"), name) ? "some"
-									      : "always";
-		fprintf(f, "memvisor_syscall_notified{syscall=\"%s\",when=\"%s\"} 1\n", name, when);
+		enum needs_when when = enforce_notify_when(mv, (enum mv_sc)sc);
+		if (when != NEEDS_NA)
+			fprintf(f, "memvisor_syscall_notified{syscall=\"%s\",when=\"%s\"} 1\n",
+				syscalls_name((enum mv_sc)sc), word[when]);
 	}
-	json_decref(u);
 }
 
 static void put_calls(FILE *f, const struct proc_stats *t)

@@ -45,6 +45,12 @@ struct pagesw_buf {
 	size_t n_sums; /* at most cap / IMG_PAGE */
 };
 
+/* Have the writer checksum b's bytes [off, off + len) into *crc. */
+static inline void pagesw_add_sum(struct pagesw_buf *b, uint32_t *crc, size_t off, size_t len)
+{
+	b->sums[b->n_sums++] = (struct pagesw_sum){crc, (uint32_t)off, (uint32_t)len};
+}
+
 /* The staging buffers, kept between checkpoints of one supervisor
  * (mv->staging; one checkpoint runs at a time). */
 struct pagesw_pool;

@@ -285,8 +285,9 @@ int evict_load_all(struct evspace *s, const struct evict_load_ops *ops, void *ar
 		if (!sl)
 			break; /* the readers ended and every slot is installed */
 		uint64_t before = space_loaded(s);
-		int r = s->dead ? -ESRCH : install(s, sl->c.ext, sl->c.addr, &sl->e, sl->buf, sl->ok, sl->bad,
-						      &st->searches);
+		int r = s->dead ? -ESRCH
+				: install(s, sl->c.ext, sl->c.addr, &sl->e, sl->buf, sl->ok,
+					  sl->bad, &st->searches);
 		/* Every round installs something, or a fault or an event
 		 * changed what is owed, or the readers find nothing more.
 		 * Rounds that load nothing anywhere, one after another, are

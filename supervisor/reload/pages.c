@@ -32,14 +32,15 @@ static bool cached(int fd, off_t off, size_t len)
 	return true;
 }
 
+/* Extents from this size on are read with O_DIRECT (pages_read). */
+#define DIRECT_MIN (256u << 10) /* bytes */
+
 /* Read pages [a, b) of extent e into buf, each at its place in the
  * extent (buf holds a whole extent), and check each against its own
  * checksum: ok gets the ev_bit of every good page of [a, b), and only those
  * may be installed. 0 when all are good; else the error of the first bad
  * one: -EBADMSG for a checksum mismatch, -EIO for a short read (the
  * image was truncated under us), -errno. */
-#define DIRECT_MIN (256u << 10) /* bytes */
-
 int pages_read(struct evspace *s, const struct ev_ext *e, uint32_t a, uint32_t b, void *buf,
 	       uint64_t ok[EXT_WORDS], bool bulk)
 {

@@ -1299,3 +1299,8 @@ json_t *enforce_uncounted(struct mv *mv)
 	struct enforce *e = mv->enforce;
 	return e && e->uncounted ? json_deep_copy(e->uncounted) : NULL;
 }
+
+enum needs_when enforce_notify_when(struct mv *mv, enum mv_sc sc)
+{
+	return mv->enforce ? needs_when(&mv->enforce->launch, sc) : NEEDS_NA;
+}

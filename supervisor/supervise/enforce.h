@@ -12,6 +12,7 @@
 
 #include "common/err.h"
 #include "policy/decide.h"
+#include "policy/needs.h"
 #include "supervisor/supervise/mv.h"
 #include "tracee/launch.h"
 
@@ -93,5 +94,9 @@ json_t *enforce_show(struct mv *mv);
 /* The memory calls the launch filter leaves in the kernel, never counted
  * (needs_uncounted_json); NULL without a policy. */
 json_t *enforce_uncounted(struct mv *mv);
+
+/* needs_when of the launch filter (fixed: read without a lock); NEEDS_NA
+ * without a policy. */
+enum needs_when enforce_notify_when(struct mv *mv, enum mv_sc sc);
 
 #endif

@@ -217,6 +217,15 @@ live_evict() {
 
 evict_field() { json_get "$TMP/job.json" "d['result']['live']['evict']['$1']"; }
 
+# verify_reload DIR: the writers' cold region is right while evicted and
+# after a reload of DIR, which then goes.
+verify_reload() {
+	say verify '^verify ok'
+	ctl reload "$1" --wait
+	say verify '^verify ok'
+	rm -rf "$1"
+}
+
 @test "checkpoint --live --evict: what was written since the pause stays, the rest is dropped, and no byte is lost (LIVE_TRIES cycles)" {
 	# --check: every writer finds its previous sweep's number in each
 	# page before it writes the next (a page dropped after it was
@@ -241,10 +250,7 @@ evict_field() { json_get "$TMP/job.json" "d['result']['live']['evict']['$1']"; }
 		[ "$(rss_kib "$PID")" -lt $((before - 40 * 1024)) ]
 		# The image is still one instant: the first pause.
 		python3 "$HELPERS/livecheck.py" "$TMP/img$try" "$PID" "$ADDR" 16 "$THREADS"
-		say verify '^verify ok'
-		ctl reload "$TMP/img$try" --wait
-		say verify '^verify ok'
-		rm -rf "$TMP/img$try"
+		verify_reload "$TMP/img$try"
 	done
 	before=$(sweeps)
 	sleep 0.2
@@ -266,10 +272,7 @@ evict_field() { json_get "$TMP/job.json" "d['result']['live']['evict']['$1']"; }
 		evicted=$(json_get "$TMP/job.json" 'd["result"]["evicted"]["bytes"]')
 		[ "$evicted" -ge $((16 << 20)) ]
 		python3 "$HELPERS/livecheck.py" "$TMP/img$try" "$PID" "$ADDR" 16 "$THREADS"
-		say verify '^verify ok'
-		ctl reload "$TMP/img$try" --wait
-		say verify '^verify ok'
-		rm -rf "$TMP/img$try"
+		verify_reload "$TMP/img$try"
 	done
 	echo exit >&7
 	stop_fed
@@ -281,10 +284,7 @@ evict_field() { json_get "$TMP/job.json" "d['result']['live']['evict']['$1']"; }
 		live_evict "$TMP/img$try"
 		run json_get "$TMP/job.json" 'd["result"]["live"]'
 		echo "try $try: $output"
-		say verify '^verify ok'
-		ctl reload "$TMP/img$try" --wait
-		say verify '^verify ok'
-		rm -rf "$TMP/img$try"
+		verify_reload "$TMP/img$try"
 	done
 	echo exit >&7
 	stop_fed
