@@ -19,6 +19,13 @@ export MEMVISOR_BUILD=$(cd "$root/$build" 2>/dev/null && pwd || echo "$root/$bui
 export MEMVISOR="$MEMVISOR_BUILD/memvisor"
 
 pass=0 fail=0 skip=0
+start=$SECONDS
+tier() {
+	# The time each tier took, printed after it.
+	echo "# $1 took $((SECONDS - tier_start)) s"
+	tier_start=$SECONDS
+}
+tier_start=$SECONDS
 log=$(mktemp)
 times=$(mktemp)
 trap 'rm -f "$log" "$times"' EXIT
@@ -44,6 +51,7 @@ if [ "$what" = all ] || [ "$what" = unit ]; then
 		echo "# unit: $(basename "$t")"
 		count < <("$t" 2>&1; echo "# exit $?")
 	done
+	tier unit
 fi
 
 if [ "$what" = all ] || [ "$what" = bats ]; then
@@ -51,6 +59,7 @@ if [ "$what" = all ] || [ "$what" = bats ]; then
 	files=("$root"/tests/bats/*.bats)
 	[ -z "${BATS_FILES:-}" ] || { files=(); for f in $BATS_FILES; do files+=("$root/tests/bats/$f.bats"); done; }
 	count < <(bats --tap --timing ${BATS_OPTS:-} ${BATS_FILTER:+--filter "$BATS_FILTER"} "${files[@]}" 2>&1)
+	tier bats
 fi
 
 # The files whose tests must pass without privilege.
@@ -80,6 +89,7 @@ unpriv() {
 if [ "$what" = unpriv ] || { [ "$what" = all ] && [ "$(id -u)" = 0 ]; }; then
 	if [ "$(id -u)" = 0 ]; then
 		unpriv
+		tier unpriv
 	else
 		echo "# unpriv: skipped, needs root to switch to an unprivileged user"
 	fi
@@ -88,6 +98,7 @@ fi
 if [ "$what" = all ] || [ "$what" = fuzz ]; then
 	echo "# fuzz: tests/fuzz, ${FUZZ_CHECK_SECONDS:-6} s each"
 	count < <("$root"/tests/fuzz/run.sh "$MEMVISOR_BUILD" "${FUZZ_CHECK_SECONDS:-6}" --tap 2>&1)
+	tier fuzz
 fi
 
 if [ -n "${SANITIZER_REPORTS:-}" ]; then
@@ -105,5 +116,7 @@ if [ -s "$times" ]; then
 	sed -E 's/^(not )?ok [0-9]+ (.*) in ([0-9]+)ms$/\3 \2/' "$times" | sort -rn | head -10 |
 		awk '{ms = $1; $1 = ""; printf "#   %6.1f s%s\n", ms / 1000, $0}'
 fi
+t=$((SECONDS - start))
+echo "# tests took $((t / 60)) min $((t % 60)) s"
 echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]
