@@ -6,6 +6,8 @@
 # a last line checks that no sanitizer report was written there.
 # BATS_FILTER selects tests by name, BATS_FILES="storm faults" by file;
 # BATS_OPTS is passed to bats (make soak shows the figures tests print).
+# BATS_SHARDS=1 runs the bats files in one bats process; by default two
+# run side by side (shard_files), unless BATS_FILES names the files.
 # The bats tests are timed (--timing); the ten slowest are listed before
 # the summary line, which stays the last.
 # unpriv (part of all when run as root): the basic-supervision bats files
@@ -54,11 +56,63 @@ if [ "$what" = all ] || [ "$what" = unit ]; then
 	tier unit
 fi
 
+# The files in two shards of about equal time: the heaviest first, each
+# to the lighter shard; the seconds are a make check's on a quiet 2-core
+# machine (others count 10). storm, death, run and privilege go together.
+declare -A BATS_SECONDS=([churn]=213 [live]=146 [checkpoint]=114 [evict_safety]=89
+	[shm_evict]=69 [faults]=66 [new_user]=64 [agent]=52 [policy]=47 [reload]=44
+	[ctl]=43 [run]=40 [metrics]=32 [ctl_boundary]=31 [storm]=26 [kernel_held]=19
+	[cli_output]=18 [policy_ctl]=18 [policy_wx]=17 [cli_options]=17 [death]=10)
+shard_files() {
+	local f b w together=0 weighted=()
+	shard=("" "")
+	local load=(0 0)
+	for f in "$@"; do
+		b=$(basename "$f" .bats)
+		w=${BATS_SECONDS[$b]:-10}
+		case $b in storm | death | run | privilege) together=$((together + w)) ;;
+		*) weighted+=("$w $f") ;; esac
+	done
+	for f in "$@"; do
+		case $(basename "$f" .bats) in storm | death | run | privilege) shard[0]+=" $f" ;; esac
+	done
+	load[0]=$together
+	while read -r w f; do
+		[ -n "$f" ] || continue
+		if [ "${load[0]}" -le "${load[1]}" ]; then i=0; else i=1; fi
+		shard[i]+=" $f"
+		load[i]=$((load[i] + w))
+	done < <(printf '%s\n' "${weighted[@]}" | sort -rn)
+}
+
 if [ "$what" = all ] || [ "$what" = bats ]; then
 	echo "# bats: tests/bats"
 	files=("$root"/tests/bats/*.bats)
 	[ -z "${BATS_FILES:-}" ] || { files=(); for f in $BATS_FILES; do files+=("$root/tests/bats/$f.bats"); done; }
-	count < <(bats --tap --timing ${BATS_OPTS:-} ${BATS_FILTER:+--filter "$BATS_FILTER"} "${files[@]}" 2>&1)
+	shards=${BATS_SHARDS:-2}
+	[ -z "${BATS_FILES:-}" ] || shards=1
+	if [ "$shards" -le 1 ]; then
+		count < <(bats --tap --timing ${BATS_OPTS:-} ${BATS_FILTER:+--filter "$BATS_FILTER"} "${files[@]}" 2>&1)
+	else
+		# Two bats processes side by side, each a share of the files:
+		# most tests wait on programs, sockets and disks, not on a CPU.
+		# Each test has its own directory and runtime directory
+		# (helpers.bash); files whose tests look for processes by name
+		# run in one shard (storm, death, run and privilege look for
+		# storm and sleep processes).
+		shard_files "${files[@]}"
+		for i in 0 1; do
+			# shellcheck disable=SC2086
+			bats --tap --timing ${BATS_OPTS:-} ${BATS_FILTER:+--filter "$BATS_FILTER"} ${shard[$i]} >"$log.$i" 2>&1 &
+			pids[i]=$!
+		done
+		for i in 0 1; do
+			wait "${pids[i]}"
+			echo "# bats shard $((i + 1)) of 2:$(for f in ${shard[$i]}; do printf ' %s' "$(basename "$f" .bats)"; done)"
+			count <"$log.$i"
+			rm -f "$log.$i"
+		done
+	fi
 	tier bats
 fi
 
