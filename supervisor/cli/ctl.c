@@ -148,7 +148,7 @@ static void cmd_help(const struct ctl_command *c)
 	cmd_synopsis(stdout, c, false);
 	printf("%c%s.\n\nOptions:\n", toupper((unsigned char)c->summary[0]), c->summary + 1);
 	cli_print_args(stdout, c->args, c->n_args);
-	if (c->job && !c->cancel)
+	if (c->job && !c->cancel && !c->waits)
 		cli_print_args(stdout, wait_args, ARRAY_SIZE(wait_args));
 	cli_print_args(stdout, common_args, ARRAY_SIZE(common_args));
 	cli_print_args(stdout, help_args, ARRAY_SIZE(help_args));
@@ -162,7 +162,7 @@ static int parse_cmd(const struct ctl_command *c, int argc, char **argv, json_t 
 	struct cli_table t[] = {
 	    {c->args, c->n_args, args},
 	    {common_args, ARRAY_SIZE(common_args), copts},
-	    {wait_args, c->job && !c->cancel ? ARRAY_SIZE(wait_args) : 0, copts},
+	    {wait_args, c->job && !c->cancel && !c->waits ? ARRAY_SIZE(wait_args) : 0, copts},
 	    {help_args, ARRAY_SIZE(help_args), NULL},
 	};
 	char prog[64];
@@ -282,7 +282,7 @@ static int request(const struct ctl_command *c, struct ctl_conn *conn, json_t *a
 	conn->n_args = 0;
 	if (rc)
 		return rc;
-	if (o->wait || c->cancel) {
+	if (o->wait || c->cancel || c->waits) {
 		struct ctl_follow f = {
 		    .id = json_integer_value(json_object_get(result, c->job)),
 		    .json = o->json,

@@ -55,6 +55,19 @@ static const struct cli_arg job_args[] = {
     {.arg = "ID", .kind = CLI_JOB, .key = "id"},
 };
 
+static const struct cli_arg mark_args[] = {
+    {.arg = "NAME", .kind = CLI_STRING, .key = "name", .flags = CLI_OPTIONAL},
+    {.name = "pid",
+     .arg = "PID",
+     .kind = CLI_PID,
+     .key = "pid",
+     .help = "the process to mark (default: the command's)"},
+};
+
+static const struct cli_arg mark_name_args[] = {
+    {.arg = "NAME", .kind = CLI_STRING, .key = "name", .flags = CLI_OPTIONAL},
+};
+
 static const struct cli_arg checkpoint_args[] = {
     {.arg = "DIR", .kind = CLI_PATH, .key = "dir"},
     {.name = "pid",
@@ -183,6 +196,25 @@ const struct ctl_command ctl_commands[] = {
      .show = ctl_show_reload_started,
      .job = "job",
      .summary = "load evicted memory back in the background"},
+    {.name = "mark",
+     .request = "mark",
+     ARGS(mark_args),
+     .show = ctl_show_job,
+     .job = "job",
+     .waits = true,
+     .summary = "record a process to roll back to: memory, layout, registers"},
+    {.name = "rollback",
+     .request = "rollback",
+     ARGS(mark_name_args),
+     .show = ctl_show_job,
+     .job = "job",
+     .waits = true,
+     .summary = "put the marked process back to its mark, in place"},
+    {.name = "unmark",
+     .request = "unmark",
+     ARGS(mark_name_args),
+     .show = ctl_show_unmarked,
+     .summary = "drop the mark and its write tracking"},
     {.name = "jobs",
      .request = "jobs",
      .show = ctl_show_jobs,

@@ -24,6 +24,7 @@ struct ctl_command {
 	bool image;	 /* that job writes an image at the result's "dir" */
 	const char *summary;
 	bool cancel; /* asks the job to stop, then follows it to its end */
+	bool waits;  /* always follows its job to its end (a short one) */
 	bool table;  /* its text is a table: cut to a terminal's width */
 	/* Checks the words beyond what the table can (names): 0, or
 	 * -EINVAL after saying what is wrong. NULL: nothing more. */

@@ -500,6 +500,57 @@ static void render_reload_result(json_t *res)
 		       jsecs(res, "huge_ns"));
 }
 
+/* ---- mark, rollback ----------------------------------------------------- */
+
+static void render_mark_result(json_t *res)
+{
+	char a[32], b[32], p[32];
+	fmt_ns((uint64_t)jint(res, "pause_ns"), p, sizeof(p));
+	printf("marked process %lld as %s: %lld %s, %lld regions (%lld tracked, %s); %s copied; "
+	       "paused %s\n",
+	       jint(res, "pid"), jstr(res, "name"), jint(res, "threads"),
+	       mv_plural(jint(res, "threads"), "thread", "threads"), jint(res, "regions"),
+	       jint(res, "tracked_regions"),
+	       hsize(json_object_get(res, "tracked_bytes"), a, sizeof(a)),
+	       hsize(json_object_get(res, "baseline_bytes"), b, sizeof(b)), p);
+	size_t i;
+	json_t *u;
+	json_array_foreach(json_object_get(res, "untracked"), i, u)
+	{
+		const char *name = jstr(u, "name");
+		printf("  not rolled back: %#llx-%#llx %s(%s)\n", jint(u, "start"), jint(u, "end"),
+		       *name ? name : "", jstr(u, "why"));
+	}
+}
+
+static void render_rollback_result(json_t *res)
+{
+	char a[32], b[32], p[32];
+	fmt_ns((uint64_t)jint(res, "pause_ns"), p, sizeof(p));
+	printf("rolled back process %lld to mark %s (rollback %lld): %s written back, %s dropped; "
+	       "paused %s\n",
+	       jint(res, "pid"), jstr(res, "name"), jint(res, "rollbacks"),
+	       hsize(json_object_get(res, "written_bytes"), a, sizeof(a)),
+	       hsize(json_object_get(res, "dropped_bytes"), b, sizeof(b)), p);
+	if (jint(res, "unmapped_bytes") || jint(res, "mapped_bytes") ||
+	    json_object_get(res, "brk_was"))
+		printf("  layout: %s unmapped, %s mapped again%s\n",
+		       hsize(json_object_get(res, "unmapped_bytes"), a, sizeof(a)),
+		       hsize(json_object_get(res, "mapped_bytes"), b, sizeof(b)),
+		       json_object_get(res, "brk_was") ? ", brk put back" : "");
+	size_t i;
+	json_t *s;
+	json_array_foreach(json_object_get(res, "signals_dropped"), i, s)
+	    printf("  signal %lld to thread %lld arrived since the mark: dropped\n",
+		   jint(s, "signal"), jint(s, "tid"));
+}
+
+void ctl_show_unmarked(json_t *r, const struct ctl_show_opts *o)
+{
+	printf("mark %s of process %lld dropped after %lld %s\n", jstr(r, "name"), jint(r, "pid"),
+	       jint(r, "rollbacks"), mv_plural(jint(r, "rollbacks"), "rollback", "rollbacks"));
+}
+
 /* ---- policy ----------------------------------------------------------- */
 
 static const char *yes_no(json_t *o, const char *key)
@@ -630,6 +681,10 @@ void ctl_show_job(json_t *r, const struct ctl_show_opts *o)
 		render_checkpoint_result(res);
 	else if (res && strcmp(jstr(r, "kind"), "reload") == 0)
 		render_reload_result(res);
+	else if (res && strcmp(jstr(r, "kind"), "mark") == 0)
+		render_mark_result(res);
+	else if (res && strcmp(jstr(r, "kind"), "rollback") == 0)
+		render_rollback_result(res);
 	else if (res)
 		cli_json_print(stdout, res, CLI_JSON_PRETTY);
 }

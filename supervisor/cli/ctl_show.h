@@ -40,6 +40,7 @@ void ctl_show_checkpoint_started(json_t *r, const struct ctl_show_opts *o);
 void ctl_show_reload_started(json_t *r, const struct ctl_show_opts *o);
 void ctl_show_unthrottled(json_t *r, const struct ctl_show_opts *o);
 /* The Prometheus text of `metrics`, verbatim. */
+void ctl_show_unmarked(json_t *r, const struct ctl_show_opts *o);
 void ctl_show_metrics(json_t *r, const struct ctl_show_opts *o);
 
 /* Any result, indented and with sorted keys (call). */

@@ -2,6 +2,7 @@
 #include "common/util.h"
 #include "supervisor/checkpoint/checkpoint.h"
 #include "supervisor/reload/evict.h"
+#include "supervisor/rollback/rollback.h"
 #include "supervisor/supervise/jobs.h"
 #include "supervisor/supervise/lifecycle.h"
 
@@ -142,9 +143,27 @@ int ctl_cmd_checkpoint(struct mv *mv, struct ctl_call *call, json_t *args, json_
 		goto fail;
 	pthread_mutex_lock(&mv->lock);
 	bool busy = jobs_running_locked(mv, JOB_CHECKPOINT);
+	/* A mark or rollback holds the threads (one tracer a thread). */
+	bool rb = jobs_running_locked(mv, JOB_MARK) || jobs_running_locked(mv, JOB_ROLLBACK);
+	const char *mark = NULL;
+	pid_t mpid = 0;
+	bool marked = rollback_marked_locked(mv, &mark, &mpid);
+	char mname[64];
+	snprintf(mname, sizeof(mname), "%s", marked ? mark : "");
 	pthread_mutex_unlock(&mv->lock);
-	if (busy) {
-		ctl_fail(err, MV_E_BUSY, "a checkpoint is already running");
+	if (busy || rb) {
+		ctl_fail(err, MV_E_BUSY, "a %s is already running",
+			 busy ? "checkpoint" : "mark or rollback");
+		goto fail;
+	}
+	/* The mark's userfaultfd tracks writes to the private regions; --live
+	 * and --evict register them with one of their own, which the kernel
+	 * refuses (one userfaultfd a region). */
+	if (marked && (req->live || req->evict)) {
+		ctl_fail(err, MV_E_BUSY,
+			 "mark %s of process %d tracks its memory: --live and --evict cannot "
+			 "while it does (memvisor ctl unmark drops it)",
+			 mname, mpid);
 		goto fail;
 	}
 	if (evicted_refusal(mv, err) < 0)

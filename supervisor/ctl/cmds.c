@@ -1,6 +1,7 @@
 /* The control commands (docs/protocol.md): the table, the argument
  * helpers, and the commands that report on processes and memory. */
 #include "supervisor/ctl/ctl.h"
+#include "supervisor/rollback/rollback.h"
 #include "common/jsonw.h"
 #include "common/util.h"
 #include "supervisor/ctl/checkpoint.h"
@@ -551,6 +552,26 @@ static int ctl_cmd_help(struct mv *mv, struct ctl_call *call, json_t *args, json
 	return 0;
 }
 
+/* ---- mark, rollback, unmark (supervisor/rollback/rollback.h) -------- */
+
+static int ctl_cmd_mark(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,
+			struct mv_err *err)
+{
+	return rollback_cmd_mark(mv, args, result, err);
+}
+
+static int ctl_cmd_rollback(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,
+			    struct mv_err *err)
+{
+	return rollback_cmd_rollback(mv, args, result, err);
+}
+
+static int ctl_cmd_unmark(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,
+			  struct mv_err *err)
+{
+	return rollback_cmd_unmark(mv, args, result, err);
+}
+
 /* ---- the table ------------------------------------------------------ */
 
 static const struct ctl_cmd table[] = {
@@ -574,6 +595,12 @@ static const struct ctl_cmd table[] = {
      "[\"evict\":true]}"},
     {"reload", ctl_cmd_reload,
      "load an evicted image back in the background: {\"dir\":PATH, [\"rate\":MB/s]}"},
+    {"mark", ctl_cmd_mark,
+     "record a process (memory, layout, registers) to roll back to: [{\"name\":NAME, "
+     "\"pid\":N}]"},
+    {"rollback", ctl_cmd_rollback,
+     "put the marked process back to its mark, in place: [{\"name\":NAME}]"},
+    {"unmark", ctl_cmd_unmark, "drop the mark and its tracking: [{\"name\":NAME}]"},
     {"metrics", ctl_cmd_metrics, "counters and gauges in the Prometheus text format"},
     {"help", ctl_cmd_help, "the commands and the protocol version: [{\"command\":NAME}]"},
 };

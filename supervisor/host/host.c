@@ -1,4 +1,5 @@
 /* The set-up and teardown of one supervisor, shared by run and agent. */
+#include "supervisor/rollback/rollback.h"
 #include "supervisor/host/host.h"
 #include "common/util.h"
 #include "supervisor/ctl/server.h"
@@ -87,6 +88,7 @@ static void retire_all(struct mv *mv)
 void host_mv_finish(struct mv *mv)
 {
 	jobs_wait_all(mv);
+	rollback_free_all(mv);
 	notify_stop(mv);
 	notify_free(mv);
 	pagesw_pool_free(mv->staging);

@@ -593,6 +593,32 @@ int ptrace_save_regs_stopped(struct ptrace_thread *t)
 	return t->fpstate ? 0 : -errno;
 }
 
+static int set_regset(pid_t tid, unsigned note, const void *buf, size_t len)
+{
+	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+	if (fault_hit("ptrace_setregs")) {
+		errno = EIO;
+		return -EIO;
+	}
+	return ptrace(PTRACE_SETREGSET, tid, (void *)(uintptr_t)note, &iov) < 0 ? -errno : 0;
+}
+
+int ptrace_load_regs_stopped(pid_t tid, const void *prstatus, size_t prstatus_len,
+			     const void *fpstate, size_t fpstate_len, unsigned fpstate_note)
+{
+	int rc = set_regset(tid, NT_PRSTATUS, prstatus, prstatus_len);
+	if (rc == 0 && fpstate)
+		rc = set_regset(tid, fpstate_note, fpstate, fpstate_len);
+	return rc;
+}
+
+int ptrace_sigmask_stopped(pid_t tid, uint64_t *mask, bool set)
+{
+	long n =
+	    ptrace(set ? PTRACE_SETSIGMASK : PTRACE_GETSIGMASK, tid, (void *)sizeof(*mask), mask);
+	return n < 0 ? -errno : 0;
+}
+
 #ifndef PTRACE_GET_RSEQ_CONFIGURATION
 #define PTRACE_GET_RSEQ_CONFIGURATION 0x420f
 #endif

@@ -114,6 +114,19 @@ void ptrace_check_identity(struct ptrace_proc *pp);
  * seizing thread. -ESRCH when it died meanwhile. */
 int ptrace_save_regs_stopped(struct ptrace_thread *t);
 
+/* Put registers back into a stopped thread (PTRACE_SETREGSET): NT_PRSTATUS,
+ * then the FPU and extended state under its note (fpstate NULL: none),
+ * as ptrace_save_regs_stopped saved them from the same thread. The
+ * kernel checks what it takes (segments, flags). Called on the seizing
+ * thread. Failure point ptrace_setregs (EIO). */
+int ptrace_load_regs_stopped(pid_t tid, const void *prstatus, size_t prstatus_len,
+			     const void *fpstate, size_t fpstate_len, unsigned fpstate_note);
+
+/* A stopped thread's blocked signals (PTRACE_GETSIGMASK, Linux 3.11), or
+ * set them (PTRACE_SETSIGMASK; SIGKILL and SIGSTOP are never blocked).
+ * Called on the seizing thread. */
+int ptrace_sigmask_stopped(pid_t tid, uint64_t *mask, bool set);
+
 /* The rseq area a stopped thread registered (PTRACE_GET_RSEQ_CONFIGURATION,
  * Linux 5.13): [*addr, *addr + *len), *addr 0 for none. The kernel writes
  * it on the thread's way back to user space (kernel/rseq.c). -EIO on a

@@ -60,6 +60,22 @@ int vm_pread_mem(int memfd, uint64_t addr, void *buf, size_t len)
 	return 0;
 }
 
+int vm_pwrite_mem(int memfd, uint64_t addr, const void *buf, size_t len)
+{
+	size_t put = 0;
+	while (put < len) {
+		ssize_t n = pwrite(memfd, (const char *)buf + put, len - put, (off_t)(addr + put));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EIO;
+		put += (size_t)n;
+	}
+	return 0;
+}
+
 ssize_t vm_write(pid_t pid, uint64_t addr, const void *buf, size_t len)
 {
 	struct iovec local = {.iov_base = (void *)buf, .iov_len = len};

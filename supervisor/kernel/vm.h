@@ -34,6 +34,10 @@ struct vm_faulter {
  * not unshare pages shared copy-on-write (supervisor/checkpoint/job.c).
  * 0 or -errno; -EIO or -EFAULT for an unmapped page. */
 int vm_pread_mem(int memfd, uint64_t addr, void *buf, size_t len);
+/* Write through an open /proc/PID/mem (opened O_RDWR): it writes pages
+ * the process may not (read-only private memory gets its copy on write,
+ * FOLL_FORCE). 0 or -errno; -EIO once the mm is gone. */
+int vm_pwrite_mem(int memfd, uint64_t addr, const void *buf, size_t len);
 ssize_t vm_write(pid_t pid, uint64_t addr, const void *buf, size_t len);
 
 /* A NUL-terminated string of at most max - 1 bytes (truncated beyond).

@@ -10,7 +10,10 @@
 static const char *const state_names[] = {"running", "done", "failed", "cancelled"};
 _Static_assert(sizeof(((struct mv *)0)->jobs.forgotten) == sizeof(uint64_t[JOB_KINDS][JOB_STATES]),
 	       "mv->jobs.forgotten is sized by enum job_kind and enum job_state");
-static const char *const kind_names[] = {[JOB_CHECKPOINT] = "checkpoint", [JOB_RELOAD] = "reload"};
+static const char *const kind_names[] = {[JOB_CHECKPOINT] = "checkpoint",
+					 [JOB_RELOAD] = "reload",
+					 [JOB_MARK] = "mark",
+					 [JOB_ROLLBACK] = "rollback"};
 
 const char *job_kind_name(enum job_kind k)
 {
@@ -157,6 +160,11 @@ int job_cancel_locked(struct job *j, bool unthrottle, struct mv_err *err)
 	if (j->state != JOB_RUNNING)
 		return mv_err_set(err, -1, MV_E_INVALID, "job %d has already ended (%s)", j->id,
 				  state_names[j->state]);
+	if (!unthrottle && (j->kind == JOB_MARK || j->kind == JOB_ROLLBACK))
+		return mv_err_set(err, -1, MV_E_INVALID,
+				  "job %d is a %s, which cannot be cancelled: it is short, and "
+				  "stopped halfway it would leave the program in neither state",
+				  j->id, job_kind_name(j->kind));
 	if (!unthrottle && j->kind == JOB_RELOAD)
 		return mv_err_set(
 		    err, -1, MV_E_INVALID,

@@ -20,9 +20,9 @@
 #include <stdatomic.h>
 
 enum job_state { JOB_RUNNING, JOB_DONE, JOB_FAILED, JOB_CANCELLED, JOB_STATES };
-enum job_kind { JOB_CHECKPOINT, JOB_RELOAD, JOB_KINDS };
+enum job_kind { JOB_CHECKPOINT, JOB_RELOAD, JOB_MARK, JOB_ROLLBACK, JOB_KINDS };
 
-/* "checkpoint", "reload": the protocol's names. */
+/* "checkpoint", "reload", "mark", "rollback": the protocol's names. */
 const char *job_kind_name(enum job_kind k);
 /* "running", "done", "failed". */
 const char *job_state_name(enum job_state s);

@@ -51,6 +51,7 @@ struct job;
 struct metrics_file;
 struct pagesw_pool;
 struct policy;
+struct rb_mark;
 
 struct mv {
 	struct mv_opts opts;
@@ -102,9 +103,10 @@ struct mv {
 		int last_id;
 		bool closed; /* jobs_wait_all has begun */
 		/* Finished jobs no longer kept, by enum job_kind and job_state. */
-		uint64_t forgotten[2][4];
+		uint64_t forgotten[4][4];
 	} jobs;
-	struct evict *evict; /* evicted memory (reload/evict.h) */
+	struct evict *evict;  /* evicted memory (reload/evict.h) */
+	struct rb_mark *mark; /* the mark to roll back to (rollback/rollback.h), under lock */
 	/* Reads of tracee memory through /proc/PID/mem serve evicted pages
 	 * with this (kernel/vm.h; set by host.c: evict_fault_in). */
 	struct vm_faulter faulter;

@@ -1,0 +1,148 @@
+/* A process's regions against the mark's (supervisor/rollback/mark.h). */
+#include "common/util.h"
+#include "supervisor/kernel/procmap.h"
+#include "supervisor/rollback/mark.h"
+#include "supervisor/supervise/mv.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct collect {
+	struct rb_region *v;
+	size_t n, cap;
+};
+
+static int collect_one(void *arg, const struct proc_vma *v)
+{
+	struct collect *c = arg;
+	if (c->n == c->cap)
+		c->v = xrealloc(c->v, (c->cap = c->cap ? c->cap * 2 : 64) * sizeof(*c->v));
+	struct rb_region *r = &c->v[c->n++];
+	*r = (struct rb_region){.start = v->start,
+				.end = v->end,
+				.offset = v->offset,
+				.inode = v->inode,
+				.dev_major = v->dev_major,
+				.dev_minor = v->dev_minor,
+				.r = v->r,
+				.w = v->w,
+				.x = v->x,
+				.shared = v->shared};
+	size_t len = MV_MIN(v->name_len, sizeof(r->name) - 1);
+	if (v->name)
+		memcpy(r->name, v->name, len);
+	r->name[len] = 0;
+	/* [vdso], [vvar], [vvar_vclock], [vsyscall]: pages of the kernel's. */
+	r->special = v->name && v->name_len > 2 && v->name[0] == '[' && v->name[1] == 'v';
+	return 0;
+}
+
+int rb_layout_read(struct mv *mv, pid_t tid, struct rb_region **out, size_t *n)
+{
+	struct collect c = {0};
+	int rc = procmap_vmas(tid, mv->feat.procmap_query, 0, UINT64_MAX, collect_one, &c);
+	if (rc < 0) {
+		free(c.v);
+		return rc;
+	}
+	*out = c.v;
+	*n = c.n;
+	return 0;
+}
+
+bool rb_same_mapping(const struct rb_region *a, const struct rb_region *b, uint64_t addr)
+{
+	if (a->shared != b->shared || a->special != b->special || a->inode != b->inode ||
+	    a->dev_major != b->dev_major || a->dev_minor != b->dev_minor)
+		return false;
+	if (a->special)
+		return strcmp(a->name, b->name) == 0;
+	if (a->inode == 0 && !a->shared)
+		return true; /* anonymous private: the heap, stacks, mmap */
+	return a->offset + (addr - a->start) == b->offset + (addr - b->start);
+}
+
+const struct rb_region *rb_region_at(const struct rb_region *v, size_t n, uint64_t addr)
+{
+	size_t lo = 0, hi = n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (v[mid].end <= addr)
+			lo = mid + 1;
+		else if (v[mid].start > addr)
+			hi = mid;
+		else
+			return &v[mid];
+	}
+	return NULL;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static void add_change(struct rb_change **out, size_t *n, size_t *cap, enum rb_fix fix,
+		       uint64_t start, uint64_t end, const struct rb_region *was)
+{
+	if (*n) {
+		struct rb_change *l = &(*out)[*n - 1];
+		if (l->fix == fix && l->end == start && l->was == was) {
+			l->end = end;
+			return;
+		}
+	}
+	if (*n == *cap)
+		*out = xrealloc(*out, (*cap = *cap ? *cap * 2 : 16) * sizeof(**out));
+	(*out)[(*n)++] = (struct rb_change){fix, start, end, was};
+}
+
+/* Every boundary of both layouts cuts the address space into pieces; each
+ * piece is mapped in the mark, now, in both (the same mapping or not,
+ * with the same protection or not), or in neither. */
+void rb_layout_diff(const struct rb_mark *m, const struct rb_region *now, size_t n_now,
+		    struct rb_change **out, size_t *n)
+{
+	size_t nb = 2 * (m->n_r + n_now), k = 0, cap = 0;
+	uint64_t *b = xmalloc((nb ? nb : 1) * sizeof(*b));
+	for (size_t i = 0; i < m->n_r; i++) {
+		b[k++] = m->r[i].start;
+		b[k++] = m->r[i].end;
+	}
+	for (size_t i = 0; i < n_now; i++) {
+		b[k++] = now[i].start;
+		b[k++] = now[i].end;
+	}
+	qsort(b, k, sizeof(*b), cmp_u64);
+	*out = NULL;
+	*n = 0;
+	for (size_t i = 0; i + 1 < k; i++) {
+		uint64_t s = b[i], e = b[i + 1];
+		if (s == e)
+			continue;
+		const struct rb_region *was = rb_region_at(m->r, m->n_r, s);
+		const struct rb_region *is = rb_region_at(now, n_now, s);
+		if (!was && !is)
+			continue;
+		if (is && (!was || !rb_same_mapping(was, is, s))) {
+			add_change(out, n, &cap, RB_UNMAP, s, e, NULL);
+			is = NULL;
+		}
+		if (!is && was)
+			add_change(out, n, &cap, RB_MAP, s, e, was);
+		else if (!is)
+			continue;
+		else if (was->r != is->r || was->w != is->w || was->x != is->x)
+			add_change(out, n, &cap, RB_PROTECT, s, e, was);
+	}
+	free(b);
+}
+
+void rb_describe(const struct rb_region *r, uint64_t start, uint64_t end, char *buf, size_t len)
+{
+	const char *name = r && r->name[0] ? r->name : "anonymous";
+	snprintf(buf, len, "%#llx-%#llx (%s)", (unsigned long long)start, (unsigned long long)end,
+		 name);
+}

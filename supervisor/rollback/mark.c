@@ -1,0 +1,344 @@
+/* The mark job and the mark's life (supervisor/rollback/mark.h). */
+#include "supervisor/rollback/mark.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "supervisor/kernel/pagemap.h"
+#include "supervisor/kernel/procfs.h"
+#include "supervisor/kernel/ptrace.h"
+#include "supervisor/kernel/remote.h"
+#include "supervisor/kernel/uffd.h"
+#include "supervisor/kernel/vm.h"
+#include "supervisor/supervise/mv.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+void rb_mark_free(struct rb_mark *m)
+{
+	if (!m)
+		return;
+	for (size_t i = 0; i < m->n_t; i++) {
+		free(m->t[i].prstatus);
+		free(m->t[i].fp);
+	}
+	free(m->t);
+	free(m->r);
+	free(m->run);
+	if (m->base)
+		munmap(m->base, m->base_len);
+	/* Closing the userfaultfd unregisters its regions and lifts every
+	 * protection it set (fs/userfaultfd.c userfaultfd_release). */
+	if (m->uffd >= 0)
+		close(m->uffd);
+	if (m->memfd >= 0)
+		close(m->memfd);
+	if (m->pidfd >= 0)
+		close(m->pidfd);
+	json_decref(m->untracked);
+	free(m);
+}
+
+int rb_stop(struct job *j, pid_t pid, int pidfd, struct ckpt *c, struct checkpoint_req *req)
+{
+	memset(c, 0, sizeof(*c));
+	memset(req, 0, sizeof(*req));
+	req->stop_timeout_ms = CKPT_STOP_TIMEOUT_MS;
+	c->j = j;
+	c->mv = j->mv;
+	c->req = req;
+	int fd = pidfd >= 0 ? fcntl(pidfd, F_DUPFD_CLOEXEC, 0) : -1;
+	ckpt_add_proc(c, pid, fd, true);
+	int rc = ckpt_stop_all(c);
+	if (rc < 0 && !mv_err_isset(&c->err))
+		ckpt_fail(c, rc, MV_E_INTERNAL, "cannot stop process %d: %s", pid, strerror(-rc));
+	return rc;
+}
+
+void rb_release(struct ckpt *c)
+{
+	ckpt_resume_all(c);
+	for (size_t i = 0; i < c->n; i++) {
+		if (c->p[i].memfd >= 0)
+			close(c->p[i].memfd);
+		ptrace_proc_free(&c->p[i].pt);
+	}
+	free(c->p);
+	c->p = NULL;
+	c->n = 0;
+}
+
+void rb_mark_req_free(void *ctx)
+{
+	struct rb_mark_req *q = ctx;
+	if (q && q->pidfd >= 0)
+		close(q->pidfd);
+	free(q);
+}
+
+/* Every thread's registers, FPU and extended state, and blocked signals.
+ * A vfork parent waiting for its child cannot be stopped: refused. */
+static int save_threads(struct ckpt *c, struct rb_mark *m)
+{
+	struct ptrace_proc *pp = &c->p[0].pt;
+	m->t = xcalloc(pp->n ? pp->n : 1, sizeof(*m->t));
+	for (size_t i = 0; i < pp->n; i++) {
+		struct ptrace_thread *t = &pp->t[i];
+		if (t->state == PT_GONE)
+			continue;
+		if (t->state != PT_STOPPED)
+			return ckpt_fail(c, -EBUSY, MV_E_BUSY,
+					 "thread %d of process %d cannot be stopped (a vfork "
+					 "parent waiting for its child): no mark",
+					 t->tid, m->pid);
+		int rc = ptrace_save_regs_stopped(t);
+		struct rb_thread *rt = &m->t[m->n_t];
+		if (rc == 0)
+			rc = ptrace_sigmask_stopped(t->tid, &rt->sigmask, false);
+		if (rc < 0)
+			return ckpt_fail(c, rc, MV_E_INTERNAL,
+					 "reading the registers of thread %d: %s", t->tid,
+					 strerror(-rc));
+		rt->tid = t->tid;
+		rt->prstatus = mv_steal_ptr(t->prstatus);
+		rt->prstatus_len = t->prstatus_len;
+		rt->fp = mv_steal_ptr(t->fpstate);
+		rt->fp_len = t->fpstate_len;
+		rt->fp_note = t->fpstate_note;
+		m->n_t++;
+	}
+	return 0;
+}
+
+/* brk and a userfaultfd made in the process, fetched into ours, with
+ * asynchronous write-protect: a write to a protected page lifts the
+ * protection in the kernel, without a fault message, and PAGEMAP_SCAN
+ * sees the page as written. */
+static int make_tracker(struct ckpt *c, struct rb_mark *m)
+{
+	struct remote r;
+	struct mv_err err = {0};
+	int rc = remote_open_stopped(&r, &c->p[0].pt, &c->mv->injecting);
+	if (rc < 0)
+		return ckpt_fail(c, rc, MV_E_NOT_SUPPORTED,
+				 "no thread of process %d to run a call in: %s", m->pid,
+				 strerror(-rc));
+	long args[6] = {0}, ret = 0;
+	rc = remote_syscall_stopped(&r, SYS_brk, args, &ret);
+	if (rc < 0)
+		return ckpt_fail(c, rc, MV_E_INTERNAL, "reading the brk of process %d: %s", m->pid,
+				 strerror(-rc));
+	m->brk = (uint64_t)ret;
+	rc = remote_userfaultfd_stopped(&r, m->pidfd, &m->uffd, &err);
+	if (rc < 0)
+		return ckpt_fail(c, rc, err.code ? err.code : MV_E_NOT_SUPPORTED, "%s", err.msg);
+	uint64_t missing = 0;
+	rc = uffd_api(m->uffd, UFFD_FEATURE_WP_ASYNC, &missing);
+	if (rc < 0)
+		return ckpt_fail(c, rc, MV_E_NOT_SUPPORTED,
+				 "this kernel's userfaultfd has no asynchronous write-protect "
+				 "(UFFD_FEATURE_WP_ASYNC, Linux 6.7): a mark cannot track writes");
+	return 0;
+}
+
+static void untracked(struct rb_mark *m, const struct rb_region *r, const char *why)
+{
+	json_array_append_new(m->untracked,
+			      json_pack("{s:I, s:I, s:s, s:s}", "start", (json_int_t)r->start,
+					"end", (json_int_t)r->end, "name", r->name, "why", why));
+}
+
+/* Register every private region for write tracking. Shared mappings are
+ * not rolled back (their pages are other processes' and files' too). */
+static int track_regions(struct ckpt *c, struct rb_mark *m)
+{
+	for (size_t i = 0; i < m->n_r; i++) {
+		struct rb_region *r = &m->r[i];
+		if (r->special)
+			continue;
+		if (r->shared) {
+			untracked(m, r, "shared mapping");
+			continue;
+		}
+		int rc = uffd_register_mode(m->uffd, r->start, r->end - r->start,
+					    UFFDIO_REGISTER_MODE_WP);
+		if (rc == 0) {
+			r->tracked = true;
+			continue;
+		}
+		char what[160];
+		rb_describe(r, r->start, r->end, what, sizeof(what));
+		if (rc == -EBUSY)
+			return ckpt_fail(c, rc, MV_E_NOT_SUPPORTED,
+					 "region %s of process %d is registered with the program's "
+					 "own userfaultfd: its writes cannot be tracked, no mark",
+					 what, m->pid);
+		if (rc == -ESRCH || rc == -ENOMEM)
+			return ckpt_fail(c, -ESRCH, MV_E_NO_SUCH_PROCESS,
+					 "process %d exited during the mark", m->pid);
+		/* A device mapping (VM_IO, VM_PFNMAP) the kernel will not track:
+		 * its contents are not rolled back, and the result says so. */
+		char why[96];
+		snprintf(why, sizeof(why), "userfaultfd registration refused: %s", strerror(-rc));
+		untracked(m, r, why);
+	}
+	return 0;
+}
+
+/* The pages present in tracked regions, copied into the baseline, then
+ * write-protected. Holes are not protected (asynchronous write-protect
+ * would fill their page tables with markers: a reservation of terabytes
+ * would take gigabytes): a first write to a hole makes a present page that
+ * was never protected, which PAGEMAP_SCAN reports as written all the same. */
+static int copy_baseline(struct ckpt *c, struct rb_mark *m, pid_t tid)
+{
+	struct pagemap pm;
+	int rc = pagemap_open(tid, true, &pm);
+	if (rc < 0)
+		return ckpt_fail(c, rc, MV_E_NO_SUCH_PROCESS,
+				 "reading the pagemap of process %d: %s", m->pid, strerror(-rc));
+	struct as_range *runs = NULL;
+	size_t n = 0, cap = 0;
+	for (size_t i = 0; i < m->n_r && rc == 0; i++) {
+		const struct rb_region *r = &m->r[i];
+		if (!r->tracked)
+			continue;
+		size_t before = n;
+		rc = pagemap_runs(&pm, r->start, r->end, PAGE_IS_PRESENT | PAGE_IS_SWAPPED, 0,
+				  &runs, &n, &cap);
+		/* Runs of two adjacent regions merge: keep each in its own. */
+		if (rc == 0 && before && n > before && runs[before - 1].end > r->start) {
+			runs[before].start = r->start;
+			runs[before - 1].end = r->start;
+		}
+	}
+	pagemap_close(&pm);
+	if (rc < 0) {
+		free(runs);
+		return ckpt_fail(c, rc, MV_E_NO_SUCH_PROCESS,
+				 "reading the pagemap of process %d: %s", m->pid, strerror(-rc));
+	}
+	uint64_t total = 0;
+	m->run = xcalloc(n ? n : 1, sizeof(*m->run));
+	for (size_t i = 0; i < n; i++) {
+		if (runs[i].end <= runs[i].start)
+			continue;
+		m->run[m->n_run++] = (struct rb_run){runs[i].start, runs[i].end, total};
+		total += runs[i].end - runs[i].start;
+	}
+	free(runs);
+	m->base_len = total ? total : 4096;
+	m->base =
+	    mmap(NULL, m->base_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m->base == MAP_FAILED) {
+		m->base = NULL;
+		return ckpt_fail(c, -ENOMEM, MV_E_INTERNAL,
+				 "no memory for a baseline of %llu bytes",
+				 (unsigned long long)total);
+	}
+	for (size_t i = 0; i < m->n_run; i++) {
+		struct rb_run *u = &m->run[i];
+		rc = vm_pread_mem(m->memfd, u->start, m->base + u->off, u->end - u->start);
+		if (rc < 0)
+			return ckpt_fail(c, rc, MV_E_IO, "reading %#llx-%#llx of process %d: %s",
+					 (unsigned long long)u->start, (unsigned long long)u->end,
+					 m->pid, strerror(-rc));
+		job_progress(c->j, "copying", u->off + (u->end - u->start), total);
+	}
+	for (size_t i = 0; i < m->n_run; i++) {
+		struct rb_run *u = &m->run[i];
+		rc = uffd_writeprotect(m->uffd, u->start, u->end - u->start, true);
+		if (rc < 0)
+			return ckpt_fail(c, rc, MV_E_INTERNAL, "write-protecting %#llx-%#llx: %s",
+					 (unsigned long long)u->start, (unsigned long long)u->end,
+					 strerror(-rc));
+	}
+	return 0;
+}
+
+static json_t *mark_json(const struct rb_mark *m, uint64_t pause_ns, uint64_t elapsed_ns)
+{
+	uint64_t tracked = 0;
+	size_t n_tracked = 0;
+	for (size_t i = 0; i < m->n_r; i++)
+		if (m->r[i].tracked) {
+			tracked += m->r[i].end - m->r[i].start;
+			n_tracked++;
+		}
+	return json_pack("{s:s, s:i, s:i, s:i, s:i, s:I, s:I, s:I, s:O, s:s, s:I, s:I}", "name",
+			 m->name, "pid", m->pid, "threads", (int)m->n_t, "regions", (int)m->n_r,
+			 "tracked_regions", (int)n_tracked, "tracked_bytes", (json_int_t)tracked,
+			 "baseline_bytes", (json_int_t)(m->n_run ? m->base_len : 0), "brk",
+			 (json_int_t)m->brk, "untracked", m->untracked, "tracking", "uffd-wp-async",
+			 "pause_ns", (json_int_t)pause_ns, "elapsed_ns", (json_int_t)elapsed_ns);
+}
+
+int rb_mark_run(struct job *j)
+{
+	struct rb_mark_req *q = j->ctx;
+	struct mv *mv = j->mv;
+	uint64_t t0 = mv_now_ns();
+	/* The mark this one replaces goes first: its userfaultfd holds the
+	 * regions (another one's registration would be refused). */
+	pthread_mutex_lock(&mv->lock);
+	struct rb_mark *old = mv->mark;
+	mv->mark = NULL;
+	pthread_mutex_unlock(&mv->lock);
+	rb_mark_free(old);
+	struct rb_mark *m = xcalloc(1, sizeof(*m));
+	m->pidfd = fcntl(q->pidfd, F_DUPFD_CLOEXEC, 0);
+	m->memfd = m->uffd = -1;
+	m->pid = q->pid;
+	m->mv = mv;
+	m->untracked = json_array();
+	snprintf(m->name, sizeof(m->name), "%s", q->name);
+	struct ckpt c;
+	struct checkpoint_req req;
+	job_progress(j, "stopping", 0, 0);
+	int rc = rb_stop(j, q->pid, q->pidfd, &c, &req);
+	pid_t tid = rc == 0 ? ptrace_reader_tid(&c.p[0].pt) : 0;
+	if (rc == 0 && !tid)
+		rc = ckpt_fail(&c, -ESRCH, MV_E_NO_SUCH_PROCESS, "process %d has exited", q->pid);
+	if (rc == 0)
+		rc = save_threads(&c, m);
+	if (rc == 0)
+		rc = make_tracker(&c, m);
+	if (rc == 0) {
+		m->memfd = procfs_open(tid, "mem", O_RDWR | O_CLOEXEC);
+		if (m->memfd < 0)
+			rc = ckpt_fail(&c, m->memfd, MV_E_PERMISSION,
+				       "opening /proc/%d/mem for writing: %s", tid,
+				       strerror(-m->memfd));
+	}
+	if (rc == 0) {
+		job_progress(j, "layout", 0, 0);
+		rc = rb_layout_read(mv, tid, &m->r, &m->n_r);
+		if (rc < 0)
+			ckpt_fail(&c, rc, MV_E_NO_SUCH_PROCESS,
+				  "reading the regions of process %d: %s", q->pid, strerror(-rc));
+	}
+	if (rc == 0)
+		rc = track_regions(&c, m);
+	if (rc == 0)
+		rc = copy_baseline(&c, m, tid);
+	rb_release(&c);
+	uint64_t pause = c.pause_end > c.pause_start ? c.pause_end - c.pause_start : 0;
+	if (rc < 0) {
+		job_fail_with(j, &c.err);
+		rb_mark_free(m);
+		return rc;
+	}
+	m->marked_wall_ns = mv_wall_ns();
+	j->result = mark_json(m, pause, mv_now_ns() - t0);
+	pthread_mutex_lock(&mv->lock);
+	mv->mark = m;
+	pthread_mutex_unlock(&mv->lock);
+	log_info("mark %s: process %d, %zu threads, %zu regions, %zu bytes of baseline", m->name,
+		 m->pid, m->n_t, m->n_r, m->n_run ? m->base_len : 0);
+	return 0;
+}

@@ -1,0 +1,112 @@
+/* The mark's state, shared by the files of supervisor/rollback/:
+ *   mark.c      the mark job, the mark's life
+ *   undo.c      the rollback job
+ *   layout.c    regions: reading them, comparing with the mark's
+ *   cmds.c      the control commands
+ * Everything but the commands runs on the job's thread (the ptrace
+ * tracer). */
+#ifndef MV_ROLLBACK_MARK_H
+#define MV_ROLLBACK_MARK_H
+
+#include "supervisor/checkpoint/checkpoint.h"
+#include "supervisor/checkpoint/job.h"
+#include "supervisor/rollback/rollback.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define RB_NAME_MAX 64
+
+/* A region as the kernel had it. */
+struct rb_region {
+	uint64_t start, end, offset, inode;
+	uint32_t dev_major, dev_minor;
+	bool r, w, x, shared;
+	bool special; /* [vdso], [vvar], [vsyscall]: the kernel's, not tracked */
+	bool tracked; /* registered with the mark's userfaultfd */
+	char name[48];
+};
+
+/* Pages present at the mark: [start, end), their bytes at base + off. */
+struct rb_run {
+	uint64_t start, end, off;
+};
+
+struct rb_thread {
+	pid_t tid;
+	void *prstatus, *fp;
+	size_t prstatus_len, fp_len;
+	unsigned fp_note;
+	uint64_t sigmask;
+};
+
+struct rb_mark {
+	struct mv *mv;
+	char name[RB_NAME_MAX];
+	pid_t pid;
+	int pidfd, memfd, uffd; /* memfd: /proc/PID/mem of the marked mm, O_RDWR */
+	uint64_t brk;
+	struct rb_thread *t;
+	size_t n_t;
+	struct rb_region *r;
+	size_t n_r;
+	struct rb_run *run; /* sorted by start */
+	size_t n_run;
+	uint8_t *base;
+	size_t base_len;
+	json_t *untracked; /* [{start, end, name, why}] */
+	uint64_t marked_wall_ns, rollbacks;
+	bool busy; /* a rollback job holds it (under mv->lock) */
+};
+
+void rb_mark_free(struct rb_mark *m);
+
+/* Stop every thread of pid (pidfd: ours, duplicated) as a checkpoint
+ * does, into c (with req). 0, or -errno with c->err filled. */
+int rb_stop(struct job *j, pid_t pid, int pidfd, struct ckpt *c, struct checkpoint_req *req);
+
+/* Resume every thread and free what rb_stop made. */
+void rb_release(struct ckpt *c);
+
+/* ---- layout.c ---- */
+
+/* pid's regions now (tid: a stopped thread to read through). */
+int rb_layout_read(struct mv *mv, pid_t tid, struct rb_region **out, size_t *n);
+
+/* Are a and b, at address addr, the same mapping (anonymous both, or the
+ * same file at the same offset; shared or private alike)? */
+bool rb_same_mapping(const struct rb_region *a, const struct rb_region *b, uint64_t addr);
+
+/* The region of v[0..n) (sorted) holding addr, or NULL. */
+const struct rb_region *rb_region_at(const struct rb_region *v, size_t n, uint64_t addr);
+
+/* A piece of the address space whose layout differs from the mark's. */
+enum rb_fix { RB_UNMAP, RB_MAP, RB_PROTECT };
+struct rb_change {
+	enum rb_fix fix;
+	uint64_t start, end;
+	const struct rb_region *was; /* the mark's region (RB_MAP, RB_PROTECT) */
+};
+
+/* The changes that make now[] the mark's layout again, in address order
+ * (a replaced piece is RB_UNMAP then RB_MAP). *n 0: the same layout. */
+void rb_layout_diff(const struct rb_mark *m, const struct rb_region *now, size_t n_now,
+		    struct rb_change **out, size_t *n);
+
+/* "0x7f..-0x7f.. (NAME)" for messages. */
+void rb_describe(const struct rb_region *r, uint64_t start, uint64_t end, char *buf, size_t len);
+
+/* ---- the jobs (mark.c, undo.c) ---- */
+
+struct rb_mark_req {
+	char name[RB_NAME_MAX];
+	pid_t pid;
+	int pidfd;
+};
+
+int rb_mark_run(struct job *j);
+void rb_mark_req_free(void *ctx);
+int rb_rollback_run(struct job *j);
+
+#endif

@@ -1,0 +1,51 @@
+/* Rollback (docs/rollback.md): put a running process back, in place, to
+ * the state it had at a marked instant, paying for what was written since.
+ *
+ *   mark      stop every thread; save its registers, FPU and extended
+ *             state and blocked signals; record the layout (every region,
+ *             its protection, brk) and copy the pages present in private
+ *             regions (the baseline, in memvisor's memory); register those
+ *             regions with a userfaultfd in asynchronous write-protect mode
+ *             (UFFD_FEATURE_WP_ASYNC, Linux 6.7) and protect them; resume.
+ *   rollback  stop every thread; check that it is the same program with
+ *             the same threads; undo layout changes (regions mapped since
+ *             unmapped, brk, anonymous regions unmapped since mapped again,
+ *             protections); read which pages were written since
+ *             (PAGEMAP_SCAN: present and no longer write-protected) and
+ *             write the baseline back into them, dropping those that were
+ *             holes; protect them again; put every thread's registers
+ *             back; resume: the program runs on from the marked instant.
+ *
+ * Both run as jobs (kinds "mark" and "rollback") on their own thread, the
+ * ptrace tracer. One mark a supervisor; a new mark replaces it. A
+ * rollback that fails before it changed anything leaves the process
+ * running as it was; one that fails after kills it (a process that is
+ * neither the mark nor what it was must not run), and says so.
+ * What is not rolled back: shared mappings, file contents and offsets,
+ * sockets, timers, other processes (docs/rollback.md). */
+#ifndef MV_ROLLBACK_H
+#define MV_ROLLBACK_H
+
+#include "common/err.h"
+#include "supervisor/supervise/jobs.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+struct rb_mark;
+
+/* Control commands (under no lock; they take mv->lock). */
+int rollback_cmd_mark(struct mv *mv, json_t *args, json_t **result, struct mv_err *err);
+int rollback_cmd_rollback(struct mv *mv, json_t *args, json_t **result, struct mv_err *err);
+int rollback_cmd_unmark(struct mv *mv, json_t *args, json_t **result, struct mv_err *err);
+
+/* The mark held, for status and the refusals of other jobs: 1 with its
+ * name and pid, 0 when there is none. Under mv->lock. */
+int rollback_marked_locked(struct mv *mv, const char **name, pid_t *pid);
+
+/* At exit: the mark's memory and descriptors (its protections end with
+ * the userfaultfd). */
+void rollback_free_all(struct mv *mv);
+
+#endif

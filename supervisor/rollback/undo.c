@@ -1,0 +1,508 @@
+/* The rollback job (supervisor/rollback/mark.h): the process stopped,
+ * checked, its layout, memory and registers put back as the mark has
+ * them, resumed. */
+#include "common/log.h"
+#include "common/util.h"
+#include "supervisor/kernel/pagemap.h"
+#include "supervisor/kernel/ptrace.h"
+#include "supervisor/kernel/remote.h"
+#include "supervisor/kernel/uffd.h"
+#include "supervisor/kernel/vm.h"
+#include "supervisor/rollback/mark.h"
+#include "supervisor/supervise/mv.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define PG 4096ull
+
+struct undo {
+	struct ckpt *c;
+	struct rb_mark *m;
+	struct remote r;
+	bool have_remote;
+	bool changed; /* the process is no longer what it was */
+	uint64_t written, dropped, unmapped, mapped, protected_bytes;
+	bool brk_moved;
+	uint64_t brk_was;
+	json_t *signals; /* [{tid, signal}] caught by the stop and dropped */
+	struct as_range *prot, *drop;
+	size_t n_prot, cap_prot, n_drop, cap_drop;
+};
+
+static void add_range(struct as_range **v, size_t *n, size_t *cap, uint64_t s, uint64_t e)
+{
+	if (*n && (*v)[*n - 1].end == s) {
+		(*v)[*n - 1].end = e;
+		return;
+	}
+	if (*n == *cap)
+		*v = xrealloc(*v, (*cap = *cap ? *cap * 2 : 64) * sizeof(**v));
+	(*v)[(*n)++] = (struct as_range){s, e};
+}
+
+/* A call in the process (its registers put back after). ret: the call's
+ * value, a negative errno for a failed call. */
+static int call(struct undo *u, long nr, long a0, long a1, long a2, long a3, long a4, long a5,
+		long *ret)
+{
+	if (!u->have_remote) {
+		int rc = remote_open_stopped(&u->r, &u->c->p[0].pt, &u->c->mv->injecting);
+		if (rc < 0)
+			return ckpt_fail(u->c, rc, MV_E_NOT_SUPPORTED,
+					 "no thread of process %d to run a call in: %s", u->m->pid,
+					 strerror(-rc));
+		u->have_remote = true;
+	}
+	long args[6] = {a0, a1, a2, a3, a4, a5};
+	int rc = remote_syscall_stopped(&u->r, nr, args, ret);
+	if (rc < 0)
+		return ckpt_fail(u->c, rc, MV_E_INTERNAL, "running a call in process %d: %s",
+				 u->m->pid, strerror(-rc));
+	return 0;
+}
+
+/* ---- the same program, the same threads --------------------------------- */
+
+static void tid_list(char *buf, size_t len, const pid_t *v, size_t n)
+{
+	size_t at = 0;
+	buf[0] = 0;
+	for (size_t i = 0; i < n && at + 16 < len; i++)
+		at += (size_t)snprintf(buf + at, len - at, "%s%d", i ? ", " : "", v[i]);
+}
+
+static int check_same(struct undo *u)
+{
+	struct ckpt *c = u->c;
+	struct rb_mark *m = u->m;
+	if (!uffd_mm_alive(m->uffd, 0))
+		return ckpt_fail(c, -ESRCH, MV_E_INVALID,
+				 "process %d ran a new program (execve) since the mark: the mark "
+				 "is gone (`ctl unmark`, then mark again)",
+				 m->pid);
+	struct ptrace_proc *pp = &c->p[0].pt;
+	pid_t *extra = xcalloc(pp->n + 1, sizeof(*extra)),
+	      *gone = xcalloc(m->n_t + 1, sizeof(*gone));
+	size_t n_extra = 0, n_gone = 0;
+	int rc = 0;
+	for (size_t i = 0; i < pp->n; i++) {
+		struct ptrace_thread *t = &pp->t[i];
+		if (t->state == PT_GONE)
+			continue;
+		if (t->state != PT_STOPPED) {
+			rc = ckpt_fail(c, -EBUSY, MV_E_BUSY,
+				       "thread %d of process %d cannot be stopped (a vfork parent "
+				       "waiting for its child): not rolled back",
+				       t->tid, m->pid);
+			goto out;
+		}
+		bool known = false;
+		for (size_t k = 0; k < m->n_t && !known; k++)
+			known = m->t[k].tid == t->tid;
+		if (!known)
+			extra[n_extra++] = t->tid;
+	}
+	for (size_t k = 0; k < m->n_t; k++) {
+		bool here = false;
+		for (size_t i = 0; i < pp->n && !here; i++)
+			here = pp->t[i].tid == m->t[k].tid && pp->t[i].state == PT_STOPPED;
+		if (!here)
+			gone[n_gone++] = m->t[k].tid;
+	}
+	char list[256];
+	if (n_gone) {
+		tid_list(list, sizeof(list), gone, n_gone);
+		rc = ckpt_fail(c, -ESRCH, MV_E_INVALID,
+			       "threads of process %d ended since the mark (%s): a rollback cannot "
+			       "revive them; not rolled back",
+			       m->pid, list);
+	} else if (n_extra) {
+		tid_list(list, sizeof(list), extra, n_extra);
+		rc = ckpt_fail(c, -EBUSY, MV_E_NOT_SUPPORTED,
+			       "threads of process %d were created since the mark (%s): a rollback "
+			       "does not end threads yet; not rolled back",
+			       m->pid, list);
+	}
+out:
+	free(extra);
+	free(gone);
+	return rc;
+}
+
+/* ---- the layout ------------------------------------------------------------ */
+
+static int prot_of(const struct rb_region *r)
+{
+	return (r->r ? PROT_READ : 0) | (r->w ? PROT_WRITE : 0) | (r->x ? PROT_EXEC : 0);
+}
+
+static int diff_now(struct undo *u, struct rb_change **ch, size_t *n)
+{
+	struct rb_region *now = NULL;
+	size_t n_now = 0;
+	pid_t tid = ptrace_reader_tid(&u->c->p[0].pt);
+	int rc = rb_layout_read(u->c->mv, tid, &now, &n_now);
+	if (rc < 0)
+		return ckpt_fail(u->c, rc, MV_E_NO_SUCH_PROCESS,
+				 "reading the regions of process %d: %s", u->m->pid, strerror(-rc));
+	rb_layout_diff(u->m, now, n_now, ch, n);
+	/* The changes point into the mark's regions, not now's. */
+	free(now);
+	return 0;
+}
+
+/* Before anything changes: can every piece the mark had be put back? Only
+ * private anonymous memory is mapped again (its bytes are all in the
+ * baseline); a file mapping unmapped or replaced since is refused. */
+static int check_mappable(struct undo *u, const struct rb_change *ch, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct rb_region *was = ch[i].was;
+		if (ch[i].fix != RB_MAP)
+			continue;
+		if (was->tracked && was->inode == 0 && !was->shared)
+			continue;
+		char what[200];
+		rb_describe(was, ch[i].start, ch[i].end, what, sizeof(what));
+		return ckpt_fail(u->c, -EOPNOTSUPP, MV_E_NOT_SUPPORTED,
+				 "region %s of process %d was unmapped or replaced since the mark: "
+				 "a rollback maps only anonymous memory again; not rolled back",
+				 what, u->m->pid);
+	}
+	return 0;
+}
+
+static int fix_layout(struct undo *u, const struct rb_change *ch, size_t n, enum rb_fix which)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct rb_change *x = &ch[i];
+		if (x->fix != which)
+			continue;
+		long ret = 0, len = (long)(x->end - x->start);
+		int rc;
+		u->changed = true;
+		if (which == RB_UNMAP) {
+			rc = call(u, SYS_munmap, (long)x->start, len, 0, 0, 0, 0, &ret);
+			u->unmapped += (uint64_t)len;
+		} else if (which == RB_MAP) {
+			rc = call(u, SYS_mmap, (long)x->start, len, prot_of(x->was),
+				  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0, &ret);
+			if (rc == 0 && ret == (long)x->start)
+				ret = uffd_register_mode(u->m->uffd, x->start, (uint64_t)len,
+							 UFFDIO_REGISTER_MODE_WP);
+			u->mapped += (uint64_t)len;
+		} else {
+			rc = call(u, SYS_mprotect, (long)x->start, len, prot_of(x->was), 0, 0, 0,
+				  &ret);
+		}
+		if (rc < 0)
+			return rc;
+		if (ret < 0 && ret > -4096)
+			return ckpt_fail(u->c, (int)ret, MV_E_INTERNAL,
+					 "%s of %#llx-%#llx in process %d failed: %s",
+					 which == RB_UNMAP ? "munmap"
+					 : which == RB_MAP ? "mmap"
+							   : "mprotect",
+					 (unsigned long long)x->start, (unsigned long long)x->end,
+					 u->m->pid, strerror((int)-ret));
+	}
+	return 0;
+}
+
+/* brk back where the mark had it: brk(2) shrinks the heap or grows it
+ * again itself. A region mapped since where the heap would grow is in
+ * its way: those go first, then brk again. */
+static int undo_brk(struct undo *u, const struct rb_change *ch, size_t n)
+{
+	long cur = 0, got = 0;
+	int rc = call(u, SYS_brk, 0, 0, 0, 0, 0, 0, &cur);
+	if (rc < 0 || (uint64_t)cur == u->m->brk)
+		return rc;
+	u->changed = u->brk_moved = true;
+	u->brk_was = (uint64_t)cur;
+	rc = call(u, SYS_brk, (long)u->m->brk, 0, 0, 0, 0, 0, &got);
+	if (rc == 0 && (uint64_t)got != u->m->brk) {
+		rc = fix_layout(u, ch, n, RB_UNMAP);
+		if (rc == 0)
+			rc = call(u, SYS_brk, (long)u->m->brk, 0, 0, 0, 0, 0, &got);
+	}
+	if (rc == 0 && (uint64_t)got != u->m->brk)
+		rc = ckpt_fail(u->c, -ENOMEM, MV_E_INTERNAL,
+			       "brk of process %d could not be put back to %#llx (it is %#llx)",
+			       u->m->pid, (unsigned long long)u->m->brk, (unsigned long long)got);
+	return rc;
+}
+
+/* brk goes back, regions mapped since go, anonymous memory unmapped since
+ * comes back (registered for tracking: its bytes are written from the
+ * baseline with the rest), protections go back; then the layout must be
+ * the mark's. Nothing changes before every piece is known to be doable. */
+static int undo_layout(struct undo *u)
+{
+	struct rb_change *ch = NULL;
+	size_t n = 0;
+	int rc = diff_now(u, &ch, &n);
+	if (rc == 0)
+		rc = check_mappable(u, ch, n);
+	if (rc == 0)
+		rc = undo_brk(u, ch, n);
+	if (rc < 0 || (!n && !u->brk_moved)) {
+		free(ch);
+		return rc;
+	}
+	/* brk may have mapped or unmapped the heap's end: look again. */
+	free(ch);
+	ch = NULL;
+	rc = diff_now(u, &ch, &n);
+	if (rc == 0)
+		rc = check_mappable(u, ch, n);
+	if (rc == 0)
+		rc = fix_layout(u, ch, n, RB_UNMAP);
+	if (rc == 0)
+		rc = fix_layout(u, ch, n, RB_MAP);
+	if (rc == 0)
+		rc = fix_layout(u, ch, n, RB_PROTECT);
+	/* Memory the heap grew into again is a new region: track it
+	 * (registering a range already ours again changes nothing). */
+	for (size_t i = 0; rc == 0 && i < u->m->n_r; i++) {
+		const struct rb_region *r = &u->m->r[i];
+		if (r->tracked)
+			rc = uffd_register_mode(u->m->uffd, r->start, r->end - r->start,
+						UFFDIO_REGISTER_MODE_WP);
+		if (rc < 0)
+			rc = ckpt_fail(u->c, rc, MV_E_INTERNAL, "tracking %#llx-%#llx again: %s",
+				       (unsigned long long)r->start, (unsigned long long)r->end,
+				       strerror(-rc));
+	}
+	free(ch);
+	ch = NULL;
+	if (rc == 0)
+		rc = diff_now(u, &ch, &n);
+	if (rc == 0 && n) {
+		char what[200];
+		rb_describe(ch[0].was, ch[0].start, ch[0].end, what, sizeof(what));
+		rc = ckpt_fail(u->c, -EIO, MV_E_INTERNAL,
+			       "the layout of process %d still differs from the mark at %s",
+			       u->m->pid, what);
+	}
+	free(ch);
+	return rc;
+}
+
+/* ---- the memory ------------------------------------------------------------ */
+
+/* The first baseline run that ends after addr. */
+static size_t run_after(const struct rb_mark *m, uint64_t addr)
+{
+	size_t lo = 0, hi = m->n_run;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (m->run[mid].end <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Region r: every piece is in the baseline or not, and present now
+ * (written since or not) or not. Baseline pieces written since, or no
+ * longer present (dropped by the program, or mapped again), get their
+ * bytes back and are protected again; written pieces that were holes
+ * are dropped to holes again. */
+static int undo_region(struct undo *u, struct pagemap *pm, const struct rb_region *r)
+{
+	const uint64_t pres = PAGE_IS_PRESENT | PAGE_IS_SWAPPED;
+	struct rb_mark *m = u->m;
+	int rc = pagemap_prefetch(pm, r->start, r->end, pres, pres | PAGE_IS_WRITTEN);
+	if (rc < 0)
+		return ckpt_fail(u->c, rc, rc == -ESRCH ? MV_E_NO_SUCH_PROCESS : MV_E_INTERNAL,
+				 "reading the pagemap of process %d: %s", m->pid, strerror(-rc));
+	size_t bi = run_after(m, r->start), ni = 0;
+	for (uint64_t x = r->start; x < r->end;) {
+		while (bi < m->n_run && m->run[bi].end <= x)
+			bi++;
+		while (ni < pm->n_pre && pm->pre[ni].end <= x)
+			ni++;
+		const struct rb_run *b =
+		    bi < m->n_run && m->run[bi].start < r->end ? &m->run[bi] : NULL;
+		const struct pm_run *p = ni < pm->n_pre ? &pm->pre[ni] : NULL;
+		bool in_b = b && b->start <= x, in_p = p && p->start <= x;
+		uint64_t y = r->end;
+		if (b)
+			y = MV_MIN(y, in_b ? b->end : b->start);
+		if (p)
+			y = MV_MIN(y, in_p ? p->end : p->start);
+		bool present = in_p && (p->cat & pres),
+		     written = present && (p->cat & PAGE_IS_WRITTEN);
+		if (in_b && (!present || written)) {
+			rc = vm_pwrite_mem(m->memfd, x, m->base + b->off + (x - b->start), y - x);
+			if (rc < 0)
+				return ckpt_fail(u->c, rc, MV_E_IO,
+						 "writing %#llx-%#llx of process %d: %s",
+						 (unsigned long long)x, (unsigned long long)y,
+						 m->pid, strerror(-rc));
+			u->changed = true;
+			u->written += y - x;
+			add_range(&u->prot, &u->n_prot, &u->cap_prot, x, y);
+		} else if (!in_b && written) {
+			add_range(&u->drop, &u->n_drop, &u->cap_drop, x, y);
+		}
+		x = y;
+	}
+	return 0;
+}
+
+static int undo_memory(struct undo *u)
+{
+	struct pagemap pm;
+	pid_t tid = ptrace_reader_tid(&u->c->p[0].pt);
+	int rc = pagemap_open(tid, true, &pm);
+	if (rc < 0)
+		return ckpt_fail(u->c, rc, MV_E_NO_SUCH_PROCESS,
+				 "reading the pagemap of process %d: %s", u->m->pid, strerror(-rc));
+	for (size_t i = 0; i < u->m->n_r && rc == 0; i++)
+		if (u->m->r[i].tracked)
+			rc = undo_region(u, &pm, &u->m->r[i]);
+	pagemap_close(&pm);
+	for (size_t i = 0; i < u->n_drop && rc == 0; i++) {
+		long ret = 0;
+		uint64_t len = u->drop[i].end - u->drop[i].start;
+		u->changed = true;
+		rc = call(u, SYS_madvise, (long)u->drop[i].start, (long)len, MADV_DONTNEED, 0, 0, 0,
+			  &ret);
+		if (rc == 0 && ret < 0)
+			rc = ckpt_fail(
+			    u->c, (int)ret, MV_E_INTERNAL, "dropping %#llx-%#llx of process %d: %s",
+			    (unsigned long long)u->drop[i].start,
+			    (unsigned long long)u->drop[i].end, u->m->pid, strerror((int)-ret));
+		u->dropped += len;
+	}
+	for (size_t i = 0; i < u->n_prot && rc == 0; i++) {
+		rc = uffd_writeprotect(u->m->uffd, u->prot[i].start,
+				       u->prot[i].end - u->prot[i].start, true);
+		if (rc < 0)
+			rc =
+			    ckpt_fail(u->c, rc, MV_E_INTERNAL,
+				      "write-protecting %#llx-%#llx of process %d again: %s",
+				      (unsigned long long)u->prot[i].start,
+				      (unsigned long long)u->prot[i].end, u->m->pid, strerror(-rc));
+		else
+			u->protected_bytes += u->prot[i].end - u->prot[i].start;
+	}
+	return rc;
+}
+
+/* ---- the threads ----------------------------------------------------------- */
+
+/* Every thread's registers and blocked signals as marked. A signal the
+ * stop caught on its way to a thread arrived since the mark: it is
+ * dropped (and named in the result), not delivered into the marked
+ * instant. */
+static int undo_threads(struct undo *u)
+{
+	struct ptrace_proc *pp = &u->c->p[0].pt;
+	for (size_t i = 0; i < pp->n; i++) {
+		struct ptrace_thread *t = &pp->t[i];
+		if (t->state != PT_STOPPED)
+			continue;
+		const struct rb_thread *rt = NULL;
+		for (size_t k = 0; k < u->m->n_t && !rt; k++)
+			if (u->m->t[k].tid == t->tid)
+				rt = &u->m->t[k];
+		if (!rt)
+			continue; /* check_same refused this before */
+		u->changed = true;
+		uint64_t mask = rt->sigmask;
+		int rc = ptrace_load_regs_stopped(t->tid, rt->prstatus, rt->prstatus_len, rt->fp,
+						  rt->fp_len, rt->fp_note);
+		if (rc == 0)
+			rc = ptrace_sigmask_stopped(t->tid, &mask, true);
+		if (rc < 0)
+			return ckpt_fail(u->c, rc, MV_E_INTERNAL,
+					 "putting back the registers of thread %d: %s", t->tid,
+					 strerror(-rc));
+		if (t->signal) {
+			json_array_append_new(u->signals, json_pack("{s:i, s:i}", "tid", t->tid,
+								    "signal", t->signal));
+			t->signal = 0;
+		}
+	}
+	return 0;
+}
+
+struct rb_rollback_ctx {
+	struct mv *mv;
+	struct rb_mark *m;
+};
+
+static json_t *result_json(const struct undo *u, uint64_t pause, uint64_t elapsed)
+{
+	json_t *o = json_pack(
+	    "{s:s, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:O}", "name", u->m->name, "pid",
+	    u->m->pid, "rollbacks", (json_int_t)u->m->rollbacks, "written_bytes",
+	    (json_int_t)u->written, "dropped_bytes", (json_int_t)u->dropped, "protected_bytes",
+	    (json_int_t)u->protected_bytes, "unmapped_bytes", (json_int_t)u->unmapped,
+	    "mapped_bytes", (json_int_t)u->mapped, "pause_ns", (json_int_t)pause, "elapsed_ns",
+	    (json_int_t)elapsed, "signals_dropped", u->signals);
+	if (u->brk_moved)
+		json_object_set_new(o, "brk_was", json_integer((json_int_t)u->brk_was));
+	return o;
+}
+
+int rb_rollback_run(struct job *j)
+{
+	struct rb_mark *m = j->ctx;
+	uint64_t t0 = mv_now_ns();
+	struct ckpt c;
+	struct checkpoint_req req;
+	struct undo u = {.c = &c, .m = m, .signals = json_array()};
+	job_progress(j, "stopping", 0, 0);
+	int rc = rb_stop(j, m->pid, m->pidfd, &c, &req);
+	if (rc < 0 && (rc == -ESRCH || (c.err.code && !strcmp(c.err.code, MV_E_NO_SUCH_PROCESS))))
+		mv_err_set(&c.err, rc, MV_E_NO_SUCH_PROCESS,
+			   "process %d has exited since the mark: a rollback cannot revive it",
+			   m->pid);
+	if (rc == 0)
+		rc = check_same(&u);
+	if (rc == 0) {
+		job_progress(j, "layout", 0, 0);
+		rc = undo_layout(&u);
+	}
+	if (rc == 0) {
+		job_progress(j, "memory", 0, 0);
+		rc = undo_memory(&u);
+	}
+	if (rc == 0)
+		rc = undo_threads(&u);
+	if (rc < 0 && u.changed) {
+		/* Neither the mark nor what it was: it must not run. */
+		syscall(SYS_pidfd_send_signal, m->pidfd, SIGKILL, NULL, 0);
+		char msg[sizeof(c.err.msg) + 128];
+		snprintf(msg, sizeof(msg),
+			 "%.400s; process %d was killed: it was no longer what it was and not yet "
+			 "the mark",
+			 c.err.msg, m->pid);
+		mv_err_set(&c.err, rc, c.err.code, "%s", msg);
+	}
+	rb_release(&c);
+	free(u.prot);
+	free(u.drop);
+	uint64_t pause = c.pause_end > c.pause_start ? c.pause_end - c.pause_start : 0;
+	if (rc < 0) {
+		json_decref(u.signals);
+		job_fail_with(j, &c.err);
+		return rc;
+	}
+	m->rollbacks++;
+	j->result = result_json(&u, pause, mv_now_ns() - t0);
+	json_decref(u.signals);
+	return 0;
+}

@@ -1,0 +1,150 @@
+#!/usr/bin/env bats
+# mark and rollback (issue 26): a process put back, in place, to a marked
+# instant. tests/workloads/rb_target reports after each read of its input
+# the hash of its memory, its resident holes and whether its registers
+# survived the read; after a rollback to a mark taken while it waited for
+# input, each report must be the mark's.
+
+load helpers
+bats_require_minimum_version 1.5.0
+
+setup() {
+	setup_tmp
+	skip_unless_uffd
+	"$MEMVISOR" check --json | json_get - '"wp_async" in d["userfaultfd_features"]' |
+		grep -q True || skip "this kernel's userfaultfd has no asynchronous write-protect (Linux 6.7)"
+}
+
+teardown() {
+	teardown_tmp
+}
+
+# The "got" line the program prints for its next input.
+got_for() { # LINE
+	say "$1" '^got '
+	GOT=$LAST
+}
+
+mark() {
+	run ctl mark "$@"
+	echo "$output"
+	assert_success
+	assert_output --partial "marked process $PID"
+}
+
+rollback() {
+	run ctl rollback "$@"
+	echo "$output"
+	assert_success
+	assert_output --partial "rolled back process $PID"
+}
+
+@test "rollback: memory, holes, registers, brk and layout are the mark's again after each kind of change" {
+	start_fed "$WL/rb_target" 16
+	mark
+	got_for x
+	want=$GOT
+	[[ $want =~ ^got\ 0\ [0-9a-f]+\ 0\ ok$ ]]
+	# Each command changes one thing from the mark; then the next input
+	# must find the mark again.
+	for cmd in "w 1 300" m u p z b s "w 2 2000"; do
+		rollback
+		say "$cmd" '^got 0 '
+		rollback
+		got_for x
+		[ "$GOT" = "$want" ] || { echo "after '$cmd': '$GOT', the mark: '$want'"; false; }
+	done
+	stop_fed
+}
+
+@test "rollback: the result says what was written back, dropped and unmapped" {
+	start_fed "$WL/rb_target" 16
+	mark
+	say "w 7 100" '^got 0 '
+	say m '^got 1 '
+	run ctl --json rollback
+	assert_success
+	echo "$output" | tail -1 >"$TMP/job.json"
+	cat "$TMP/job.json"
+	r='d["result"]'
+	# 100 writes land on at most 100 pages, some in the holes (dropped).
+	[ "$(json_get "$TMP/job.json" "$r['written_bytes'] > 0")" = True ]
+	[ "$(json_get "$TMP/job.json" "$r['written_bytes'] + $r['dropped_bytes'] <= 2 * 100 * 4096 + (1 << 20)")" = True ]
+	[ "$(json_get "$TMP/job.json" "$r['unmapped_bytes'] >= 1 << 20")" = True ]
+	[ "$(json_get "$TMP/job.json" "$r['rollbacks']")" = 1 ]
+	[ "$(json_get "$TMP/job.json" "0 < $r['pause_ns'] <= $r['elapsed_ns']")" = True ]
+	stop_fed
+}
+
+# ROLLBACK_ITERS: 200 in make check, 5000 in make soak.
+@test "rollback: ROLLBACK_ITERS random iterations, each back at the mark byte for byte" {
+	start_fed "$WL/rb_target" 32
+	mark
+	run python3 "$HELPERS/rbloop.py" "$SOCK" "$TMP/in" "$TMP/out" "${ROLLBACK_ITERS:-200}" "$RANDOM"
+	echo "$output"
+	assert_success
+	assert_output --partial "ok ${ROLLBACK_ITERS:-200} rollbacks"
+	stop_fed
+}
+
+@test "rollback: threads created since the mark refuse it and leave the program running as it was" {
+	start_fed "$WL/rb_target" 16
+	mark
+	say t '^got 0 '
+	run ctl rollback
+	echo "$output"
+	assert_failure
+	assert_output --partial "created since the mark"
+	assert_output --partial "not rolled back"
+	# Untouched: it goes on from where it was, its count 1.
+	say x '^got 1 '
+	stop_fed
+}
+
+@test "rollback: a process that exited, or a missing mark, is a clear error" {
+	start_fed "$WL/rb_target" 16
+	run ctl rollback
+	assert_failure
+	assert_output --partial "no mark"
+	mark first
+	run ctl rollback other
+	assert_failure
+	assert_output --partial "no mark named other (the mark is first)"
+	run ctl unmark
+	assert_success
+	assert_output --partial "mark first of process $PID dropped"
+	run ctl rollback
+	assert_failure
+	assert_output --partial "no mark"
+	stop_fed
+}
+
+@test "rollback: a mark refuses checkpoint --live and --evict, which need the memory's userfaultfd; unmark lifts it" {
+	start_fed "$WL/rb_target" 16
+	mark
+	run ctl checkpoint "$TMP/img" --evict --wait
+	assert_failure
+	assert_output --partial "--live and --evict cannot while it does"
+	# A plain checkpoint reads the memory without a userfaultfd.
+	run ctl checkpoint "$TMP/img" --wait
+	assert_success
+	run ctl unmark
+	assert_success
+	run ctl checkpoint "$TMP/img2" --evict --wait
+	assert_success
+	say x '^got 0 '
+	stop_fed
+}
+
+# The mark holds a pidfd of its own: one that shared its open file with
+# the process table's kept the exits epoll set reporting the process after
+# it was gone, and memvisor spun instead of ending.
+@test "rollback: a program that exits after the mark ends memvisor with its status" {
+	start_fed "$WL/rb_target" 16
+	mark
+	echo e >&7
+	wait_for 20 sh -c "! kill -0 $MVPID 2>/dev/null"
+	rc=0
+	wait "$MVPID" || rc=$?
+	[ "$rc" = 3 ]
+}

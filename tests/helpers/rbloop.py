@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Roll tests/workloads/rb_target back N times over one control connection
+(a ctl process a rollback would be most of the time).
+
+Usage: rbloop.py SOCKET FIFO OUT N SEED [COMMANDS]
+
+The program was marked while it waited for input. Each iteration sends 1
+to 3 commands (picked from COMMANDS, a comma-separated list, default
+"w,m,u,p,z,b,s,x"; "w" gets a seed and a count of pages), waiting for each
+answer, then asks for a rollback and waits for its job. The first "got"
+line after each rollback must equal the first one after the mark: the
+same count, hash, no resident hole page, registers ok. Prints one line per
+failure and "ok N rollbacks, P50 us p50, P99 us p99" (the rollback jobs'
+own pause_ns) at the end; exits 1 on the first failure.
+"""
+import json
+import random
+import socket
+import sys
+import time
+
+
+class Conn:
+    def __init__(self, path):
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.s.connect(path)
+        self.f = self.s.makefile("rb")
+
+    def call(self, cmd, args=None):
+        self.s.sendall(json.dumps({"id": 1, "cmd": cmd, "args": args or {}}).encode() + b"\n")
+        r = json.loads(self.f.readline())
+        if not r.get("ok"):
+            raise SystemExit(f"{cmd}: {r.get('error')}")
+        return r["result"]
+
+
+def lines(path):
+    with open(path) as f:
+        return f.read().splitlines()
+
+
+def wait_lines(path, n, what):
+    deadline = time.monotonic() + 30
+    while True:
+        v = lines(path)
+        if len(v) >= n:
+            return v
+        if time.monotonic() > deadline:
+            raise SystemExit(f"no answer to {what!r} within 30 s: {v[-3:]}")
+        time.sleep(0.0005)
+
+
+def wait_job(c, jid):
+    while True:
+        j = c.call("job", {"id": jid})
+        if j["state"] == "done":
+            return j["result"]
+        if j["state"] != "running":
+            raise SystemExit(f"job {jid} {j['state']}: {j.get('error')}")
+        time.sleep(0.0005)
+
+
+def main():
+    sock, fifo, out, n, seed = sys.argv[1:6]
+    cmds = (sys.argv[6] if len(sys.argv) > 6 else "w,m,u,p,z,b,s,x").split(",")
+    rng = random.Random(int(seed))
+    c = Conn(sock)
+    pauses = []
+    want = None
+    with open(fifo, "w") as w:
+        for i in range(int(n)):
+            for k in range(rng.randint(1, 3)):
+                cmd = rng.choice(cmds)
+                if cmd == "w":
+                    cmd = f"w {rng.randint(1, 1 << 30)} {rng.randint(1, 200)}"
+                before = len(lines(out))
+                w.write(cmd + "\n")
+                w.flush()
+                v = wait_lines(out, before + 2, cmd)
+                got = v[before]
+                if not got.startswith("got "):
+                    raise SystemExit(f"iteration {i}: {cmd!r} answered {got!r}")
+                if k == 0:
+                    want = want or got
+                    if got != want:
+                        print(f"iteration {i}: after the rollback '{got}', the mark had '{want}'")
+                        sys.exit(1)
+            r = wait_job(c, c.call("rollback")["job"])
+            pauses.append(r["pause_ns"] / 1000)
+    pauses.sort()
+    p = lambda q: pauses[min(len(pauses) - 1, int(q * len(pauses)))]
+    print(f"ok {len(pauses)} rollbacks, {p(0.5):.0f} us p50, {p(0.99):.0f} us p99")
+
+
+main()

@@ -1,0 +1,202 @@
+/* rb_target [MIB]: a program to roll back (tests/bats/rollback.bats).
+ *
+ * It maps MIB MiB (default 16) of which the first half is filled with a
+ * pattern and the second half is never touched (holes), then answers one
+ * input line at a time from stdin:
+ *
+ *   got N HASH HOLES REGS   right after the read returned, before doing
+ *                           anything: N inputs seen before this one, HASH
+ *                           of the filled half, its counter, a stack array
+ *                           and the globals, HOLES how many pages of the
+ *                           second half are resident (mincore), REGS "ok"
+ *                           when xmm0-15 and r12-r15 hold, after the read,
+ *                           what they held before it (set per N)
+ *   ready PID N+1 HASH      after the command, before the next read
+ *
+ * Commands: "w SEED K" writes K pseudo-random pages of the filled half
+ * and of the holes; "m" maps and writes a new 1 MiB region; "u" unmaps
+ * 1 MiB of the filled half; "p" makes 1 MiB of it read-only; "z" drops
+ * 1 MiB of it (MADV_DONTNEED); "b" grows the heap by 1 MiB with sbrk and
+ * writes it; "s" writes the stack array; "t" starts a thread that sleeps;
+ * "e" exits with status 3; anything else is just counted.
+ *
+ * After a rollback to a mark taken while it waited for input, every "got"
+ * line must be the mark's: same N, same HASH, HOLES 0, REGS ok. */
+#include "wl.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define PG 4096ul
+
+static unsigned char *heap;
+static size_t heap_len, filled;
+static uint64_t count;
+static unsigned char *extra;
+static void *grown;
+static int unmapped, readonly; /* "u" and "p" happened: "w" skips those MiB */
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *c = p;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ c[i]) * 0x100000001b3ull;
+	return h;
+}
+
+static uint64_t state_hash(const unsigned char *stack, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	/* The MiB "u" unmapped is not read. */
+	for (size_t off = 0; off < filled; off += PG)
+		if (!(unmapped && off >> 20 == 1))
+			h = fnv(h, heap + off, PG);
+	h = fnv(h, &count, sizeof(count));
+	h = fnv(h, stack, n);
+	h = fnv(h, &extra, sizeof(extra));
+	h = fnv(h, &grown, sizeof(grown));
+	h = fnv(h, &unmapped, sizeof(unmapped));
+	h = fnv(h, &readonly, sizeof(readonly));
+	return h;
+}
+
+static size_t holes_resident(void)
+{
+	size_t n = (heap_len - filled) / PG, r = 0;
+	unsigned char *vec = malloc(n);
+	if (vec && mincore(heap + filled, heap_len - filled, vec) == 0)
+		for (size_t i = 0; i < n; i++)
+			r += vec[i] & 1;
+	free(vec);
+	return r;
+}
+
+/* read(0) with xmm0-15 and r12-r15 set from sent before the syscall and
+ * stored to out after it: a rollback into the middle of this read must
+ * put them back. */
+static long read_checked(void *buf, size_t len, const unsigned char *sent, unsigned char *out)
+{
+	long ret;
+	__asm__ volatile("movdqu 0(%[s]), %%xmm0\n\tmovdqu 16(%[s]), %%xmm1\n\t"
+			 "movdqu 32(%[s]), %%xmm2\n\tmovdqu 48(%[s]), %%xmm3\n\t"
+			 "movdqu 64(%[s]), %%xmm4\n\tmovdqu 80(%[s]), %%xmm5\n\t"
+			 "movdqu 96(%[s]), %%xmm6\n\tmovdqu 112(%[s]), %%xmm7\n\t"
+			 "movdqu 128(%[s]), %%xmm8\n\tmovdqu 144(%[s]), %%xmm9\n\t"
+			 "movdqu 160(%[s]), %%xmm10\n\tmovdqu 176(%[s]), %%xmm11\n\t"
+			 "movdqu 192(%[s]), %%xmm12\n\tmovdqu 208(%[s]), %%xmm13\n\t"
+			 "movdqu 224(%[s]), %%xmm14\n\tmovdqu 240(%[s]), %%xmm15\n\t"
+			 "mov 256(%[s]), %%r12\n\tmov 264(%[s]), %%r13\n\t"
+			 "mov 272(%[s]), %%r14\n\tmov 280(%[s]), %%r15\n\t"
+			 "syscall\n\t"
+			 "movdqu %%xmm0, 0(%[o])\n\tmovdqu %%xmm1, 16(%[o])\n\t"
+			 "movdqu %%xmm2, 32(%[o])\n\tmovdqu %%xmm3, 48(%[o])\n\t"
+			 "movdqu %%xmm4, 64(%[o])\n\tmovdqu %%xmm5, 80(%[o])\n\t"
+			 "movdqu %%xmm6, 96(%[o])\n\tmovdqu %%xmm7, 112(%[o])\n\t"
+			 "movdqu %%xmm8, 128(%[o])\n\tmovdqu %%xmm9, 144(%[o])\n\t"
+			 "movdqu %%xmm10, 160(%[o])\n\tmovdqu %%xmm11, 176(%[o])\n\t"
+			 "movdqu %%xmm12, 192(%[o])\n\tmovdqu %%xmm13, 208(%[o])\n\t"
+			 "movdqu %%xmm14, 224(%[o])\n\tmovdqu %%xmm15, 240(%[o])\n\t"
+			 "mov %%r12, 256(%[o])\n\tmov %%r13, 264(%[o])\n\t"
+			 "mov %%r14, 272(%[o])\n\tmov %%r15, 280(%[o])\n\t"
+			 : "=a"(ret)
+			 : "a"(0L), "D"(0L), "S"(buf), "d"(len), [s] "r"(sent), [o] "r"(out)
+			 : "rcx", "r11", "r12", "r13", "r14", "r15", "memory", "xmm0", "xmm1",
+			   "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
+			   "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
+	return ret;
+}
+
+static void *sleeper(void *arg)
+{
+	for (;;)
+		pause();
+	return arg;
+}
+
+static uint64_t rnd(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+int main(int argc, char **argv)
+{
+	size_t mib = argc > 1 ? strtoul(argv[1], NULL, 0) : 16;
+	heap_len = mib << 20;
+	filled = heap_len / 2;
+	heap = mmap(NULL, heap_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (heap == MAP_FAILED)
+		return 2;
+	for (size_t i = 0; i < filled; i += 8)
+		*(uint64_t *)(heap + i) = mix(i);
+	unsigned char stack[256];
+	memset(stack, 0x5a, sizeof(stack));
+	unsigned char sent[288], out[288];
+	char line[256];
+	say("ready %d %llu %016llx\n", (int)getpid(), (unsigned long long)count,
+	    (unsigned long long)state_hash(stack, sizeof(stack)));
+	for (;;) {
+		for (size_t i = 0; i < sizeof(sent); i++)
+			sent[i] = (unsigned char)(i * 7 + count * 13 + 1);
+		memset(out, 0, sizeof(out));
+		long n = read_checked(line, sizeof(line) - 1, sent, out);
+		if (n <= 0)
+			return n == 0 ? 0 : 5;
+		line[n] = 0;
+		say("got %llu %016llx %zu %s\n", (unsigned long long)count,
+		    (unsigned long long)state_hash(stack, sizeof(stack)), holes_resident(),
+		    memcmp(sent, out, sizeof(sent)) ? "bad" : "ok");
+		count++;
+		unsigned long long seed = 1, k = 0;
+		switch (line[0]) {
+		case 'w':
+			sscanf(line + 1, "%llu %llu", &seed, &k);
+			for (uint64_t s = seed * 2654435761u + 1, i = 0; i < k; i++) {
+				size_t pg = rnd(&s) % (heap_len / PG), mb = pg * PG >> 20;
+				if ((mb == 1 && unmapped) || (mb == 2 && readonly))
+					continue;
+				heap[pg * PG + rnd(&s) % PG] ^= (unsigned char)(rnd(&s) | 1);
+			}
+			break;
+		case 'm':
+			extra = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE,
+				     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			if (extra != MAP_FAILED)
+				memset(extra, 7, 1 << 20);
+			break;
+		case 'u':
+			munmap(heap + (1 << 20), 1 << 20);
+			unmapped = 1;
+			break;
+		case 'p':
+			mprotect(heap + (2 << 20), 1 << 20, PROT_READ);
+			readonly = 1;
+			break;
+		case 'z':
+			madvise(heap + (3 << 20), 1 << 20, MADV_DONTNEED);
+			break;
+		case 'b':
+			grown = sbrk(1 << 20);
+			if (grown != (void *)-1)
+				memset(grown, 9, 1 << 20);
+			break;
+		case 's':
+			memset(stack, (int)count, sizeof(stack));
+			break;
+		case 't': {
+			pthread_t t;
+			pthread_create(&t, NULL, sleeper, NULL);
+			break;
+		}
+		case 'e':
+			_exit(3);
+		}
+		say("ready %d %llu %016llx\n", (int)getpid(), (unsigned long long)count,
+		    (unsigned long long)state_hash(stack, sizeof(stack)));
+	}
+}
