@@ -78,6 +78,7 @@ $(BUILD)/obj/%.o: %.c
 # Unit tests of supervisor code that needs no event loop.
 $(BUILD)/unit/test_pagemap: $(BUILD)/obj/supervisor/kernel/pagemap.o \
 	$(BUILD)/obj/supervisor/kernel/procfs.o
+$(BUILD)/unit/test_rollback: $(BUILD)/obj/supervisor/rollback/layout.o
 
 $(BUILD)/unit/%: tests/unit/%.c $(CORE_OBJ)
 	@mkdir -p $(dir $@)

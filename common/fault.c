@@ -13,16 +13,16 @@
  * every listed point, fails for a point named in the sources but not
  * listed (or listed without a scenario). Sorted. */
 static const char *const registry[] = {
-    "ckpt_alloc",	"ckpt_manifest_write", "ckpt_pages_open",     "ckpt_pages_sync",
-    "ckpt_pages_write", "ckpt_read",	       "ckpt_rename",	      "ckpt_seize",
-    "ckpt_stall",	"ctl_accept",	       "ctl_alloc",	      "ctl_read",
-    "ctl_write",	"dedup_differs",       "evict_read",	      "img_read",
-    "live_arm_off",	"live_arm_stall",      "live_copy_stall",     "live_no_buffer",
-    "notify_recv",	"notify_send",	       "notify_stall",	      "pidfd_info",
-    "pidfd_open",	"proc_read",	       "procmap_read",	      "ptrace_getregs",
-    "ptrace_interrupt", "reload_copy_gone",    "reload_install_none", "remote_syscall",
-    "serve_zero_stall", "shm_punch",	       "statsjson_write",     "uffd_api",
-    "uffd_copy",	"uffd_register",       "uffd_writeprotect",
+    "ckpt_alloc",	"ckpt_manifest_write", "ckpt_pages_open",  "ckpt_pages_sync",
+    "ckpt_pages_write", "ckpt_read",	       "ckpt_rename",	   "ckpt_seize",
+    "ckpt_stall",	"ctl_accept",	       "ctl_alloc",	   "ctl_read",
+    "ctl_write",	"dedup_differs",       "evict_read",	   "img_read",
+    "live_arm_off",	"live_arm_stall",      "live_copy_stall",  "live_no_buffer",
+    "notify_recv",	"notify_send",	       "notify_stall",	   "pidfd_info",
+    "pidfd_open",	"proc_read",	       "procmap_read",	   "ptrace_getregs",
+    "ptrace_interrupt", "ptrace_setregs",      "reload_copy_gone", "reload_install_none",
+    "remote_syscall",	"serve_zero_stall",    "shm_punch",	   "statsjson_write",
+    "uffd_api",		"uffd_copy",	       "uffd_register",	   "uffd_writeprotect",
 };
 
 static struct point {

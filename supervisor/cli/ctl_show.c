@@ -538,6 +538,12 @@ static void render_rollback_result(json_t *res)
 		       hsize(json_object_get(res, "unmapped_bytes"), a, sizeof(a)),
 		       hsize(json_object_get(res, "mapped_bytes"), b, sizeof(b)),
 		       json_object_get(res, "brk_was") ? ", brk put back" : "");
+	if (jint(res, "threads_ended") || jint(res, "children_killed"))
+		printf("  created since the mark: %lld %s ended, %lld %s killed\n",
+		       jint(res, "threads_ended"),
+		       mv_plural(jint(res, "threads_ended"), "thread", "threads"),
+		       jint(res, "children_killed"),
+		       mv_plural(jint(res, "children_killed"), "child", "children"));
 	size_t i;
 	json_t *s;
 	json_array_foreach(json_object_get(res, "signals_dropped"), i, s)

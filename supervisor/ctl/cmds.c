@@ -1,13 +1,13 @@
 /* The control commands (docs/protocol.md): the table, the argument
  * helpers, and the commands that report on processes and memory. */
 #include "supervisor/ctl/ctl.h"
-#include "supervisor/rollback/rollback.h"
 #include "common/jsonw.h"
 #include "common/util.h"
 #include "supervisor/ctl/checkpoint.h"
 #include "supervisor/ctl/metrics.h"
 #include "supervisor/reload/evict.h"
 #include "supervisor/ctl/reload.h"
+#include "supervisor/ctl/rollback.h"
 #include "supervisor/ctl/policy.h"
 #include "supervisor/supervise/enforce.h"
 #include "supervisor/supervise/jobs.h"
@@ -550,26 +550,6 @@ static int ctl_cmd_help(struct mv *mv, struct ctl_call *call, json_t *args, json
 	*result = json_pack("{s:s, s:i, s:o}", "memvisor", MV_VERSION, "protocol", PROTOCOL_VERSION,
 			    "commands", cmds);
 	return 0;
-}
-
-/* ---- mark, rollback, unmark (supervisor/rollback/rollback.h) -------- */
-
-static int ctl_cmd_mark(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,
-			struct mv_err *err)
-{
-	return rollback_cmd_mark(mv, args, result, err);
-}
-
-static int ctl_cmd_rollback(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,
-			    struct mv_err *err)
-{
-	return rollback_cmd_rollback(mv, args, result, err);
-}
-
-static int ctl_cmd_unmark(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,
-			  struct mv_err *err)
-{
-	return rollback_cmd_unmark(mv, args, result, err);
 }
 
 /* ---- the table ------------------------------------------------------ */

@@ -1,55 +1,11 @@
-/* A process's regions against the mark's (supervisor/rollback/mark.h). */
+/* A process's regions against the mark's (supervisor/rollback/mark.h):
+ * pure, no system call (tests/unit/test_rollback.c). */
 #include "common/util.h"
-#include "supervisor/kernel/procmap.h"
 #include "supervisor/rollback/mark.h"
-#include "supervisor/supervise/mv.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-struct collect {
-	struct rb_region *v;
-	size_t n, cap;
-};
-
-static int collect_one(void *arg, const struct proc_vma *v)
-{
-	struct collect *c = arg;
-	if (c->n == c->cap)
-		c->v = xrealloc(c->v, (c->cap = c->cap ? c->cap * 2 : 64) * sizeof(*c->v));
-	struct rb_region *r = &c->v[c->n++];
-	*r = (struct rb_region){.start = v->start,
-				.end = v->end,
-				.offset = v->offset,
-				.inode = v->inode,
-				.dev_major = v->dev_major,
-				.dev_minor = v->dev_minor,
-				.r = v->r,
-				.w = v->w,
-				.x = v->x,
-				.shared = v->shared};
-	size_t len = MV_MIN(v->name_len, sizeof(r->name) - 1);
-	if (v->name)
-		memcpy(r->name, v->name, len);
-	r->name[len] = 0;
-	/* [vdso], [vvar], [vvar_vclock], [vsyscall]: pages of the kernel's. */
-	r->special = v->name && v->name_len > 2 && v->name[0] == '[' && v->name[1] == 'v';
-	return 0;
-}
-
-int rb_layout_read(struct mv *mv, pid_t tid, struct rb_region **out, size_t *n)
-{
-	struct collect c = {0};
-	int rc = procmap_vmas(tid, mv->feat.procmap_query, 0, UINT64_MAX, collect_one, &c);
-	if (rc < 0) {
-		free(c.v);
-		return rc;
-	}
-	*out = c.v;
-	*n = c.n;
-	return 0;
-}
 
 bool rb_same_mapping(const struct rb_region *a, const struct rb_region *b, uint64_t addr)
 {

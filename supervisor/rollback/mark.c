@@ -4,6 +4,7 @@
 #include "common/util.h"
 #include "supervisor/kernel/pagemap.h"
 #include "supervisor/kernel/procfs.h"
+#include "supervisor/kernel/procmap.h"
 #include "supervisor/kernel/ptrace.h"
 #include "supervisor/kernel/remote.h"
 #include "supervisor/kernel/uffd.h"
@@ -19,6 +20,49 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+struct collect {
+	struct rb_region *v;
+	size_t n, cap;
+};
+
+static int collect_one(void *arg, const struct proc_vma *v)
+{
+	struct collect *c = arg;
+	if (c->n == c->cap)
+		c->v = xrealloc(c->v, (c->cap = c->cap ? c->cap * 2 : 64) * sizeof(*c->v));
+	struct rb_region *r = &c->v[c->n++];
+	*r = (struct rb_region){.start = v->start,
+				.end = v->end,
+				.offset = v->offset,
+				.inode = v->inode,
+				.dev_major = v->dev_major,
+				.dev_minor = v->dev_minor,
+				.r = v->r,
+				.w = v->w,
+				.x = v->x,
+				.shared = v->shared};
+	size_t len = MV_MIN(v->name_len, sizeof(r->name) - 1);
+	if (v->name)
+		memcpy(r->name, v->name, len);
+	r->name[len] = 0;
+	/* [vdso], [vvar], [vvar_vclock], [vsyscall]: pages of the kernel's. */
+	r->special = v->name && v->name_len > 2 && v->name[0] == '[' && v->name[1] == 'v';
+	return 0;
+}
+
+int rb_layout_read(struct mv *mv, pid_t tid, struct rb_region **out, size_t *n)
+{
+	struct collect c = {0};
+	int rc = procmap_vmas(tid, mv->feat.procmap_query, 0, UINT64_MAX, collect_one, &c);
+	if (rc < 0) {
+		free(c.v);
+		return rc;
+	}
+	*out = c.v;
+	*n = c.n;
+	return 0;
+}
+
 void rb_mark_free(struct rb_mark *m)
 {
 	if (!m)
@@ -29,6 +73,7 @@ void rb_mark_free(struct rb_mark *m)
 	}
 	free(m->t);
 	free(m->r);
+	free(m->children);
 	free(m->run);
 	if (m->base)
 		munmap(m->base, m->base_len);
@@ -75,7 +120,7 @@ void rb_release(struct ckpt *c)
 
 void rb_mark_req_free(void *ctx)
 {
-	struct rb_mark_req *q = ctx;
+	struct rollback_mark_req *q = ctx;
 	if (q && q->pidfd >= 0)
 		close(q->pidfd);
 	free(q);
@@ -280,7 +325,7 @@ static json_t *mark_json(const struct rb_mark *m, uint64_t pause_ns, uint64_t el
 
 int rb_mark_run(struct job *j)
 {
-	struct rb_mark_req *q = j->ctx;
+	struct rollback_mark_req *q = j->ctx;
 	struct mv *mv = j->mv;
 	uint64_t t0 = mv_now_ns();
 	/* The mark this one replaces goes first: its userfaultfd holds the
@@ -321,6 +366,10 @@ int rb_mark_run(struct job *j)
 		if (rc < 0)
 			ckpt_fail(&c, rc, MV_E_NO_SUCH_PROCESS,
 				  "reading the regions of process %d: %s", q->pid, strerror(-rc));
+	}
+	if (rc == 0) {
+		size_t cap = 0;
+		procfs_children(m->pid, &m->children, &m->n_children, &cap);
 	}
 	if (rc == 0)
 		rc = track_regions(&c, m);

@@ -1,8 +1,8 @@
 /* The mark's state, shared by the files of supervisor/rollback/:
  *   mark.c      the mark job, the mark's life
  *   undo.c      the rollback job
- *   layout.c    regions: reading them, comparing with the mark's
- *   cmds.c      the control commands
+ *   layout.c    regions compared with the mark's (pure)
+ *   marks.c     the mark's place in the supervisor: starting its jobs
  * Everything but the commands runs on the job's thread (the ptrace
  * tracer). */
 #ifndef MV_ROLLBACK_MARK_H
@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RB_NAME_MAX 64
+#define RB_NAME_MAX ROLLBACK_NAME_MAX
 
 /* A region as the kernel had it. */
 struct rb_region {
@@ -51,6 +51,8 @@ struct rb_mark {
 	size_t n_t;
 	struct rb_region *r;
 	size_t n_r;
+	pid_t *children; /* the process's children at the mark */
+	size_t n_children;
 	struct rb_run *run; /* sorted by start */
 	size_t n_run;
 	uint8_t *base;
@@ -69,10 +71,10 @@ int rb_stop(struct job *j, pid_t pid, int pidfd, struct ckpt *c, struct checkpoi
 /* Resume every thread and free what rb_stop made. */
 void rb_release(struct ckpt *c);
 
-/* ---- layout.c ---- */
-
-/* pid's regions now (tid: a stopped thread to read through). */
+/* pid's regions now (tid: a stopped thread to read through; mark.c). */
 int rb_layout_read(struct mv *mv, pid_t tid, struct rb_region **out, size_t *n);
+
+/* ---- layout.c ---- */
 
 /* Are a and b, at address addr, the same mapping (anonymous both, or the
  * same file at the same offset; shared or private alike)? */
@@ -98,12 +100,6 @@ void rb_layout_diff(const struct rb_mark *m, const struct rb_region *now, size_t
 void rb_describe(const struct rb_region *r, uint64_t start, uint64_t end, char *buf, size_t len);
 
 /* ---- the jobs (mark.c, undo.c) ---- */
-
-struct rb_mark_req {
-	char name[RB_NAME_MAX];
-	pid_t pid;
-	int pidfd;
-};
 
 int rb_mark_run(struct job *j);
 void rb_mark_req_free(void *ctx);

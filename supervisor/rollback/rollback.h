@@ -35,10 +35,28 @@
 
 struct rb_mark;
 
-/* Control commands (under no lock; they take mv->lock). */
-int rollback_cmd_mark(struct mv *mv, json_t *args, json_t **result, struct mv_err *err);
-int rollback_cmd_rollback(struct mv *mv, json_t *args, json_t **result, struct mv_err *err);
-int rollback_cmd_unmark(struct mv *mv, json_t *args, json_t **result, struct mv_err *err);
+#define ROLLBACK_NAME_MAX 64
+
+/* What a mark job is asked: the process (a pidfd of its own, taken
+ * over), and the mark's name. */
+struct rollback_mark_req {
+	char name[ROLLBACK_NAME_MAX];
+	pid_t pid;
+	int pidfd;
+};
+void rollback_mark_req_free(struct rollback_mark_req *q);
+
+/* Start a mark job (q taken over, freed on failure); *result the
+ * request's answer. 0, or -1 with err filled. The caller checked that no
+ * job that stops the program runs. */
+int rollback_start_mark(struct mv *mv, struct rollback_mark_req *q, json_t **result,
+			struct mv_err *err);
+
+/* Start a rollback job to the mark named name ("": the one there is). */
+int rollback_start(struct mv *mv, const char *name, json_t **result, struct mv_err *err);
+
+/* Drop the mark named name ("": the one there is). */
+int rollback_unmark(struct mv *mv, const char *name, json_t **result, struct mv_err *err);
 
 /* The mark held, for status and the refusals of other jobs: 1 with its
  * name and pid, 0 when there is none. Under mv->lock. */

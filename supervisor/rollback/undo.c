@@ -4,6 +4,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "supervisor/kernel/pagemap.h"
+#include "supervisor/kernel/procfs.h"
 #include "supervisor/kernel/ptrace.h"
 #include "supervisor/kernel/remote.h"
 #include "supervisor/kernel/uffd.h"
@@ -18,6 +19,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define PG 4096ull
@@ -32,6 +34,12 @@ struct undo {
 	bool brk_moved;
 	uint64_t brk_was;
 	json_t *signals; /* [{tid, signal}] caught by the stop and dropped */
+	pid_t *extra;	 /* threads created since the mark */
+	size_t n_extra;
+	unsigned threads_ended, children_killed;
+	/* Where the pause went: the stop, the checks and what was created
+	 * since, the layout, the memory, the registers, the resume. */
+	uint64_t t_stop, t_check, t_layout, t_memory, t_regs, t_resume;
 	struct as_range *prot, *drop;
 	size_t n_prot, cap_prot, n_drop, cap_drop;
 };
@@ -92,6 +100,7 @@ static int check_same(struct undo *u)
 	      *gone = xcalloc(m->n_t + 1, sizeof(*gone));
 	size_t n_extra = 0, n_gone = 0;
 	int rc = 0;
+	u->extra = extra;
 	for (size_t i = 0; i < pp->n; i++) {
 		struct ptrace_thread *t = &pp->t[i];
 		if (t->state == PT_GONE)
@@ -123,16 +132,77 @@ static int check_same(struct undo *u)
 			       "threads of process %d ended since the mark (%s): a rollback cannot "
 			       "revive them; not rolled back",
 			       m->pid, list);
-	} else if (n_extra) {
-		tid_list(list, sizeof(list), extra, n_extra);
-		rc = ckpt_fail(c, -EBUSY, MV_E_NOT_SUPPORTED,
-			       "threads of process %d were created since the mark (%s): a rollback "
-			       "does not end threads yet; not rolled back",
-			       m->pid, list);
 	}
 out:
-	free(extra);
+	u->n_extra = n_extra;
 	free(gone);
+	return rc;
+}
+
+/* Threads created since the mark end: an exit(2) run in each (its stack,
+ * mapped since, goes with the layout). Then the calls run in a marked
+ * thread. */
+static int end_new_threads(struct undo *u)
+{
+	struct ptrace_proc *pp = &u->c->p[0].pt;
+	long ret = 0;
+	int rc = u->n_extra ? call(u, SYS_getpid, 0, 0, 0, 0, 0, 0, &ret) : 0; /* opens u->r */
+	for (size_t i = 0; rc == 0 && i < u->n_extra; i++) {
+		struct ptrace_thread *t = NULL;
+		for (size_t k = 0; k < pp->n && !t; k++)
+			if (pp->t[k].tid == u->extra[i])
+				t = &pp->t[k];
+		u->changed = true;
+		rc = t ? remote_use_thread_stopped(&u->r, t) : -ESRCH;
+		long args[6] = {0};
+		if (rc == 0)
+			rc = remote_syscall_stopped(&u->r, SYS_exit, args, &ret);
+		if (rc == -ESRCH && t && t->state == PT_GONE)
+			rc = 0; /* it ended, as asked */
+		else if (rc == 0)
+			rc = -EIO; /* exit(2) returned */
+		if (rc < 0)
+			return ckpt_fail(u->c, rc, MV_E_INTERNAL,
+					 "ending thread %d, created since the mark: %s",
+					 u->extra[i], strerror(-rc));
+		u->threads_ended++;
+	}
+	for (size_t k = 0; rc == 0 && u->n_extra && k < pp->n; k++)
+		if (pp->t[k].state == PT_STOPPED)
+			return remote_use_thread_stopped(&u->r, &pp->t[k]) == 0 ? 0 : rc;
+	return rc;
+}
+
+/* Children forked since the mark are killed, and reaped by their parent
+ * (a wait4 run in it: the rolled-back parent knows nothing of them, and
+ * would leave them zombies). */
+static int kill_new_children(struct undo *u)
+{
+	pid_t *v = NULL;
+	size_t n = 0, cap = 0;
+	int rc = 0;
+	procfs_children(u->m->pid, &v, &n, &cap);
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		bool known = false;
+		for (size_t k = 0; k < u->m->n_children && !known; k++)
+			known = u->m->children[k] == v[i];
+		if (known)
+			continue;
+		int fd = (int)syscall(SYS_pidfd_open, v[i], 0);
+		if (fd < 0)
+			continue; /* reaped meanwhile */
+		u->changed = true;
+		syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0);
+		close(fd);
+		long ret = 0;
+		rc = call(u, SYS_wait4, v[i], 0, __WALL, 0, 0, 0, &ret);
+		if (rc == 0 && ret < 0 && ret != -ECHILD)
+			rc = ckpt_fail(u->c, (int)ret, MV_E_INTERNAL,
+				       "reaping process %d, forked since the mark: %s", v[i],
+				       strerror((int)-ret));
+		u->children_killed++;
+	}
+	free(v);
 	return rc;
 }
 
@@ -454,7 +524,23 @@ static json_t *result_json(const struct undo *u, uint64_t pause, uint64_t elapse
 	    (json_int_t)elapsed, "signals_dropped", u->signals);
 	if (u->brk_moved)
 		json_object_set_new(o, "brk_was", json_integer((json_int_t)u->brk_was));
+	json_object_set_new(o, "times",
+			    json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "stop_ns",
+				      (json_int_t)u->t_stop, "check_ns", (json_int_t)u->t_check,
+				      "layout_ns", (json_int_t)u->t_layout, "memory_ns",
+				      (json_int_t)u->t_memory, "registers_ns",
+				      (json_int_t)u->t_regs, "resume_ns", (json_int_t)u->t_resume));
+	json_object_set_new(o, "threads_ended", json_integer(u->threads_ended));
+	json_object_set_new(o, "children_killed", json_integer(u->children_killed));
 	return o;
+}
+
+/* The time since *t, which becomes now. */
+static uint64_t lap(uint64_t *t)
+{
+	uint64_t now = mv_now_ns(), d = now - *t;
+	*t = now;
+	return d;
 }
 
 int rb_rollback_run(struct job *j)
@@ -470,18 +556,28 @@ int rb_rollback_run(struct job *j)
 		mv_err_set(&c.err, rc, MV_E_NO_SUCH_PROCESS,
 			   "process %d has exited since the mark: a rollback cannot revive it",
 			   m->pid);
+	uint64_t t = t0;
+	u.t_stop = lap(&t);
 	if (rc == 0)
 		rc = check_same(&u);
+	if (rc == 0)
+		rc = end_new_threads(&u);
+	if (rc == 0)
+		rc = kill_new_children(&u);
+	u.t_check = lap(&t);
 	if (rc == 0) {
 		job_progress(j, "layout", 0, 0);
 		rc = undo_layout(&u);
 	}
+	u.t_layout = lap(&t);
 	if (rc == 0) {
 		job_progress(j, "memory", 0, 0);
 		rc = undo_memory(&u);
 	}
+	u.t_memory = lap(&t);
 	if (rc == 0)
 		rc = undo_threads(&u);
+	u.t_regs = lap(&t);
 	if (rc < 0 && u.changed) {
 		/* Neither the mark nor what it was: it must not run. */
 		syscall(SYS_pidfd_send_signal, m->pidfd, SIGKILL, NULL, 0);
@@ -493,6 +589,8 @@ int rb_rollback_run(struct job *j)
 		mv_err_set(&c.err, rc, c.err.code, "%s", msg);
 	}
 	rb_release(&c);
+	u.t_resume = lap(&t);
+	free(u.extra);
 	free(u.prot);
 	free(u.drop);
 	uint64_t pause = c.pause_end > c.pause_start ? c.pause_end - c.pause_start : 0;

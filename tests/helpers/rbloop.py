@@ -6,7 +6,7 @@ Usage: rbloop.py SOCKET FIFO OUT N SEED [COMMANDS]
 
 The program was marked while it waited for input. Each iteration sends 1
 to 3 commands (picked from COMMANDS, a comma-separated list, default
-"w,m,u,p,z,b,s,x"; "w" gets a seed and a count of pages), waiting for each
+"w,m,u,p,z,b,s,t,f,x"; "w" gets a seed and a count of pages), waiting for each
 answer, then asks for a rollback and waits for its job. The first "got"
 line after each rollback must equal the first one after the mark: the
 same count, hash, no resident hole page, registers ok. Prints one line per
@@ -62,7 +62,7 @@ def wait_job(c, jid):
 
 def main():
     sock, fifo, out, n, seed = sys.argv[1:6]
-    cmds = (sys.argv[6] if len(sys.argv) > 6 else "w,m,u,p,z,b,s,x").split(",")
+    cmds = (sys.argv[6] if len(sys.argv) > 6 else "w,m,u,p,z,b,s,t,f,x").split(",")
     rng = random.Random(int(seed))
     c = Conn(sock)
     pauses = []

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""bench/rb_drive.py MEMVISOR RB_ITER MIB PAGES N: rb_iter under memvisor,
+marked in its first read of stdin, then N iterations: one byte in, its
+answer out, a rollback (request, job, done) over one control connection.
+Prints "memvisor N iterations, P50 us p50, P99 us p99, R per second" (each
+iteration's wall time, the rollback included) and the rollbacks' own
+pause (the job's pause_ns) and elapsed time (elapsed_ns) p50 and p99."""
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def call(s, f, cmd, args=None):
+    s.sendall(json.dumps({"id": 1, "cmd": cmd, "args": args or {}}).encode() + b"\n")
+    r = json.loads(f.readline())
+    if not r.get("ok"):
+        sys.exit(f"{cmd}: {r.get('error')}")
+    return r["result"]
+
+
+def job(s, f, jid):
+    while True:
+        j = call(s, f, "job", {"id": jid})
+        if j["state"] == "done":
+            return j["result"]
+        if j["state"] != "running":
+            sys.exit(f"job {jid}: {j.get('error')}")
+        time.sleep(0.0002)
+
+
+def pct(v, q):
+    v = sorted(v)
+    return v[min(len(v) - 1, int(q * len(v)))]
+
+
+def main():
+    mv, prog, mib, pages, n = sys.argv[1:6]
+    n = int(n)
+    d = tempfile.mkdtemp(prefix="rb_drive.")
+    sock = os.path.join(d, "sock")
+    p = subprocess.Popen([mv, "run", "--socket", sock, "--", prog, mib, pages, "stdin"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    line = b""
+    while not line.endswith(b"\n"):
+        line += os.read(p.stdout.fileno(), 1)
+    while not os.path.exists(sock):
+        time.sleep(0.01)
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(sock)
+    f = s.makefile("rb")
+    time.sleep(0.05)  # into its read
+    job(s, f, call(s, f, "mark")["job"])
+    wall, pause, elapsed = [], [], []
+    start = time.monotonic()
+    for i in range(n):
+        a = time.monotonic()
+        os.write(p.stdin.fileno(), bytes([i % 256]))
+        if os.read(p.stdout.fileno(), 1) != b"d":
+            sys.exit("no answer")
+        r = job(s, f, call(s, f, "rollback")["job"])
+        wall.append(time.monotonic() - a)
+        pause.append(r["pause_ns"] / 1e3)
+        elapsed.append(r["elapsed_ns"] / 1e3)
+    total = time.monotonic() - start
+    p.stdin.close()
+    p.wait()
+    print(f"memvisor {n} iterations, {pct(wall, .5) * 1e6:.1f} us p50, "
+          f"{pct(wall, .99) * 1e6:.1f} us p99, {n / total:.0f} per second; "
+          f"rollback pause {pct(pause, .5):.0f} us p50, {pct(pause, .99):.0f} us p99, "
+          f"job {pct(elapsed, .5):.0f} us p50")
+    os.unlink(sock) if os.path.exists(sock) else None
+    os.rmdir(d)
+
+
+main()

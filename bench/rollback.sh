@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# bench/rollback.sh BUILD_DIR: memvisor's rollback against a fork server
+# (issue 26), side by side in one run.
+#
+# bench/rb_iter does one iteration of fuzzing-like work: it writes PAGES
+# pseudo-random pages of a heap of MIB MiB. Three ways to run RB_N (300)
+# iterations, each starting from the same state:
+#   plain     never reset: the work's own cost
+#   fork      a fork server: fork, the child iterates and exits, the parent
+#             waits (AFL's scheme)
+#   memvisor  marked once; each iteration is fed one byte over a pipe and
+#             rolled back over the control socket (bench/rb_drive.py)
+# For each RB_MIBS (16 256) x RB_PAGES (1 64 1024): the per-iteration p50
+# and p99 and iterations per second; memvisor/fork is the ratio of
+# iterations per second (above 1: memvisor is faster), and the rollback's
+# own pause. Run on a machine with no other job.
+set -euo pipefail
+BUILD=${1:-build}
+MV=$BUILD/memvisor
+PROG=$BUILD/bench/rb_iter
+N=${RB_N:-300}
+echo "# bench/rollback.sh $BUILD  (RB_MIBS='${RB_MIBS:-16 256}' RB_PAGES='${RB_PAGES:-1 64 1024}' RB_N=$N)"
+printf '| MiB | pages | plain p50 us | fork p50 us | fork /s | memvisor p50 us | p99 us | memvisor /s | memvisor/fork | rollback pause p50 / p99 us |\n'
+printf '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n'
+field() { sed -E "s/.* ([0-9.]+) $1.*/\\1/"; }
+for mib in ${RB_MIBS:-16 256}; do
+	for pages in ${RB_PAGES:-1 64 1024}; do
+		plain=$("$PROG" "$mib" "$pages" plain "$N")
+		fork=$("$PROG" "$mib" "$pages" fork "$N")
+		mv=$(python3 "$(dirname "$0")/rb_drive.py" "$MV" "$PROG" "$mib" "$pages" "$N")
+		fps=$(echo "$fork" | field "per second")
+		mps=$(echo "$mv" | field "per second;")
+		printf '| %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %s / %s |\n' "$mib" "$pages" \
+			"$(echo "$plain" | field "us p50")" "$(echo "$fork" | field "us p50")" "$fps" \
+			"$(echo "$mv" | field "us p50, [0-9.]+ us p99, ")" "$(echo "$mv" | field "us p99")" "$mps" \
+			"$(echo "$mps $fps" | awk '{print $1 / $2}')" \
+			"$(echo "$mv" | sed -E 's/.*pause ([0-9]+) us p50.*/\1/')" \
+			"$(echo "$mv" | sed -E 's/.*pause [0-9]+ us p50, ([0-9]+) us p99.*/\1/')"
+	done
+done

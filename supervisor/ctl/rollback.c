@@ -1,0 +1,118 @@
+/* The control commands mark, rollback and unmark (docs/protocol.md):
+ * their arguments and what they wait for; supervisor/rollback/ does the
+ * rest. */
+#include "common/util.h"
+#include "supervisor/ctl/ctl.h"
+#include "supervisor/reload/evict.h"
+#include "supervisor/ctl/rollback.h"
+#include "supervisor/rollback/rollback.h"
+#include "supervisor/supervise/jobs.h"
+#include "supervisor/supervise/lifecycle.h"
+
+#include <ctype.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* Jobs that stop the program (checkpoint, mark, rollback) run one at a
+ * time: two tracers of one thread cannot be. */
+static int busy(struct mv *mv, struct mv_err *err)
+{
+	static const enum job_kind kinds[] = {JOB_CHECKPOINT, JOB_MARK, JOB_ROLLBACK};
+	pthread_mutex_lock(&mv->lock);
+	int k = -1;
+	for (size_t i = 0; i < ARRAY_SIZE(kinds) && k < 0; i++)
+		if (jobs_running_locked(mv, kinds[i]))
+			k = (int)kinds[i];
+	pthread_mutex_unlock(&mv->lock);
+	if (k >= 0)
+		return ctl_fail(err, MV_E_BUSY, "a %s job is running", job_kind_name(k));
+	char id[40], dir[4096];
+	if (evict_some_image(mv->evict, id, sizeof(id), dir, sizeof(dir)))
+		return ctl_fail(err, MV_E_BUSY,
+				"memory is evicted to %s: reload it before a mark or a rollback",
+				dir);
+	return 0;
+}
+
+static int parse_name(json_t *args, char *out, struct mv_err *err)
+{
+	const char *name = NULL;
+	if (ctl_arg_string_opt(args, "name", &name, err) < 0)
+		return -1;
+	if (!name) {
+		out[0] = 0;
+		return 0;
+	}
+	size_t len = strlen(name);
+	if (len == 0 || len >= ROLLBACK_NAME_MAX)
+		return ctl_fail(err, MV_E_BAD_REQUEST, "args.name: 1 to %d characters",
+				ROLLBACK_NAME_MAX - 1);
+	for (size_t i = 0; i < len; i++)
+		if (!isalnum((unsigned char)name[i]) && !strchr("._-", name[i]))
+			return ctl_fail(err, MV_E_BAD_REQUEST,
+					"args.name: letters, digits, '.', '_' and '-' only");
+	memcpy(out, name, len + 1);
+	return 0;
+}
+
+int ctl_cmd_mark(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,
+		 struct mv_err *err)
+{
+	struct rollback_mark_req *q = xcalloc(1, sizeof(*q));
+	q->pidfd = -1;
+	if (parse_name(args, q->name, err) < 0)
+		goto fail;
+	if (!q->name[0])
+		snprintf(q->name, sizeof(q->name), "mark");
+	if (json_object_get(args, "pid")) {
+		if (ctl_arg_pid(mv, args, "pid", &q->pid, err) < 0)
+			goto fail;
+	} else {
+		lifecycle_scan_tree(mv);
+		pthread_mutex_lock(&mv->lock);
+		q->pid = mv->cmd_exited ? 0 : mv->cmd_pid;
+		pthread_mutex_unlock(&mv->lock);
+		if (q->pid <= 0) {
+			ctl_fail(err, MV_E_NO_SUCH_PROCESS,
+				 "the command has exited: give the pid of a running process");
+			goto fail;
+		}
+	}
+	if (busy(mv, err) < 0)
+		goto fail;
+	/* A pidfd of our own, not a duplicate of the process table's: that
+	 * one's open file is in the exits epoll set, which would keep
+	 * reporting it after the table closed its descriptor. */
+	q->pidfd = (int)syscall(SYS_pidfd_open, q->pid, 0);
+	if (q->pidfd < 0) {
+		ctl_fail(err, MV_E_NO_SUCH_PROCESS, "process %d has exited", q->pid);
+		goto fail;
+	}
+	int rc = rollback_start_mark(mv, q, result, err);
+	q = NULL; /* the job's, or freed */
+	return rc;
+fail:
+	rollback_mark_req_free(q);
+	return -1;
+}
+
+int ctl_cmd_rollback(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,
+		     struct mv_err *err)
+{
+	char name[ROLLBACK_NAME_MAX];
+	if (parse_name(args, name, err) < 0 || busy(mv, err) < 0)
+		return -1;
+	return rollback_start(mv, name, result, err);
+}
+
+int ctl_cmd_unmark(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,
+		   struct mv_err *err)
+{
+	char name[ROLLBACK_NAME_MAX];
+	if (parse_name(args, name, err) < 0)
+		return -1;
+	return rollback_unmark(mv, name, result, err);
+}

@@ -1,0 +1,116 @@
+/* The mark's place in the supervisor: which there is, starting its jobs,
+ * dropping it (supervisor/rollback/rollback.h). */
+#include "common/util.h"
+#include "supervisor/rollback/mark.h"
+#include "supervisor/supervise/mv.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int rollback_marked_locked(struct mv *mv, const char **name, pid_t *pid)
+{
+	if (!mv->mark)
+		return 0;
+	if (name)
+		*name = mv->mark->name;
+	if (pid)
+		*pid = mv->mark->pid;
+	return 1;
+}
+
+void rollback_free_all(struct mv *mv)
+{
+	pthread_mutex_lock(&mv->lock);
+	struct rb_mark *m = mv->mark;
+	mv->mark = NULL;
+	pthread_mutex_unlock(&mv->lock);
+	rb_mark_free(m);
+}
+
+static void unbusy(void *ctx)
+{
+	struct rb_mark *m = ctx;
+	pthread_mutex_lock(&m->mv->lock);
+	m->busy = false;
+	pthread_mutex_unlock(&m->mv->lock);
+}
+
+void rollback_mark_req_free(struct rollback_mark_req *q)
+{
+	rb_mark_req_free(q);
+}
+
+int rollback_start_mark(struct mv *mv, struct rollback_mark_req *q, json_t **result,
+			struct mv_err *err)
+{
+	struct job *j;
+	pid_t pid = q->pid;
+	char name[RB_NAME_MAX];
+	memcpy(name, q->name, sizeof(name));
+	int rc = jobs_start(mv, JOB_MARK, rb_mark_run, q, rb_mark_req_free, &j);
+	if (rc < 0) {
+		rb_mark_req_free(q);
+		return mv_err_set(err, -1, rc == -ESHUTDOWN ? MV_E_NO_SUCH_PROCESS : MV_E_INTERNAL,
+				  "cannot start the mark: %s", strerror(-rc));
+	}
+	*result = json_pack("{s:i, s:s, s:i}", "job", j->id, "name", name, "pid", pid);
+	return 0;
+}
+
+/* The mark asked for (by name, or the one there is), under mv->lock. */
+static struct rb_mark *find_locked(struct mv *mv, const char *name, struct mv_err *err)
+{
+	struct rb_mark *m = mv->mark;
+	if (!m) {
+		mv_err_set(err, -1, MV_E_INVALID, "no mark: `memvisor ctl mark` makes one");
+		return NULL;
+	}
+	if (name[0] && strcmp(name, m->name) != 0) {
+		mv_err_set(err, -1, MV_E_INVALID, "no mark named %s (the mark is %s)", name,
+			   m->name);
+		return NULL;
+	}
+	if (m->busy) {
+		mv_err_set(err, -1, MV_E_BUSY, "a rollback to mark %s is running", m->name);
+		return NULL;
+	}
+	return m;
+}
+
+int rollback_start(struct mv *mv, const char *name, json_t **result, struct mv_err *err)
+{
+	pthread_mutex_lock(&mv->lock);
+	struct rb_mark *m = find_locked(mv, name, err);
+	if (m)
+		m->busy = true;
+	pthread_mutex_unlock(&mv->lock);
+	if (!m)
+		return -1;
+	struct job *j;
+	int rc = jobs_start(mv, JOB_ROLLBACK, rb_rollback_run, m, unbusy, &j);
+	if (rc < 0) {
+		unbusy(m);
+		return mv_err_set(err, -1, rc == -ESHUTDOWN ? MV_E_NO_SUCH_PROCESS : MV_E_INTERNAL,
+				  "cannot start the rollback: %s", strerror(-rc));
+	}
+	*result = json_pack("{s:i, s:s, s:i}", "job", j->id, "name", m->name, "pid", m->pid);
+	return 0;
+}
+
+int rollback_unmark(struct mv *mv, const char *name, json_t **result, struct mv_err *err)
+{
+	pthread_mutex_lock(&mv->lock);
+	bool marking = jobs_running_locked(mv, JOB_MARK);
+	struct rb_mark *m = marking ? NULL : find_locked(mv, name, err);
+	if (m)
+		mv->mark = NULL;
+	pthread_mutex_unlock(&mv->lock);
+	if (marking)
+		return mv_err_set(err, -1, MV_E_BUSY, "a mark job is running");
+	if (!m)
+		return -1;
+	*result = json_pack("{s:s, s:i, s:I}", "name", m->name, "pid", m->pid, "rollbacks",
+			    (json_int_t)m->rollbacks);
+	rb_mark_free(m);
+	return 0;
+}
