@@ -195,7 +195,7 @@ PY
 	[ "$(json_get "$TMP/help.json" 'd["protocol"]')" = 2 ]
 	[ "$(json_get "$TMP/help.json" 'd["memvisor"]')" = "$(cat "$ROOT/VERSION")" ]
 	run json_get "$TMP/help.json" '[c["name"] for c in d["commands"]]'
-	assert_output '["hello", "status", "ps", "regions", "stats", "events", "policy", "policy_set", "job", "job_cancel", "job_unthrottle", "jobs", "checkpoint", "reload", "metrics", "help"]'
+	assert_output '["hello", "status", "ps", "regions", "stats", "events", "policy", "policy_set", "job", "job_cancel", "job_unthrottle", "jobs", "checkpoint", "reload", "mark", "rollback", "unmark", "metrics", "help"]'
 	# Each command it lists is one the socket knows, and hello lists the same.
 	[ "$(ctl --json hello | json_get - '[c["name"] for c in d["commands"]], d["protocol"]')" = \
 		"$(json_get "$TMP/help.json" '[c["name"] for c in d["commands"]], d["protocol"]')" ]
