@@ -2,7 +2,7 @@
 #include "common/util.h"
 #include "supervisor/checkpoint/checkpoint.h"
 #include "supervisor/reload/evict.h"
-#include "supervisor/rollback/rollback.h"
+#include "supervisor/rollback/marks.h"
 #include "supervisor/supervise/jobs.h"
 #include "supervisor/supervise/lifecycle.h"
 

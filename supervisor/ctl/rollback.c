@@ -5,7 +5,7 @@
 #include "supervisor/ctl/ctl.h"
 #include "supervisor/reload/evict.h"
 #include "supervisor/ctl/rollback.h"
-#include "supervisor/rollback/rollback.h"
+#include "supervisor/rollback/marks.h"
 #include "supervisor/supervise/jobs.h"
 #include "supervisor/supervise/lifecycle.h"
 

@@ -1,5 +1,5 @@
 /* The set-up and teardown of one supervisor, shared by run and agent. */
-#include "supervisor/rollback/rollback.h"
+#include "supervisor/rollback/marks.h"
 #include "supervisor/host/host.h"
 #include "common/util.h"
 #include "supervisor/ctl/server.h"

@@ -10,7 +10,7 @@
 
 #include "supervisor/checkpoint/checkpoint.h"
 #include "supervisor/checkpoint/job.h"
-#include "supervisor/rollback/rollback.h"
+#include "supervisor/rollback/marks.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,5 +1,5 @@
 /* The mark's place in the supervisor: which there is, starting its jobs,
- * dropping it (supervisor/rollback/rollback.h). */
+ * dropping it (supervisor/rollback/marks.h). */
 #include "common/util.h"
 #include "supervisor/rollback/mark.h"
 #include "supervisor/supervise/mv.h"

@@ -57,8 +57,8 @@ static void add_range(struct as_range **v, size_t *n, size_t *cap, uint64_t s, u
 
 /* A call in the process (its registers put back after). ret: the call's
  * value, a negative errno for a failed call. */
-static int call(struct undo *u, long nr, long a0, long a1, long a2, long a3, long a4, long a5,
-		long *ret)
+static int inject(struct undo *u, long nr, long a0, long a1, long a2, long a3, long a4, long a5,
+		  long *ret)
 {
 	if (!u->have_remote) {
 		int rc = remote_open_stopped(&u->r, &u->c->p[0].pt, &u->c->mv->injecting);
@@ -146,7 +146,7 @@ static int end_new_threads(struct undo *u)
 {
 	struct ptrace_proc *pp = &u->c->p[0].pt;
 	long ret = 0;
-	int rc = u->n_extra ? call(u, SYS_getpid, 0, 0, 0, 0, 0, 0, &ret) : 0; /* opens u->r */
+	int rc = u->n_extra ? inject(u, SYS_getpid, 0, 0, 0, 0, 0, 0, &ret) : 0; /* opens u->r */
 	for (size_t i = 0; rc == 0 && i < u->n_extra; i++) {
 		struct ptrace_thread *t = NULL;
 		for (size_t k = 0; k < pp->n && !t; k++)
@@ -195,7 +195,7 @@ static int kill_new_children(struct undo *u)
 		syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0);
 		close(fd);
 		long ret = 0;
-		rc = call(u, SYS_wait4, v[i], 0, __WALL, 0, 0, 0, &ret);
+		rc = inject(u, SYS_wait4, v[i], 0, __WALL, 0, 0, 0, &ret);
 		if (rc == 0 && ret < 0 && ret != -ECHILD)
 			rc = ckpt_fail(u->c, (int)ret, MV_E_INTERNAL,
 				       "reaping process %d, forked since the mark: %s", v[i],
@@ -259,18 +259,18 @@ static int fix_layout(struct undo *u, const struct rb_change *ch, size_t n, enum
 		int rc;
 		u->changed = true;
 		if (which == RB_UNMAP) {
-			rc = call(u, SYS_munmap, (long)x->start, len, 0, 0, 0, 0, &ret);
+			rc = inject(u, SYS_munmap, (long)x->start, len, 0, 0, 0, 0, &ret);
 			u->unmapped += (uint64_t)len;
 		} else if (which == RB_MAP) {
-			rc = call(u, SYS_mmap, (long)x->start, len, prot_of(x->was),
-				  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0, &ret);
+			rc = inject(u, SYS_mmap, (long)x->start, len, prot_of(x->was),
+				    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0, &ret);
 			if (rc == 0 && ret == (long)x->start)
 				ret = uffd_register_mode(u->m->uffd, x->start, (uint64_t)len,
 							 UFFDIO_REGISTER_MODE_WP);
 			u->mapped += (uint64_t)len;
 		} else {
-			rc = call(u, SYS_mprotect, (long)x->start, len, prot_of(x->was), 0, 0, 0,
-				  &ret);
+			rc = inject(u, SYS_mprotect, (long)x->start, len, prot_of(x->was), 0, 0, 0,
+				    &ret);
 		}
 		if (rc < 0)
 			return rc;
@@ -292,16 +292,16 @@ static int fix_layout(struct undo *u, const struct rb_change *ch, size_t n, enum
 static int undo_brk(struct undo *u, const struct rb_change *ch, size_t n)
 {
 	long cur = 0, got = 0;
-	int rc = call(u, SYS_brk, 0, 0, 0, 0, 0, 0, &cur);
+	int rc = inject(u, SYS_brk, 0, 0, 0, 0, 0, 0, &cur);
 	if (rc < 0 || (uint64_t)cur == u->m->brk)
 		return rc;
 	u->changed = u->brk_moved = true;
 	u->brk_was = (uint64_t)cur;
-	rc = call(u, SYS_brk, (long)u->m->brk, 0, 0, 0, 0, 0, &got);
+	rc = inject(u, SYS_brk, (long)u->m->brk, 0, 0, 0, 0, 0, &got);
 	if (rc == 0 && (uint64_t)got != u->m->brk) {
 		rc = fix_layout(u, ch, n, RB_UNMAP);
 		if (rc == 0)
-			rc = call(u, SYS_brk, (long)u->m->brk, 0, 0, 0, 0, 0, &got);
+			rc = inject(u, SYS_brk, (long)u->m->brk, 0, 0, 0, 0, 0, &got);
 	}
 	if (rc == 0 && (uint64_t)got != u->m->brk)
 		rc = ckpt_fail(u->c, -ENOMEM, MV_E_INTERNAL,
@@ -446,8 +446,8 @@ static int undo_memory(struct undo *u)
 		long ret = 0;
 		uint64_t len = u->drop[i].end - u->drop[i].start;
 		u->changed = true;
-		rc = call(u, SYS_madvise, (long)u->drop[i].start, (long)len, MADV_DONTNEED, 0, 0, 0,
-			  &ret);
+		rc = inject(u, SYS_madvise, (long)u->drop[i].start, (long)len, MADV_DONTNEED, 0, 0,
+			    0, &ret);
 		if (rc == 0 && ret < 0)
 			rc = ckpt_fail(
 			    u->c, (int)ret, MV_E_INTERNAL, "dropping %#llx-%#llx of process %d: %s",

@@ -106,7 +106,7 @@ struct mv {
 		uint64_t forgotten[4][4];
 	} jobs;
 	struct evict *evict;  /* evicted memory (reload/evict.h) */
-	struct rb_mark *mark; /* the mark to roll back to (rollback/rollback.h), under lock */
+	struct rb_mark *mark; /* the mark to roll back to (rollback/marks.h), under lock */
 	/* Reads of tracee memory through /proc/PID/mem serve evicted pages
 	 * with this (kernel/vm.h; set by host.c: evict_fault_in). */
 	struct vm_faulter faulter;

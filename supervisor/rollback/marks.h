@@ -23,8 +23,8 @@
  * neither the mark nor what it was must not run), and says so.
  * What is not rolled back: shared mappings, file contents and offsets,
  * sockets, timers, other processes (docs/rollback.md). */
-#ifndef MV_ROLLBACK_H
-#define MV_ROLLBACK_H
+#ifndef MV_ROLLBACK_MARKS_H
+#define MV_ROLLBACK_MARKS_H
 
 #include "common/err.h"
 #include "supervisor/supervise/jobs.h"
