@@ -112,7 +112,7 @@ rollback() {
 	stop_fed
 }
 
-@test "rollback: a process that exited, or a missing mark, is a clear error" {
+@test "rollback: no mark, another name, or a new program since the mark: a clear error, nothing touched" {
 	start_fed "$WL/rb_target" 16
 	run ctl rollback
 	assert_failure
@@ -127,7 +127,17 @@ rollback() {
 	run ctl rollback
 	assert_failure
 	assert_output --partial "no mark"
-	stop_fed
+	# A new program since the mark: the mark is gone, nothing is touched.
+	mark again
+	echo E >&7
+	wait_for 10 sh -c "grep -q sleep /proc/$PID/comm"
+	run ctl rollback
+	echo "$output"
+	assert_failure
+	assert_output --partial "ran a new program (execve) since the mark"
+	grep -q sleep /proc/"$PID"/comm
+	kill "$PID"
+	stop_fed || true
 }
 
 @test "rollback: a mark refuses checkpoint --live and --evict, which need the memory's userfaultfd; unmark lifts it" {

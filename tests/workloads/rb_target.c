@@ -18,8 +18,8 @@
  * 1 MiB of the filled half; "p" makes 1 MiB of it read-only; "z" drops
  * 1 MiB of it (MADV_DONTNEED); "b" grows the heap by 1 MiB with sbrk and
  * writes it; "s" writes the stack array; "t" starts a thread that sleeps;
- * "f" forks a child that sleeps; "e" exits with status 3; anything else
- * is just counted.
+ * "f" forks a child that sleeps; "E" runs sleep 300 in its place (execve);
+ * "e" exits with status 3; anything else is just counted.
  *
  * After a rollback to a mark taken while it waited for input, every "got"
  * line must be the mark's: same N, same HASH, HOLES 0, REGS ok. */
@@ -198,6 +198,9 @@ int main(int argc, char **argv)
 			if (fork() == 0)
 				for (;;)
 					pause();
+			break;
+		case 'E':
+			execl("/bin/sleep", "sleep", "300", (char *)NULL);
 			break;
 		case 'e':
 			_exit(3);
