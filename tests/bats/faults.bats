@@ -70,7 +70,9 @@ survives() { # POINT[:N]
 # reloaded with the fault (run_evict_point); reload_wl shares no memory,
 # so shm_ points are not reached there (shm_evict.bats tests shm_punch),
 # nor dedup_ ones, which need a forked tree (evict_safety.bats tests
-# dedup_differs); live: a checkpoint --live with the fault (run_live_point).
+# dedup_differs); live: a checkpoint --live with the fault (run_live_point);
+# rollback: a mark and a rollback with the fault (run_rollback_point).
+# The first prefix that matches wins.
 SCENARIOS=(
 	"notify_ supervise"
 	"pidfd_ supervise"
@@ -78,6 +80,7 @@ SCENARIOS=(
 	"procmap_ supervise"
 	"ctl_ supervise"
 	"ckpt_ supervise"
+	"ptrace_setregs rollback"
 	"ptrace_ supervise"
 	"img_ image"
 	"statsjson_ exit"
@@ -258,6 +261,30 @@ run_evict_point() { # POINT:N
 	grep -q "fault injected at $point" "$TMP/err" || echo "note: $1 was not reached"
 }
 
+# The rollback scenario: rb_target is marked, writes, and is rolled back
+# with the fault. A rollback that fails once it began to change the
+# program kills it and says so; memvisor ends with the program's status.
+run_rollback_point() { # POINT:N
+	local point=${1%%:*} rc=0
+	MEMVISOR_FAULT=$1 start_fed "$WL/rb_target" 8
+	ctl mark >/dev/null 2>&1 || { echo "the mark failed"; return 1; }
+	say "w 3 50" '^got 0 ' || return 1
+	if ctl rollback >"$TMP/rb.out" 2>&1; then
+		! grep -q "fault injected at $point" "$TMP/err" ||
+			{ echo "the rollback succeeded although $point failed"; return 1; }
+		say x '^got 0 ' || return 1
+		exec 7>&-
+		wait "$MVPID" || { echo "memvisor exited $?"; return 1; }
+		echo "note: $1 was not reached"
+		return 0
+	fi
+	grep -q "was killed" "$TMP/rb.out" ||
+		{ echo "the rollback failed without saying what became of the program: $(cat "$TMP/rb.out")"; return 1; }
+	exec 7>&-
+	wait "$MVPID" || rc=$?
+	[ "$rc" = 137 ] || { echo "memvisor exited $rc, not with the killed program's 137"; return 1; }
+}
+
 # The live scenario: the pattern workload is checkpointed --live with the
 # fault; the image is whole and the program's memory right.
 run_live_point() { # POINT:N
@@ -288,6 +315,8 @@ run_live_point() { # POINT:N
 				run_evict_point "$point:$n" || { failed="$failed $point:$n"; echo "FAILED: $point:$n (evict)"; }
 			elif [ "$scenario" = live ]; then
 				run_live_point "$point:$n" || { failed="$failed $point:$n"; echo "FAILED: $point:$n (live)"; }
+			elif [ "$scenario" = rollback ]; then
+				run_rollback_point "$point:$n" || { failed="$failed $point:$n"; echo "FAILED: $point:$n (rollback)"; }
 			else
 				run_point "$point:$n" "$scenario" || { failed="$failed $point:$n"; echo "FAILED: $point:$n ($scenario)"; }
 			fi
