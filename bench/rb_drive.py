@@ -2,9 +2,10 @@
 """bench/rb_drive.py MEMVISOR RB_ITER MIB PAGES N: rb_iter under memvisor,
 marked in its first read of stdin, then N iterations: one byte in, its
 answer out, a rollback (request, job, done) over one control connection.
-Prints "memvisor N iterations, P50 us p50, P99 us p99, R per second" (each
-iteration's wall time, the rollback included) and the rollbacks' own
-pause (the job's pause_ns) and elapsed time (elapsed_ns) p50 and p99."""
+Prints "memvisor n=N p50_us= p99_us= per_s=" (each iteration's wall time,
+the rollback included), and the rollbacks' own pause (the job's pause_ns)
+p50 and p99, elapsed time (elapsed_ns) p50, and the p50 of each of the
+result's times (stop, check, layout, memory, registers, resume)."""
 import json
 import os
 import socket
@@ -54,7 +55,7 @@ def main():
     f = s.makefile("rb")
     time.sleep(0.05)  # into its read
     job(s, f, call(s, f, "mark")["job"])
-    wall, pause, elapsed = [], [], []
+    wall, pause, elapsed, times = [], [], [], {}
     start = time.monotonic()
     for i in range(n):
         a = time.monotonic()
@@ -65,13 +66,15 @@ def main():
         wall.append(time.monotonic() - a)
         pause.append(r["pause_ns"] / 1e3)
         elapsed.append(r["elapsed_ns"] / 1e3)
+        for k, v in r.get("times", {}).items():
+            times.setdefault(k, []).append(v / 1e3)
     total = time.monotonic() - start
     p.stdin.close()
     p.wait()
-    print(f"memvisor {n} iterations, {pct(wall, .5) * 1e6:.1f} us p50, "
-          f"{pct(wall, .99) * 1e6:.1f} us p99, {n / total:.0f} per second; "
-          f"rollback pause {pct(pause, .5):.0f} us p50, {pct(pause, .99):.0f} us p99, "
-          f"job {pct(elapsed, .5):.0f} us p50")
+    print(f"memvisor n={n} p50_us={pct(wall, .5) * 1e6:.1f} p99_us={pct(wall, .99) * 1e6:.1f} "
+          f"per_s={n / total:.0f} pause_p50_us={pct(pause, .5):.0f} "
+          f"pause_p99_us={pct(pause, .99):.0f} job_p50_us={pct(elapsed, .5):.0f} "
+          + " ".join(f"{k[:-3]}_p50_us={pct(v, .5):.0f}" for k, v in times.items()))
     os.unlink(sock) if os.path.exists(sock) else None
     os.rmdir(d)
 

@@ -12,29 +12,30 @@
 #             rolled back over the control socket (bench/rb_drive.py)
 # For each RB_MIBS (16 256) x RB_PAGES (1 64 1024): the per-iteration p50
 # and p99 and iterations per second; memvisor/fork is the ratio of
-# iterations per second (above 1: memvisor is faster), and the rollback's
-# own pause. Run on a machine with no other job.
+# iterations per second (above 1: memvisor is faster), the rollback's own
+# pause, and where it went (the job result's times). Run on a machine with
+# no other job.
 set -euo pipefail
 BUILD=${1:-build}
 MV=$BUILD/memvisor
 PROG=$BUILD/bench/rb_iter
 N=${RB_N:-300}
 echo "# bench/rollback.sh $BUILD  (RB_MIBS='${RB_MIBS:-16 256}' RB_PAGES='${RB_PAGES:-1 64 1024}' RB_N=$N)"
-printf '| MiB | pages | plain p50 us | fork p50 us | fork /s | memvisor p50 us | p99 us | memvisor /s | memvisor/fork | rollback pause p50 / p99 us |\n'
-printf '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n'
-field() { sed -E "s/.* ([0-9.]+) $1.*/\\1/"; }
+printf '| MiB | pages | plain p50 us | fork p50 us | fork /s | memvisor p50 us | p99 us | memvisor /s | memvisor/fork | rollback pause p50 / p99 us | stop / layout / memory p50 us |\n'
+printf '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n'
+kv() { tr ' ' '\n' | sed -n "s/^$1=//p"; }
 for mib in ${RB_MIBS:-16 256}; do
 	for pages in ${RB_PAGES:-1 64 1024}; do
 		plain=$("$PROG" "$mib" "$pages" plain "$N")
 		fork=$("$PROG" "$mib" "$pages" fork "$N")
 		mv=$(python3 "$(dirname "$0")/rb_drive.py" "$MV" "$PROG" "$mib" "$pages" "$N")
-		fps=$(echo "$fork" | field "per second")
-		mps=$(echo "$mv" | field "per second;")
-		printf '| %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %s / %s |\n' "$mib" "$pages" \
-			"$(echo "$plain" | field "us p50")" "$(echo "$fork" | field "us p50")" "$fps" \
-			"$(echo "$mv" | field "us p50, [0-9.]+ us p99, ")" "$(echo "$mv" | field "us p99")" "$mps" \
+		fps=$(echo "$fork" | kv per_s)
+		mps=$(echo "$mv" | kv per_s)
+		printf '| %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %s / %s | %s / %s / %s |\n' "$mib" "$pages" \
+			"$(echo "$plain" | kv p50_us)" "$(echo "$fork" | kv p50_us)" "$fps" \
+			"$(echo "$mv" | kv p50_us)" "$(echo "$mv" | kv p99_us)" "$mps" \
 			"$(echo "$mps $fps" | awk '{print $1 / $2}')" \
-			"$(echo "$mv" | sed -E 's/.*pause ([0-9]+) us p50.*/\1/')" \
-			"$(echo "$mv" | sed -E 's/.*pause [0-9]+ us p50, ([0-9]+) us p99.*/\1/')"
+			"$(echo "$mv" | kv pause_p50_us)" "$(echo "$mv" | kv pause_p99_us)" \
+			"$(echo "$mv" | kv stop_p50_us)" "$(echo "$mv" | kv layout_p50_us)" "$(echo "$mv" | kv memory_p50_us)"
 	done
 done

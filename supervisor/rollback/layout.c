@@ -96,6 +96,14 @@ void rb_layout_diff(const struct rb_mark *m, const struct rb_region *now, size_t
 	free(b);
 }
 
+uint64_t rb_heap_end(const struct rb_region *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(v[i].name, "[heap]") == 0)
+			return v[i].end;
+	return 0;
+}
+
 void rb_describe(const struct rb_region *r, uint64_t start, uint64_t end, char *buf, size_t len)
 {
 	const char *name = r && r->name[0] ? r->name : "anonymous";

@@ -372,6 +372,8 @@ int rb_mark_run(struct job *j)
 		procfs_children(m->pid, &m->children, &m->n_children, &cap);
 	}
 	if (rc == 0)
+		m->heap_end = rb_heap_end(m->r, m->n_r);
+	if (rc == 0)
 		rc = track_regions(&c, m);
 	if (rc == 0)
 		rc = copy_baseline(&c, m, tid);

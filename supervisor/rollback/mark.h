@@ -47,6 +47,7 @@ struct rb_mark {
 	pid_t pid;
 	int pidfd, memfd, uffd; /* memfd: /proc/PID/mem of the marked mm, O_RDWR */
 	uint64_t brk;
+	uint64_t heap_end; /* where the region named [heap] ended (0: none) */
 	struct rb_thread *t;
 	size_t n_t;
 	struct rb_region *r;
@@ -95,6 +96,9 @@ struct rb_change {
  * (a replaced piece is RB_UNMAP then RB_MAP). *n 0: the same layout. */
 void rb_layout_diff(const struct rb_mark *m, const struct rb_region *now, size_t n_now,
 		    struct rb_change **out, size_t *n);
+
+/* Where the region named [heap] ends in v[0..n), 0 when there is none. */
+uint64_t rb_heap_end(const struct rb_region *v, size_t n);
 
 /* "0x7f..-0x7f.. (NAME)" for messages. */
 void rb_describe(const struct rb_region *r, uint64_t start, uint64_t end, char *buf, size_t len);

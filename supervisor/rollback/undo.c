@@ -213,7 +213,7 @@ static int prot_of(const struct rb_region *r)
 	return (r->r ? PROT_READ : 0) | (r->w ? PROT_WRITE : 0) | (r->x ? PROT_EXEC : 0);
 }
 
-static int diff_now(struct undo *u, struct rb_change **ch, size_t *n)
+static int diff_now(struct undo *u, struct rb_change **ch, size_t *n, uint64_t *heap_end)
 {
 	struct rb_region *now = NULL;
 	size_t n_now = 0;
@@ -223,6 +223,8 @@ static int diff_now(struct undo *u, struct rb_change **ch, size_t *n)
 		return ckpt_fail(u->c, rc, MV_E_NO_SUCH_PROCESS,
 				 "reading the regions of process %d: %s", u->m->pid, strerror(-rc));
 	rb_layout_diff(u->m, now, n_now, ch, n);
+	if (heap_end)
+		*heap_end = rb_heap_end(now, n_now);
 	/* The changes point into the mark's regions, not now's. */
 	free(now);
 	return 0;
@@ -288,7 +290,9 @@ static int fix_layout(struct undo *u, const struct rb_change *ch, size_t n, enum
 
 /* brk back where the mark had it: brk(2) shrinks the heap or grows it
  * again itself. A region mapped since where the heap would grow is in
- * its way: those go first, then brk again. */
+ * its way: those go first, then brk again. Only when the heap's end
+ * moved: reading brk takes a call run in the process (1.5-4 ms on this
+ * VM), and malloc moves brk by whole pages (docs/rollback.md). */
 static int undo_brk(struct undo *u, const struct rb_change *ch, size_t n)
 {
 	long cur = 0, got = 0;
@@ -318,10 +322,11 @@ static int undo_layout(struct undo *u)
 {
 	struct rb_change *ch = NULL;
 	size_t n = 0;
-	int rc = diff_now(u, &ch, &n);
+	uint64_t heap_end = 0;
+	int rc = diff_now(u, &ch, &n, &heap_end);
 	if (rc == 0)
 		rc = check_mappable(u, ch, n);
-	if (rc == 0)
+	if (rc == 0 && heap_end != u->m->heap_end)
 		rc = undo_brk(u, ch, n);
 	if (rc < 0 || (!n && !u->brk_moved)) {
 		free(ch);
@@ -330,7 +335,7 @@ static int undo_layout(struct undo *u)
 	/* brk may have mapped or unmapped the heap's end: look again. */
 	free(ch);
 	ch = NULL;
-	rc = diff_now(u, &ch, &n);
+	rc = diff_now(u, &ch, &n, NULL);
 	if (rc == 0)
 		rc = check_mappable(u, ch, n);
 	if (rc == 0)
@@ -354,7 +359,7 @@ static int undo_layout(struct undo *u)
 	free(ch);
 	ch = NULL;
 	if (rc == 0)
-		rc = diff_now(u, &ch, &n);
+		rc = diff_now(u, &ch, &n, NULL);
 	if (rc == 0 && n) {
 		char what[200];
 		rb_describe(ch[0].was, ch[0].start, ch[0].end, what, sizeof(what));
