@@ -112,6 +112,26 @@ rollback() {
 	stop_fed
 }
 
+@test "rollback: a mark of several threads puts each one's registers back" {
+	start_fed "$WL/rb_target" 16
+	say t '^got 0 '
+	say t '^got 1 '
+	[ "$(ls /proc/"$PID"/task | wc -l)" = 3 ]
+	mark
+	assert_output --partial "3 threads"
+	got_for x
+	want=$GOT
+	for cmd in "w 5 500" s m; do
+		rollback
+		say "$cmd" '^got 2 '
+		rollback
+		got_for x
+		[ "$GOT" = "$want" ]
+		[ "$(ls /proc/"$PID"/task | wc -l)" = 3 ]
+	done
+	stop_fed
+}
+
 @test "rollback: no mark, another name, or a new program since the mark: a clear error, nothing touched" {
 	start_fed "$WL/rb_target" 16
 	run ctl rollback
