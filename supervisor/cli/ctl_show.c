@@ -134,8 +134,30 @@ static void render_jobs_list(json_t *jobs, const struct ctl_show_opts *o)
 	json_array_foreach(jobs, i, j) render_job_line(j, o);
 }
 
+/* The agent's hello: its own fields, not a supervisor's. */
+static void show_agent_hello(json_t *r)
+{
+	printf("memvisor agent %s, pid %lld\n", jstr(r, "version"), jint(r, "pid"));
+	printf("runtimes connect to: %s\n", jstr(r, "listen"));
+	printf("control socket:      %s\n", jstr(r, "socket"));
+	const char *pol = json_string_value(json_object_get(r, "policy"));
+	printf("policy:              %s\n", pol ? pol : "none (every call allowed)");
+	printf("containers:          %lld (ctl -c ID for each one's own commands)\n",
+	       jint(r, "containers"));
+	printf("commands:");
+	size_t i;
+	json_t *c;
+	json_array_foreach(json_object_get(r, "commands"), i, c)
+	    printf(" %s", json_string_value(c));
+	printf("\n");
+}
+
 void ctl_show_hello(json_t *r, const struct ctl_show_opts *o)
 {
+	if (strcmp(jstr(r, "role"), "agent") == 0) {
+		show_agent_hello(r);
+		return;
+	}
 	printf("memvisor %s (protocol %lld), supervisor pid %lld\n", jstr(r, "memvisor"),
 	       jint(r, "protocol"), jint(r, "pid"));
 	if (json_is_string(json_object_get(r, "name")))

@@ -281,6 +281,17 @@ static bool in_a_container(struct agent *ag, pid_t pid)
 	return false;
 }
 
+static json_t *hello_json(struct agent *ag)
+{
+	int n = 0;
+	for (struct container *c = ag->containers; c; c = c->next)
+		n += !atomic_load(&c->ended);
+	return json_pack("{s:s, s:s, s:i, s:s, s:s, s:s?, s:i, s:[sss]}", "version", MV_VERSION,
+			 "role", "agent", "pid", (int)getpid(), "listen", ag->o->listen, "socket",
+			 ag->o->socket, "policy", ag->o->policy_path, "containers", n, "commands",
+			 "hello", "containers", "container");
+}
+
 static json_t *cmd_reply(struct agent *ag, json_t *req, const char **code, const char **why)
 {
 	const char *cmd = json_string_value(json_object_get(req, "cmd"));
@@ -288,9 +299,7 @@ static json_t *cmd_reply(struct agent *ag, json_t *req, const char **code, const
 	if (!cmd)
 		return *code = MV_E_BAD_REQUEST, *why = "cmd: expected a string", NULL;
 	if (!strcmp(cmd, "hello"))
-		return json_pack("{s:s, s:s, s:i, s:s, s:s?}", "version", MV_VERSION, "role",
-				 "agent", "pid", (int)getpid(), "listen", ag->o->listen, "policy",
-				 ag->o->policy_path);
+		return hello_json(ag);
 	if (!strcmp(cmd, "containers")) {
 		json_t *all = json_array();
 		for (struct container *c = ag->containers; c; c = c->next)
@@ -611,7 +620,13 @@ int agent_run(const struct agent_opts *o)
 		return 125;
 	}
 	start_watchers(ag);
-	log_info("agent: runtimes connect to %s; control socket %s", o->listen, o->socket);
+	/* One line at any log level: an operator (and journald) sees where
+	 * it listens and with which policy. */
+	fprintf(stderr,
+		"memvisor agent %s (pid %d): runtimes connect to %s; control socket %s; policy "
+		"%s\n",
+		MV_VERSION, (int)getpid(), o->listen, o->socket,
+		o->policy_path ? o->policy_path : "none (every call allowed)");
 	ev_run(ag->loop, 0);
 	while (ag->runtimes)
 		runtime_free(ag->runtimes);

@@ -310,7 +310,15 @@ PY
 }
 
 @test "agent: its control socket and the listen socket are 0600; ctl answers the agent's commands only" {
-	start_agent
+	start_agent 2>"$TMP/agent.err"
+	# One line says where it listens, at the default level too.
+	grep -q "memvisor agent .*: runtimes connect to $LISTEN; control socket $ASOCK; policy none" "$TMP/agent.err"
+	run actl hello
+	assert_success
+	assert_output --partial "memvisor agent "
+	assert_output --partial "runtimes connect to: $LISTEN"
+	assert_output --partial "containers:          0"
+	refute_output --partial "protocol 0"
 	[ "$(stat -c %a "$ASOCK")" = 600 ]
 	[ "$(stat -c %a "$LISTEN")" = 600 ]
 	run actl ps
