@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define DEFAULT_LISTEN	   "/run/memvisor/seccomp.sock"
+#define DEFAULT_LISTEN	   "/run/memvisor/agent/seccomp.sock"
 #define PODMAN_DEFAULT_SEC "/usr/share/containers/seccomp.json"
 
 static const struct cli_arg agent_args[] = {
@@ -35,7 +35,7 @@ static const struct cli_arg agent_args[] = {
      .arg = "PATH",
      .kind = CLI_STRING,
      .key = "socket",
-     .help = "the agent's control socket (default /run/memvisor/agent.sock); containers' are "
+     .help = "the agent's control socket (default /run/memvisor/agent/agent.sock); containers' are "
 	     "in PATH.d/ID.sock"},
     {.name = "log",
      .short_name = 'l',

@@ -72,25 +72,25 @@ char *agent_default_socket(void)
 	const char *xdg = getenv("XDG_RUNTIME_DIR");
 	char *p;
 	if (geteuid() == 0 || !xdg || !*xdg)
-		p = xstrdup(geteuid() == 0 ? "/run/memvisor/agent.sock"
+		p = xstrdup(geteuid() == 0 ? "/run/memvisor/agent/agent.sock"
 					   : "/tmp/memvisor-agent.sock");
-	else if (asprintf(&p, "%s/memvisor/agent.sock", xdg) < 0)
+	else if (asprintf(&p, "%s/memvisor/agent/agent.sock", xdg) < 0)
 		p = NULL;
 	return p;
 }
 
 /* ---- sockets ------------------------------------------------------------ */
 
-/* A listening socket at path (ctl_listen_path), in a directory made
- * 0700 when missing. */
+/* A listening socket at path (ctl_listen_path), in directories made
+ * 0700 when missing (the default's /run/memvisor/agent/). */
 static int listen_at(const char *path)
 {
 	_cleanup_free_ char *dir = xstrdup(path);
-	char *slash = strrchr(dir, '/');
-	if (slash && slash != dir) {
-		*slash = '\0';
+	for (char *s = strchr(dir + 1, '/'); s; s = strchr(s + 1, '/')) {
+		*s = '\0';
 		if (mkdir(dir, 0700) < 0 && errno != EEXIST)
 			return -errno;
+		*s = '/';
 	}
 	return ctl_listen_path(path);
 }

@@ -20,7 +20,7 @@ struct agent_opts {
  * could not start or lost its keeper (said on stderr / in the log). */
 int agent_run(const struct agent_opts *o);
 
-/* The default control socket: /run/memvisor/agent.sock for root, else in
+/* The default control socket: /run/memvisor/agent/agent.sock for root, else in
  * $XDG_RUNTIME_DIR/memvisor/. malloc'd. */
 char *agent_default_socket(void);
 

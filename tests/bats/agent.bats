@@ -309,6 +309,38 @@ PY
 	grep -q "not a seccomp listener" "$TMP/agent.log"
 }
 
+# Issue 27: the agent's default sockets were in the runtime directory
+# of every run: ctl --list probed the runtimes' listener (which logged a
+# refused message) and counted the agent as supervisors.
+@test "agent: its default sockets are in a directory of their own; ctl --list and ctl ps see only run's supervisors" {
+	require_root
+	[ ! -S /run/memvisor/agent/agent.sock ] || skip "an agent already runs here"
+	"$MEMVISOR" agent --log "$TMP/agent.log" --log-level info 2>"$TMP/agent.err" &
+	AGENT=$!
+	wait_for 5 test -S /run/memvisor/agent/agent.sock
+	[ -S /run/memvisor/agent/seccomp.sock ]
+	mkfifo "$TMP/go"
+	"$MEMVISOR" run -- sh -c "read x <'$TMP/go'" </dev/null &
+	MVPID=$!
+	remember_pid $MVPID
+	wait_for 10 sh -c "ls '$XDG_RUNTIME_DIR'/memvisor/*.sock"
+	run "$MEMVISOR" ctl --list
+	echo "$output"
+	assert_success
+	refute_output --partial agent
+	refute_output --partial seccomp
+	run "$MEMVISOR" ctl ps
+	assert_success
+	run "$MEMVISOR" ctl --socket /run/memvisor/agent/agent.sock hello
+	assert_output --partial "memvisor agent"
+	! grep -q "refused" "$TMP/agent.log"
+	kill "$AGENT"
+	wait "$AGENT" || true
+	AGENT=
+	echo go >"$TMP/go"
+	wait "$MVPID"
+}
+
 @test "agent: its control socket and the listen socket are 0600; ctl answers the agent's commands only" {
 	start_agent 2>"$TMP/agent.err"
 	# One line says where it listens, at the default level too.
