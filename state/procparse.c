@@ -45,6 +45,9 @@ int parse_status(const char *text, struct proc_status *out)
 	out->vm_size = (uint64_t)num_field(text, "VmSize", &opt) * 1024;
 	out->vm_rss = (uint64_t)num_field(text, "VmRSS", &opt) * 1024;
 	out->seccomp = (int)num_field(text, "Seccomp", &opt);
+	const char *cap = field(text, NULL, "CapEff");
+	if (cap)
+		out->cap_eff = strtoull(cap, NULL, 16);
 	const char *name = field(text, NULL, "Name");
 	if (name) {
 		while (*name == ' ' || *name == '\t')

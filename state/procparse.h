@@ -21,6 +21,7 @@ struct proc_status {
 	uint64_t vm_size; /* bytes */
 	uint64_t vm_rss;  /* bytes */
 	int seccomp;	  /* Seccomp: mode */
+	uint64_t cap_eff; /* CapEff: the effective capabilities (in its user namespace) */
 	char name[64];
 };
 

@@ -1,6 +1,7 @@
 /* The checkpoint job: its stages (job.h) in order, the
  * commit, the result. */
 #include "supervisor/checkpoint/job.h"
+#include "supervisor/kernel/remote.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "common/crc32c.h"
@@ -346,6 +347,23 @@ struct tries {
 	char stale[256]; /* why shared pages are stored once per process */
 };
 
+/* --evict makes a userfaultfd inside each process: one that may not
+ * (no CAP_SYS_PTRACE, a container's default) fails the job now, before
+ * anything is written, not after the whole image (issue 27). */
+static int evict_precheck(struct ckpt *c)
+{
+	for (size_t i = 0; i < c->n; i++) {
+		char why[256];
+		if (c->p[i].pt.gone || remote_userfaultfd_allowed(c->p[i].pt.pid, why, sizeof(why)))
+			continue;
+		return ckpt_fail(c, -EPERM, MV_E_PERMISSION,
+				 "%s: --evict needs one of them; nothing was written, the program "
+				 "keeps its memory",
+				 why);
+	}
+	return 0;
+}
+
 /* One attempt at the checkpoint. A live attempt given up (-ECANCELED,
  * why in tr->live_why), or one whose shared pages were not equal to the
  * bytes they refer to (-ESTALE, why in tr->stale), leaves the temporary
@@ -387,6 +405,8 @@ static int attempt(struct job *j, bool live, uint64_t t_start, struct tries *tr)
 		rc = ckpt_live_arm(&c, resident);
 	if (rc == 0)
 		rc = ckpt_stop_all(&c);
+	if (rc == 0 && c.req->evict)
+		rc = evict_precheck(&c);
 	if (rc == 0)
 		rc = stall_point(&c);
 	if (rc == 0)

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <signal.h>
@@ -177,6 +178,32 @@ int remote_syscall_stopped(struct remote *r, long nr, const long args[6], long *
 		log_warn("remote: syscall %ld in thread %d of process %d: %s", nr, tid, r->pid,
 			 strerror(-rc));
 	return rc;
+}
+
+bool remote_userfaultfd_allowed(pid_t pid, char *why, size_t len)
+{
+	long sysctl = 0;
+	if (procfs_sysctl("vm/unprivileged_userfaultfd", &sysctl) == 0 && sysctl == 1)
+		return true;
+	struct proc_status st;
+	if (procfs_status(pid, &st) < 0)
+		return true;
+	/* capable() asks the initial user namespace; /proc/1 may not be ours
+	 * to read (a sandbox), so ours stands for it: a process in another
+	 * namespace than memvisor's cannot be told, and the call decides. */
+	struct stat a, b;
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+	if (stat(path, &a) < 0 || stat("/proc/self/ns/user", &b) < 0 || a.st_ino != b.st_ino ||
+	    a.st_dev != b.st_dev)
+		return true;
+	if (st.cap_eff & (1ull << 19 /* CAP_SYS_PTRACE */))
+		return true;
+	snprintf(why, len,
+		 "userfaultfd(2) would fail in process %d: it lacks CAP_SYS_PTRACE and "
+		 "vm.unprivileged_userfaultfd is 0",
+		 (int)pid);
+	return false;
 }
 
 int remote_userfaultfd_stopped(struct remote *r, int pidfd, int *out, struct mv_err *err)

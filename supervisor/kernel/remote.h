@@ -63,6 +63,14 @@ int remote_syscall_stopped(struct remote *r, long nr, const long args[6], long *
  * vm.unprivileged_userfaultfd=1). */
 int remote_userfaultfd_stopped(struct remote *r, int pidfd, int *out, struct mv_err *err);
 
+/* Would userfaultfd(2) without UFFD_USER_MODE_ONLY succeed in process
+ * pid (fs/userfaultfd.c userfaultfd_syscall_allowed)? vm.unprivileged_
+ * userfaultfd=1, or CAP_SYS_PTRACE effective in the initial user
+ * namespace. false with why filled when it would fail; true when it would
+ * succeed or cannot be told (the call then decides). For a job that must
+ * refuse before it copies anything. */
+bool remote_userfaultfd_allowed(pid_t pid, char *why, size_t len);
+
 /* The address the kernel clears and wakes when r's thread exits
  * (clear_child_tid: set_tid_address(2), CLONE_CHILD_CLEARTID; pthread_join
  * waits on it), by prctl(PR_GET_TID_ADDRESS) run in the thread (Linux 3.5

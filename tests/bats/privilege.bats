@@ -114,3 +114,27 @@ except OSError as e:
 	assert_output --partial "--user needs root"
 	[ ! -e "$TMP/ran" ]
 }
+
+# Issue 27: evict makes a userfaultfd inside the program, which a program
+# without CAP_SYS_PTRACE may not (vm.unprivileged_userfaultfd=0, a
+# container's default). The job used to find out after it had written the
+# whole image; it now refuses before it copies anything.
+@test "--user: checkpoint --evict of a program without CAP_SYS_PTRACE is refused before anything is written" {
+	require_root "--user needs root"
+	[ "$(cat /proc/sys/vm/unprivileged_userfaultfd 2>/dev/null)" = 0 ] ||
+		skip "vm.unprivileged_userfaultfd=1: every program may make a userfaultfd"
+	chmod 755 "$TMP"
+	MV_ARGS=(--user nobody)
+	start_fed "$WL/rb_target" 16
+	run ctl --json checkpoint "$TMP/img" --evict --wait
+	echo "$output"
+	assert_failure
+	assert_output --partial "lacks CAP_SYS_PTRACE"
+	assert_output --partial "nothing was written"
+	echo "$output" | tail -1 >"$TMP/job.json"
+	[ "$(json_get "$TMP/job.json" 'd["done"]')" = 0 ]
+	[ ! -e "$TMP/img" ]
+	no_temp_image
+	say x '^got 0 '
+	stop_fed
+}
