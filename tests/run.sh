@@ -57,7 +57,7 @@ if [ "$what" = all ] || [ "$what" = unit ]; then
 fi
 
 # The files whose tests must pass without privilege.
-UNPRIV_FILES="run ctl policy policy_bad policy_ctl policy_wx bypass"
+UNPRIV_FILES="run ctl policy policy_bad policy_ctl policy_wx bypass rollback"
 
 unpriv_tap() {
 	local u=65534 dir
@@ -90,7 +90,7 @@ declare -A BATS_SECONDS=([churn]=420 [live]=191 [checkpoint]=183 [evict_safety]=
 	[shm_evict]=93 [faults]=73 [agent]=56 [reload]=54 [run]=50 [new_user]=42 [ctl]=40
 	[ctl_boundary]=33 [storm]=32 [rollback]=28 [metrics]=23 [cli_output]=21 [cli_options]=18
 	[kernel_held]=17 [policy]=15 [death]=15)
-UNPRIV_SECONDS=92
+UNPRIV_SECONDS=115
 shard_files() {
 	local f b w together=0 weighted=()
 	shard=("" "")

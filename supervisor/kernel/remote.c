@@ -208,7 +208,13 @@ bool remote_userfaultfd_allowed(pid_t pid, char *why, size_t len)
 
 int remote_userfaultfd_stopped(struct remote *r, int pidfd, int *out, struct mv_err *err)
 {
-	long a[6] = {O_CLOEXEC | O_NONBLOCK}, tfd = -1, ignored;
+	return remote_userfaultfd_flags_stopped(r, pidfd, 0, out, err);
+}
+
+int remote_userfaultfd_flags_stopped(struct remote *r, int pidfd, int flags, int *out,
+				     struct mv_err *err)
+{
+	long a[6] = {O_CLOEXEC | O_NONBLOCK | flags}, tfd = -1, ignored;
 	int rc = remote_syscall_stopped(r, SYS_userfaultfd, a, &tfd);
 	if (rc < 0)
 		return mv_err_set(err, rc, NULL, "injecting userfaultfd(2) into process %d: %s",

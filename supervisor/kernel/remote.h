@@ -63,6 +63,14 @@ int remote_syscall_stopped(struct remote *r, long nr, const long args[6], long *
  * vm.unprivileged_userfaultfd=1). */
 int remote_userfaultfd_stopped(struct remote *r, int pidfd, int *out, struct mv_err *err);
 
+/* The same with more flags: UFFD_USER_MODE_ONLY (Linux 5.11) makes one
+ * that serves only faults of user mode, which any process may make. */
+#ifndef UFFD_USER_MODE_ONLY
+#define UFFD_USER_MODE_ONLY 1
+#endif
+int remote_userfaultfd_flags_stopped(struct remote *r, int pidfd, int flags, int *out,
+				     struct mv_err *err);
+
 /* Would userfaultfd(2) without UFFD_USER_MODE_ONLY succeed in process
  * pid (fs/userfaultfd.c userfaultfd_syscall_allowed)? vm.unprivileged_
  * userfaultfd=1, or CAP_SYS_PTRACE effective in the initial user

@@ -179,7 +179,14 @@ static int make_tracker(struct ckpt *c, struct rb_mark *m)
 		return ckpt_fail(c, rc, MV_E_INTERNAL, "reading the brk of process %d: %s", m->pid,
 				 strerror(-rc));
 	m->brk = (uint64_t)ret;
-	rc = remote_userfaultfd_stopped(&r, m->pidfd, &m->uffd, &err);
+	/* Asynchronous write-protect is resolved in the kernel whoever
+	 * writes, the program or the kernel for it (mm/memory.c do_wp_page):
+	 * a userfaultfd of user-mode faults only tracks as well, and any
+	 * process may make one (no CAP_SYS_PTRACE, no sysctl). */
+	char why[256];
+	m->user_mode_only = !remote_userfaultfd_allowed(m->pid, why, sizeof(why));
+	rc = remote_userfaultfd_flags_stopped(
+	    &r, m->pidfd, m->user_mode_only ? UFFD_USER_MODE_ONLY : 0, &m->uffd, &err);
 	if (rc < 0)
 		return ckpt_fail(c, rc, err.code ? err.code : MV_E_NOT_SUPPORTED, "%s", err.msg);
 	uint64_t missing = 0;
@@ -319,7 +326,8 @@ static json_t *mark_json(const struct rb_mark *m, uint64_t pause_ns, uint64_t el
 			 m->name, "pid", m->pid, "threads", (int)m->n_t, "regions", (int)m->n_r,
 			 "tracked_regions", (int)n_tracked, "tracked_bytes", (json_int_t)tracked,
 			 "baseline_bytes", (json_int_t)(m->n_run ? m->base_len : 0), "brk",
-			 (json_int_t)m->brk, "untracked", m->untracked, "tracking", "uffd-wp-async",
+			 (json_int_t)m->brk, "untracked", m->untracked, "tracking",
+			 m->user_mode_only ? "uffd-wp-async, user mode only" : "uffd-wp-async",
 			 "pause_ns", (json_int_t)pause_ns, "elapsed_ns", (json_int_t)elapsed_ns);
 }
 

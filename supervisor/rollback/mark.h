@@ -47,7 +47,8 @@ struct rb_mark {
 	pid_t pid;
 	int pidfd, memfd, uffd; /* memfd: /proc/PID/mem of the marked mm, O_RDWR */
 	uint64_t brk;
-	uint64_t heap_end; /* where the region named [heap] ended (0: none) */
+	uint64_t heap_end;   /* where the region named [heap] ended (0: none) */
+	bool user_mode_only; /* its userfaultfd has UFFD_USER_MODE_ONLY (no privilege) */
 	struct rb_thread *t;
 	size_t n_t;
 	struct rb_region *r;
