@@ -62,10 +62,29 @@ static const struct cli_arg mark_args[] = {
      .kind = CLI_PID,
      .key = "pid",
      .help = "the process to mark (default: the command's)"},
+    {.name = "hold",
+     .kind = CLI_FLAG,
+     .key = "hold",
+     .help = "keep the process stopped at the mark until a rollback or unmark"},
 };
 
 static const struct cli_arg mark_name_args[] = {
     {.arg = "NAME", .kind = CLI_STRING, .key = "name", .flags = CLI_OPTIONAL},
+};
+
+static const struct cli_arg rollback_args[] = {
+    {.arg = "NAME", .kind = CLI_STRING, .key = "name", .flags = CLI_OPTIONAL},
+    {.name = "until",
+     .arg = "CALL[:FD]",
+     .kind = CLI_STRING,
+     .key = "until",
+     .help = "let it run and stop it again when it enters CALL (with FD), crashes, "
+	     "exits or the time limit passes; none: the limit only"},
+    {.name = "timeout",
+     .arg = "SECONDS",
+     .kind = CLI_SECONDS_NONZERO,
+     .key = "timeout_ms",
+     .help = "with --until: the time limit (default 10)"},
 };
 
 static const struct cli_arg checkpoint_args[] = {
@@ -205,7 +224,7 @@ const struct ctl_command ctl_commands[] = {
      .summary = "record a process to roll back to: memory, layout, registers"},
     {.name = "rollback",
      .request = "rollback",
-     ARGS(mark_name_args),
+     ARGS(rollback_args),
      .show = ctl_show_job,
      .job = "job",
      .waits = true,

@@ -535,6 +535,9 @@ static void render_mark_result(json_t *res)
 	       jint(res, "tracked_regions"),
 	       hsize(json_object_get(res, "tracked_bytes"), a, sizeof(a)),
 	       hsize(json_object_get(res, "baseline_bytes"), b, sizeof(b)), p);
+	if (json_is_true(json_object_get(res, "held")))
+		printf(
+		    "  held stopped at the mark: `memvisor ctl rollback --until CALL` runs it\n");
 	size_t i;
 	json_t *u;
 	json_array_foreach(json_object_get(res, "untracked"), i, u)
@@ -543,6 +546,42 @@ static void render_mark_result(json_t *res)
 		printf("  not rolled back: %#llx-%#llx %s(%s)\n", jint(u, "start"), jint(u, "end"),
 		       *name ? name : "", jstr(u, "why"));
 	}
+}
+
+/* What rollback --until stopped at. */
+static void render_until(json_t *u)
+{
+	if (!u)
+		return;
+	const char *ev = jstr(u, "event");
+	char ran[32];
+	fmt_ns((uint64_t)jint(u, "run_ns"), ran, sizeof(ran));
+	if (!strcmp(ev, "reached"))
+		printf("  until: thread %lld reached %s(%lld) after %s\n", jint(u, "tid"),
+		       jstr(u, "syscall"), jint(u, "arg0"), ran);
+	else if (!strcmp(ev, "exited"))
+		printf("  until: thread %lld called %s(%lld) after %s: held before it exits\n",
+		       jint(u, "tid"), jstr(u, "syscall"), jint(u, "status"), ran);
+	else if (!strcmp(ev, "crashed") && json_object_get(u, "addr"))
+		printf("  until: thread %lld crashed with %s at address %#llx (code %lld) after "
+		       "%s: held, the signal dropped\n",
+		       jint(u, "tid"), jstr(u, "signal_name"), jint(u, "addr"), jint(u, "code"),
+		       ran);
+	else if (!strcmp(ev, "crashed"))
+		printf("  until: thread %lld crashed with %s (code %lld) after %s: held, the "
+		       "signal dropped\n",
+		       jint(u, "tid"), jstr(u, "signal_name"), jint(u, "code"), ran);
+	else if (!strcmp(ev, "timeout"))
+		printf("  until: the time limit passed (%s): held\n", ran);
+	else if (!strcmp(ev, "exec"))
+		printf("  until: thread %lld ran a new program after %s: the mark is gone\n",
+		       jint(u, "tid"), ran);
+	else if (!strcmp(ev, "gone"))
+		printf("  until: the process ended after %s (%s %lld)\n", ran,
+		       json_object_get(u, "signal") ? "signal" : "status",
+		       json_object_get(u, "signal") ? jint(u, "signal") : jint(u, "status"));
+	else
+		printf("  until: %s after %s\n", ev, ran);
 }
 
 static void render_rollback_result(json_t *res)
@@ -571,6 +610,10 @@ static void render_rollback_result(json_t *res)
 	json_array_foreach(json_object_get(res, "signals_dropped"), i, s)
 	    printf("  signal %lld to thread %lld arrived since the mark: dropped\n",
 		   jint(s, "signal"), jint(s, "tid"));
+	render_until(json_object_get(res, "until"));
+	if (json_is_true(json_object_get(res, "held")))
+		printf("  held stopped: `memvisor ctl rollback` puts it back again, `memvisor ctl "
+		       "unmark` lets it run\n");
 }
 
 void ctl_show_unmarked(json_t *r, const struct ctl_show_opts *o)

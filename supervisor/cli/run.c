@@ -17,6 +17,7 @@
 #include "supervisor/supervise/lifecycle.h"
 #include "supervisor/kernel/procfs.h"
 #include "supervisor/supervise/reaper.h"
+#include "supervisor/rollback/marks.h"
 #include "supervisor/cli/runas.h"
 #include "supervisor/cli/statsjson.h"
 
@@ -443,6 +444,8 @@ static void forward_signal(struct mv *mv, const struct signalfd_siginfo *si)
 		return;
 	log_info("forwarding signal %d to %d", si->ssi_signo, mv->cmd_pid);
 	kill(mv->cmd_pid, (int)si->ssi_signo);
+	/* A program a mark holds stopped runs, to receive it. */
+	rollback_unhold(mv);
 }
 
 static void on_signal(struct ev_loop *loop, ev_io *w, int revents)

@@ -148,12 +148,20 @@ int ctl_cmd_checkpoint(struct mv *mv, struct ctl_call *call, json_t *args, json_
 	const char *mark = NULL;
 	pid_t mpid = 0;
 	bool marked = rollback_marked_locked(mv, &mark, &mpid);
+	bool holding = rollback_holding_locked(mv);
 	char mname[64];
 	snprintf(mname, sizeof(mname), "%s", marked ? mark : "");
 	pthread_mutex_unlock(&mv->lock);
 	if (busy || rb) {
 		ctl_fail(err, MV_E_BUSY, "a %s is already running",
 			 busy ? "checkpoint" : "mark or rollback");
+		goto fail;
+	}
+	if (holding) {
+		ctl_fail(err, MV_E_BUSY,
+			 "mark %s holds process %d stopped: `memvisor ctl rollback` or `memvisor "
+			 "ctl unmark` lets it run",
+			 mname, mpid);
 		goto fail;
 	}
 	/* The mark's userfaultfd tracks writes to the private regions; --live

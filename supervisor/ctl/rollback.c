@@ -10,6 +10,10 @@
 #include "supervisor/supervise/lifecycle.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <seccomp.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -67,6 +71,8 @@ int ctl_cmd_mark(struct mv *mv, struct ctl_call *call, json_t *args, json_t **re
 		goto fail;
 	if (!q->name[0])
 		snprintf(q->name, sizeof(q->name), "mark");
+	if (ctl_arg_bool_opt(args, "hold", &q->hold, err) < 0)
+		goto fail;
 	if (json_object_get(args, "pid")) {
 		if (ctl_arg_pid(mv, args, "pid", &q->pid, err) < 0)
 			goto fail;
@@ -99,13 +105,67 @@ fail:
 	return -1;
 }
 
+/* "SYSCALL" or "SYSCALL:FD" (the call's first argument), or "none" (the
+ * time limit only). */
+static int parse_until(const char *s, struct rollback_req *q, struct mv_err *err)
+{
+	char name[64];
+	const char *colon = strchr(s, ':');
+	size_t len = colon ? (size_t)(colon - s) : strlen(s);
+	if (len == 0 || len >= sizeof(name))
+		return ctl_fail(err, MV_E_BAD_REQUEST,
+				"args.until: SYSCALL or SYSCALL:FD (read:0), or none");
+	memcpy(name, s, len);
+	name[len] = 0;
+	q->until = true;
+	q->until_nr = -1;
+	q->until_fd = -1;
+	if (!strcmp(name, "none")) {
+		if (colon)
+			return ctl_fail(err, MV_E_BAD_REQUEST, "args.until: none takes no FD");
+		return 0;
+	}
+	int nr = seccomp_syscall_resolve_name(name);
+	if (nr == __NR_SCMP_ERROR || nr < 0)
+		return ctl_fail(err, MV_E_BAD_REQUEST, "args.until: no system call named %s", name);
+	q->until_nr = nr;
+	if (colon) {
+		char *end;
+		errno = 0;
+		long fd = strtol(colon + 1, &end, 10);
+		if (!colon[1] || *end || errno || fd < 0 || fd > INT32_MAX)
+			return ctl_fail(err, MV_E_BAD_REQUEST,
+					"args.until: '%s' is not a descriptor number", colon + 1);
+		q->until_fd = (int)fd;
+	}
+	return 0;
+}
+
 int ctl_cmd_rollback(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,
 		     struct mv_err *err)
 {
-	char name[ROLLBACK_NAME_MAX];
-	if (parse_name(args, name, err) < 0 || busy(mv, err) < 0)
+	struct rollback_req q = {
+	    .until_nr = -1, .until_fd = -1, .timeout_ms = ROLLBACK_UNTIL_TIMEOUT_MS};
+	const char *until = NULL;
+	long long timeout = -1;
+	if (parse_name(args, q.name, err) < 0 ||
+	    ctl_arg_string_opt(args, "until", &until, err) < 0 ||
+	    ctl_arg_int_opt(args, "timeout_ms", &timeout, err) < 0)
 		return -1;
-	return rollback_start(mv, name, result, err);
+	if (until && parse_until(until, &q, err) < 0)
+		return -1;
+	if (json_object_get(args, "timeout_ms")) {
+		if (!until)
+			return ctl_fail(err, MV_E_BAD_REQUEST,
+					"args.timeout_ms: only with args.until");
+		if (timeout < 1 || timeout > 86400000)
+			return ctl_fail(err, MV_E_BAD_REQUEST,
+					"args.timeout_ms: 1 to 86400000 (a day)");
+		q.timeout_ms = (unsigned)timeout;
+	}
+	if (busy(mv, err) < 0)
+		return -1;
+	return rollback_start(mv, &q, result, err);
 }
 
 int ctl_cmd_unmark(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,

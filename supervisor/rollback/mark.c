@@ -67,6 +67,8 @@ void rb_mark_free(struct rb_mark *m)
 {
 	if (!m)
 		return;
+	/* The program runs again before its tracking ends. */
+	rb_hold_stop(m);
 	for (size_t i = 0; i < m->n_t; i++) {
 		free(m->t[i].prstatus);
 		free(m->t[i].fp);
@@ -331,13 +333,65 @@ static json_t *mark_json(const struct rb_mark *m, uint64_t pause_ns, uint64_t el
 			 "pause_ns", (json_int_t)pause_ns, "elapsed_ns", (json_int_t)elapsed_ns);
 }
 
+/* On the mark's tracer thread: stop, record, track, copy; then resume
+ * the program, or hold it stopped (q->hold). */
+static int mark_work(struct job *j, struct rb_mark *m, void *arg)
+{
+	struct rollback_mark_req *q = arg;
+	struct mv *mv = j->mv;
+	bool held;
+	struct ckpt *c = rb_hold_ckpt(m, &held);
+	job_progress(j, "stopping", 0, 0);
+	int rc = rb_stop(j, q->pid, q->pidfd, c, rb_hold_req(m));
+	pid_t tid = rc == 0 ? ptrace_reader_tid(&c->p[0].pt) : 0;
+	if (rc == 0 && !tid)
+		rc = ckpt_fail(c, -ESRCH, MV_E_NO_SUCH_PROCESS, "process %d has exited", q->pid);
+	if (rc == 0)
+		rc = save_threads(c, m);
+	if (rc == 0)
+		rc = make_tracker(c, m);
+	if (rc == 0) {
+		m->memfd = procfs_open(tid, "mem", O_RDWR | O_CLOEXEC);
+		if (m->memfd < 0)
+			rc = ckpt_fail(c, m->memfd, MV_E_PERMISSION,
+				       "opening /proc/%d/mem for writing: %s", tid,
+				       strerror(-m->memfd));
+	}
+	if (rc == 0) {
+		job_progress(j, "layout", 0, 0);
+		rc = rb_layout_read(mv, tid, &m->r, &m->n_r);
+		if (rc < 0)
+			ckpt_fail(c, rc, MV_E_NO_SUCH_PROCESS,
+				  "reading the regions of process %d: %s", q->pid, strerror(-rc));
+	}
+	if (rc == 0) {
+		size_t cap = 0;
+		procfs_children(m->pid, &m->children, &m->n_children, &cap);
+	}
+	if (rc == 0)
+		m->heap_end = rb_heap_end(m->r, m->n_r);
+	if (rc == 0)
+		rc = track_regions(c, m);
+	if (rc == 0)
+		rc = copy_baseline(c, m, tid);
+	if (rc == 0 && q->hold) {
+		c->pause_start = c->p[0].pt.first_interrupt_ns;
+		c->pause_end = mv_now_ns();
+		rb_hold_keep(m);
+	} else {
+		rb_release(c);
+	}
+	return rc;
+}
+
 int rb_mark_run(struct job *j)
 {
 	struct rollback_mark_req *q = j->ctx;
 	struct mv *mv = j->mv;
 	uint64_t t0 = mv_now_ns();
 	/* The mark this one replaces goes first: its userfaultfd holds the
-	 * regions (another one's registration would be refused). */
+	 * regions (another one's registration would be refused), its tracer
+	 * the threads it may hold. */
 	pthread_mutex_lock(&mv->lock);
 	struct rb_mark *old = mv->mark;
 	mv->mark = NULL;
@@ -350,54 +404,28 @@ int rb_mark_run(struct job *j)
 	m->mv = mv;
 	m->untracked = json_array();
 	snprintf(m->name, sizeof(m->name), "%s", q->name);
-	struct ckpt c;
-	struct checkpoint_req req;
-	job_progress(j, "stopping", 0, 0);
-	int rc = rb_stop(j, q->pid, q->pidfd, &c, &req);
-	pid_t tid = rc == 0 ? ptrace_reader_tid(&c.p[0].pt) : 0;
-	if (rc == 0 && !tid)
-		rc = ckpt_fail(&c, -ESRCH, MV_E_NO_SUCH_PROCESS, "process %d has exited", q->pid);
-	if (rc == 0)
-		rc = save_threads(&c, m);
-	if (rc == 0)
-		rc = make_tracker(&c, m);
-	if (rc == 0) {
-		m->memfd = procfs_open(tid, "mem", O_RDWR | O_CLOEXEC);
-		if (m->memfd < 0)
-			rc = ckpt_fail(&c, m->memfd, MV_E_PERMISSION,
-				       "opening /proc/%d/mem for writing: %s", tid,
-				       strerror(-m->memfd));
-	}
-	if (rc == 0) {
-		job_progress(j, "layout", 0, 0);
-		rc = rb_layout_read(mv, tid, &m->r, &m->n_r);
-		if (rc < 0)
-			ckpt_fail(&c, rc, MV_E_NO_SUCH_PROCESS,
-				  "reading the regions of process %d: %s", q->pid, strerror(-rc));
-	}
-	if (rc == 0) {
-		size_t cap = 0;
-		procfs_children(m->pid, &m->children, &m->n_children, &cap);
-	}
-	if (rc == 0)
-		m->heap_end = rb_heap_end(m->r, m->n_r);
-	if (rc == 0)
-		rc = track_regions(&c, m);
-	if (rc == 0)
-		rc = copy_baseline(&c, m, tid);
-	rb_release(&c);
-	uint64_t pause = c.pause_end > c.pause_start ? c.pause_end - c.pause_start : 0;
+	int rc = rb_hold_start(m);
 	if (rc < 0) {
-		job_fail_with(j, &c.err);
+		rb_mark_free(m);
+		job_fail(j, MV_E_INTERNAL, "cannot start the mark's thread: %s", strerror(-rc));
+		return rc;
+	}
+	rc = rb_hold_call(m, j, mark_work, q);
+	bool held;
+	struct ckpt *c = rb_hold_ckpt(m, &held);
+	uint64_t pause = c->pause_end > c->pause_start ? c->pause_end - c->pause_start : 0;
+	if (rc < 0) {
+		job_fail_with(j, &c->err);
 		rb_mark_free(m);
 		return rc;
 	}
 	m->marked_wall_ns = mv_wall_ns();
 	j->result = mark_json(m, pause, mv_now_ns() - t0);
+	json_object_set_new(j->result, "held", json_boolean(held));
 	pthread_mutex_lock(&mv->lock);
 	mv->mark = m;
 	pthread_mutex_unlock(&mv->lock);
-	log_info("mark %s: process %d, %zu threads, %zu regions, %zu bytes of baseline", m->name,
-		 m->pid, m->n_t, m->n_r, m->n_run ? m->base_len : 0);
+	log_info("mark %s: process %d, %zu threads, %zu regions, %zu bytes of baseline%s", m->name,
+		 m->pid, m->n_t, m->n_r, m->n_run ? m->base_len : 0, held ? ", held" : "");
 	return 0;
 }

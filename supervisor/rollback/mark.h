@@ -3,8 +3,11 @@
  *   undo.c      the rollback job
  *   layout.c    regions compared with the mark's (pure)
  *   marks.c     the mark's place in the supervisor: starting its jobs
- * Everything but the commands runs on the job's thread (the ptrace
- * tracer). */
+ *   hold.c      the mark's tracer thread, which may hold the program
+ *               stopped between two jobs
+ *   until.c     rollback --until: the program run to its next stop point
+ * The jobs post their ptrace work to the mark's tracer thread (hold.c)
+ * and wait for it. */
 #ifndef MV_ROLLBACK_MARK_H
 #define MV_ROLLBACK_MARK_H
 
@@ -12,11 +15,16 @@
 #include "supervisor/checkpoint/job.h"
 #include "supervisor/rollback/marks.h"
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #define RB_NAME_MAX ROLLBACK_NAME_MAX
+
+/* Sent to the mark's tracer thread to end a wait for the program (the
+ * notify thread's is SIGRTMIN + 3). */
+#define RB_WAKE_SIGNAL (SIGRTMIN + 4)
 
 /* A region as the kernel had it. */
 struct rb_region {
@@ -61,7 +69,17 @@ struct rb_mark {
 	size_t base_len;
 	json_t *untracked; /* [{start, end, name, why}] */
 	uint64_t marked_wall_ns, rollbacks;
-	bool busy; /* a rollback job holds it (under mv->lock) */
+	bool holding;	      /* the program is held stopped (under mv->lock) */
+	struct rb_hold *hold; /* its tracer thread (hold.c) */
+};
+
+struct job;
+
+/* A rollback job's request. */
+struct rb_rollback_job {
+	struct rb_mark *m;
+	struct rollback_req q;
+	uint64_t t_request;
 };
 
 void rb_mark_free(struct rb_mark *m);
@@ -103,6 +121,37 @@ uint64_t rb_heap_end(const struct rb_region *v, size_t n);
 
 /* "0x7f..-0x7f.. (NAME)" for messages. */
 void rb_describe(const struct rb_region *r, uint64_t start, uint64_t end, char *buf, size_t len);
+
+/* ---- hold.c ---- */
+
+/* Work run on the mark's tracer thread: 0 or -errno. */
+typedef int rb_work_fn(struct job *j, struct rb_mark *m, void *arg);
+
+int rb_hold_start(struct rb_mark *m);
+/* Let go of the program and end the thread. */
+void rb_hold_stop(struct rb_mark *m);
+/* Run fn on the tracer thread and wait for it. */
+int rb_hold_call(struct rb_mark *m, struct job *j, rb_work_fn *fn, void *arg);
+/* Ask the tracer thread to let the program run (a signal to pass on, a
+ * shutdown); it does at its next wake-up, or when its work ends. */
+void rb_hold_release_async(struct rb_mark *m);
+/* Asked to let go (rb_hold_release_async, rb_hold_stop)? On the tracer. */
+bool rb_hold_wanted_gone(struct rb_mark *m);
+/* On the tracer thread: its stop (held: the program is in it). */
+struct ckpt *rb_hold_ckpt(struct rb_mark *m, bool *held);
+struct checkpoint_req *rb_hold_req(struct rb_mark *m);
+/* On the tracer thread: keep the stop in rb_hold_ckpt after the work. */
+void rb_hold_keep(struct rb_mark *m);
+/* On the tracer thread: resume what is held. */
+void rb_hold_let_go(struct rb_mark *m);
+
+/* ---- until.c ---- */
+
+/* The stopped program (c, every thread in a ptrace stop) runs until
+ * q's point, a crash, its exit, a new program or q's time limit; then it
+ * is stopped again and held (or gone). *event: what happened. 0, or
+ * -errno with c->err filled. */
+int rb_until_run(struct rb_mark *m, struct ckpt *c, const struct rollback_req *q, json_t **event);
 
 /* ---- the jobs (mark.c, undo.c) ---- */
 

@@ -27,12 +27,26 @@ void rollback_free_all(struct mv *mv)
 	rb_mark_free(m);
 }
 
-static void unbusy(void *ctx)
+/* Freed when the job is joined, which may be after the mark is gone: it
+ * must not touch rj->m. A rollback's state (running, then done or failed,
+ * under mv->lock) is what says that it holds the mark. */
+static void rollback_job_free(void *ctx)
 {
-	struct rb_mark *m = ctx;
-	pthread_mutex_lock(&m->mv->lock);
-	m->busy = false;
-	pthread_mutex_unlock(&m->mv->lock);
+	free(ctx);
+}
+
+bool rollback_holding_locked(struct mv *mv)
+{
+	return mv->mark && mv->mark->holding;
+}
+
+void rollback_unhold(struct mv *mv)
+{
+	pthread_mutex_lock(&mv->lock);
+	struct rb_mark *m = mv->mark;
+	if (m && (m->holding || jobs_running_locked(mv, JOB_ROLLBACK)))
+		rb_hold_release_async(m);
+	pthread_mutex_unlock(&mv->lock);
 }
 
 void rollback_mark_req_free(struct rollback_mark_req *q)
@@ -49,7 +63,8 @@ int rollback_start_mark(struct mv *mv, struct rollback_mark_req *q, json_t **res
 	memcpy(name, q->name, sizeof(name));
 	int rc = jobs_start(mv, JOB_MARK, rb_mark_run, q, rb_mark_req_free, &j);
 	if (rc < 0) {
-		rb_mark_req_free(q);
+		if (rc == -ESHUTDOWN) /* else the job's, freed with it */
+			rb_mark_req_free(q);
 		return mv_err_set(err, -1, rc == -ESHUTDOWN ? MV_E_NO_SUCH_PROCESS : MV_E_INTERNAL,
 				  "cannot start the mark: %s", strerror(-rc));
 	}
@@ -70,26 +85,28 @@ static struct rb_mark *find_locked(struct mv *mv, const char *name, struct mv_er
 			   m->name);
 		return NULL;
 	}
-	if (m->busy) {
+	if (jobs_running_locked(mv, JOB_ROLLBACK)) {
 		mv_err_set(err, -1, MV_E_BUSY, "a rollback to mark %s is running", m->name);
 		return NULL;
 	}
 	return m;
 }
 
-int rollback_start(struct mv *mv, const char *name, json_t **result, struct mv_err *err)
+int rollback_start(struct mv *mv, const struct rollback_req *q, json_t **result, struct mv_err *err)
 {
 	pthread_mutex_lock(&mv->lock);
-	struct rb_mark *m = find_locked(mv, name, err);
-	if (m)
-		m->busy = true;
+	struct rb_mark *m = find_locked(mv, q->name, err);
 	pthread_mutex_unlock(&mv->lock);
 	if (!m)
 		return -1;
+	struct rb_rollback_job *rj = xcalloc(1, sizeof(*rj));
+	rj->m = m;
+	rj->q = *q;
 	struct job *j;
-	int rc = jobs_start(mv, JOB_ROLLBACK, rb_rollback_run, m, unbusy, &j);
+	int rc = jobs_start(mv, JOB_ROLLBACK, rb_rollback_run, rj, rollback_job_free, &j);
 	if (rc < 0) {
-		unbusy(m);
+		if (rc == -ESHUTDOWN) /* else the job's, freed with it */
+			rollback_job_free(rj);
 		return mv_err_set(err, -1, rc == -ESHUTDOWN ? MV_E_NO_SUCH_PROCESS : MV_E_INTERNAL,
 				  "cannot start the rollback: %s", strerror(-rc));
 	}

@@ -43,7 +43,20 @@ struct rollback_mark_req {
 	char name[ROLLBACK_NAME_MAX];
 	pid_t pid;
 	int pidfd;
+	bool hold; /* keep the process stopped after the mark */
 };
+
+/* What a rollback is asked: the mark's name ("": the one there is), and
+ * with until, where the program is stopped again after it ran on. */
+struct rollback_req {
+	char name[ROLLBACK_NAME_MAX];
+	bool until;
+	int until_nr;	     /* a system call's number, -1: none (time only) */
+	int until_fd;	     /* its first argument, -1: any */
+	unsigned timeout_ms; /* until: the time limit */
+};
+
+#define ROLLBACK_UNTIL_TIMEOUT_MS 10000
 void rollback_mark_req_free(struct rollback_mark_req *q);
 
 /* Start a mark job (q taken over, freed on failure); *result the
@@ -52,8 +65,16 @@ void rollback_mark_req_free(struct rollback_mark_req *q);
 int rollback_start_mark(struct mv *mv, struct rollback_mark_req *q, json_t **result,
 			struct mv_err *err);
 
-/* Start a rollback job to the mark named name ("": the one there is). */
-int rollback_start(struct mv *mv, const char *name, json_t **result, struct mv_err *err);
+/* Start a rollback job as q asks. */
+int rollback_start(struct mv *mv, const struct rollback_req *q, json_t **result,
+		   struct mv_err *err);
+
+/* Let a program held stopped by the mark run (a signal for it, the end
+ * of the supervisor). */
+void rollback_unhold(struct mv *mv);
+
+/* Is the mark holding process pid stopped? Under mv->lock. */
+bool rollback_holding_locked(struct mv *mv);
 
 /* Drop the mark named name ("": the one there is). */
 int rollback_unmark(struct mv *mv, const char *name, json_t **result, struct mv_err *err);

@@ -513,11 +513,6 @@ static int undo_threads(struct undo *u)
 	return 0;
 }
 
-struct rb_rollback_ctx {
-	struct mv *mv;
-	struct rb_mark *m;
-};
-
 static json_t *result_json(const struct undo *u, uint64_t pause, uint64_t elapsed)
 {
 	json_t *o = json_pack(
@@ -548,17 +543,29 @@ static uint64_t lap(uint64_t *t)
 	return d;
 }
 
-int rb_rollback_run(struct job *j)
+/* On the mark's tracer thread: stop the program (or take it as held),
+ * put it back, and resume it, or run it to the next stop point
+ * (rollback --until) and hold it there. */
+static int rollback_work(struct job *j, struct rb_mark *m, void *arg)
 {
-	struct rb_mark *m = j->ctx;
+	struct rb_rollback_job *rj = arg;
 	uint64_t t0 = mv_now_ns();
-	struct ckpt c;
-	struct checkpoint_req req;
-	struct undo u = {.c = &c, .m = m, .signals = json_array()};
-	job_progress(j, "stopping", 0, 0);
-	int rc = rb_stop(j, m->pid, m->pidfd, &c, &req);
-	if (rc < 0 && (rc == -ESRCH || (c.err.code && !strcmp(c.err.code, MV_E_NO_SUCH_PROCESS))))
-		mv_err_set(&c.err, rc, MV_E_NO_SUCH_PROCESS,
+	bool held;
+	struct ckpt *c = rb_hold_ckpt(m, &held);
+	struct undo u = {.c = c, .m = m, .signals = json_array()};
+	int rc = 0;
+	if (held) {
+		c->j = j;
+		memset(&c->err, 0, sizeof(c->err));
+		if (!c->p || !ptrace_reader_tid(&c->p[0].pt))
+			rc = ckpt_fail(c, -ESRCH, MV_E_NO_SUCH_PROCESS, "process %d has exited",
+				       m->pid);
+	} else {
+		job_progress(j, "stopping", 0, 0);
+		rc = rb_stop(j, m->pid, m->pidfd, c, rb_hold_req(m));
+	}
+	if (rc < 0 && (rc == -ESRCH || (c->err.code && !strcmp(c->err.code, MV_E_NO_SUCH_PROCESS))))
+		mv_err_set(&c->err, rc, MV_E_NO_SUCH_PROCESS,
 			   "process %d has exited since the mark: a rollback cannot revive it",
 			   m->pid);
 	uint64_t t = t0;
@@ -586,26 +593,56 @@ int rb_rollback_run(struct job *j)
 	if (rc < 0 && u.changed) {
 		/* Neither the mark nor what it was: it must not run. */
 		syscall(SYS_pidfd_send_signal, m->pidfd, SIGKILL, NULL, 0);
-		char msg[sizeof(c.err.msg) + 128];
+		char msg[sizeof(c->err.msg) + 128];
 		snprintf(msg, sizeof(msg),
 			 "%.400s; process %d was killed: it was no longer what it was and not yet "
 			 "the mark",
-			 c.err.msg, m->pid);
-		mv_err_set(&c.err, rc, c.err.code, "%s", msg);
+			 c->err.msg, m->pid);
+		mv_err_set(&c->err, rc, c->err.code, "%s", msg);
 	}
-	rb_release(&c);
-	u.t_resume = lap(&t);
 	free(u.extra);
 	free(u.prot);
 	free(u.drop);
-	uint64_t pause = c.pause_end > c.pause_start ? c.pause_end - c.pause_start : 0;
+	uint64_t pause;
+	json_t *event = NULL;
+	if (rc == 0 && rj->q.until) {
+		/* From the request, or the stop's first interrupt, to the run. */
+		uint64_t from = held ? t0 : c->p[0].pt.first_interrupt_ns;
+		pause = mv_now_ns() - from;
+		u.t_resume = 0;
+		m->rollbacks++;
+		rc = rb_until_run(m, c, &rj->q, &event);
+		if (rc < 0)
+			m->rollbacks--;
+	} else {
+		bool stopped = c->p != NULL;
+		rb_hold_let_go(m);
+		u.t_resume = lap(&t);
+		pause = c->pause_end > c->pause_start ? c->pause_end - c->pause_start : 0;
+		if (held && stopped)
+			pause = mv_now_ns() - t0;
+		if (rc == 0)
+			m->rollbacks++;
+	}
 	if (rc < 0) {
 		json_decref(u.signals);
-		job_fail_with(j, &c.err);
+		json_decref(event);
+		job_fail_with(j, &c->err);
 		return rc;
 	}
-	m->rollbacks++;
-	j->result = result_json(&u, pause, mv_now_ns() - t0);
+	j->result = result_json(&u, pause, mv_now_ns() - rj->t_request);
+	if (event)
+		json_object_set_new(j->result, "until", event);
 	json_decref(u.signals);
+	bool now_held;
+	rb_hold_ckpt(m, &now_held);
+	json_object_set_new(j->result, "held", json_boolean(now_held));
 	return 0;
+}
+
+int rb_rollback_run(struct job *j)
+{
+	struct rb_rollback_job *rj = j->ctx;
+	rj->t_request = mv_now_ns();
+	return rb_hold_call(rj->m, j, rollback_work, rj);
 }

@@ -2,7 +2,7 @@
 """Roll tests/workloads/rb_target back N times over one control connection
 (a ctl process a rollback would be most of the time).
 
-Usage: rbloop.py SOCKET FIFO OUT N SEED [COMMANDS]
+Usage: rbloop.py SOCKET FIFO OUT N SEED [COMMANDS [until]]
 
 The program was marked while it waited for input. Each iteration sends 1
 to 3 commands (picked from COMMANDS, a comma-separated list, default
@@ -12,6 +12,12 @@ line after each rollback must equal the first one after the mark: the
 same count, hash, no resident hole page, registers ok. Prints one line per
 failure and "ok N rollbacks, P50 us p50, P99 us p99" (the rollback jobs'
 own pause_ns) at the end; exits 1 on the first failure.
+
+With "until" (the program marked with --hold): each iteration sends one
+command and asks for `rollback --until read:0`, which runs it: the "got"
+line must be the mark's, and the event what the command does: crashed
+with SIGSEGV at 0x10 ("c"), SIGABRT ("a"), SIGSEGV ("o", the stack),
+exited with status 3 ("e"), else reached read(0) again.
 """
 import json
 import random
@@ -60,11 +66,63 @@ def wait_job(c, jid):
         time.sleep(0.0005)
 
 
+def expect(cmd, ev):
+    """What rollback --until must report after cmd, or None when it did."""
+    want = {"c": ("crashed", 11), "a": ("crashed", 6), "o": ("crashed", 11),
+            "e": ("exited", None)}.get(cmd[0], ("reached", None))
+    if ev["event"] != want[0]:
+        return f"{want[0]} expected"
+    if want[0] == "crashed" and ev["signal"] != want[1]:
+        return f"signal {want[1]} expected"
+    if cmd == "c" and ev.get("addr") != 0x10:
+        return "address 0x10 expected"
+    if want[0] == "exited" and ev["status"] != 3:
+        return "status 3 expected"
+    if want[0] == "reached" and (ev["syscall"] != "read" or ev["arg0"] != 0):
+        return "read(0) expected"
+    return None
+
+
+def until_loop(c, w, out, n, rng, cmds):
+    pauses, want, events = [], None, {}
+    for i in range(n):
+        cmd = rng.choice(cmds)
+        if cmd == "w":
+            cmd = f"w {rng.randint(1, 1 << 30)} {rng.randint(1, 200)}"
+        before = len(lines(out))
+        w.write(cmd + "\n")
+        w.flush()
+        r = wait_job(c, c.call("rollback", {"until": "read:0", "timeout_ms": 30000})["job"])
+        ev = r["until"]
+        v = wait_lines(out, before + 1, cmd)
+        got = v[before]
+        want = want or got
+        if got != want:
+            print(f"iteration {i}: after the rollback '{got}', the mark had '{want}'")
+            sys.exit(1)
+        bad = expect(cmd, ev)
+        if bad or not r["held"]:
+            print(f"iteration {i}: {cmd!r} gave {ev} (held {r['held']}): {bad or 'held expected'}")
+            sys.exit(1)
+        events[ev["event"]] = events.get(ev["event"], 0) + 1
+        pauses.append(r["pause_ns"] / 1000)
+    return pauses, events
+
+
 def main():
     sock, fifo, out, n, seed = sys.argv[1:6]
     cmds = (sys.argv[6] if len(sys.argv) > 6 else "w,m,u,p,z,b,s,t,f,x").split(",")
+    until = len(sys.argv) > 7 and sys.argv[7] == "until"
     rng = random.Random(int(seed))
     c = Conn(sock)
+    if until:
+        with open(fifo, "w") as w:
+            pauses, events = until_loop(c, w, out, int(n), rng, cmds)
+        pauses.sort()
+        p = lambda q: pauses[min(len(pauses) - 1, int(q * len(pauses)))]
+        print(f"ok {len(pauses)} rollbacks, {p(0.5):.0f} us p50, {p(0.99):.0f} us p99; "
+              + ", ".join(f"{k} {v}" for k, v in sorted(events.items())))
+        return
     pauses = []
     want = None
     with open(fifo, "w") as w:

@@ -19,7 +19,9 @@
  * 1 MiB of it (MADV_DONTNEED); "b" grows the heap by 1 MiB with sbrk and
  * writes it; "s" writes the stack array; "t" starts a thread that sleeps;
  * "f" forks a child that sleeps; "E" runs sleep 300 in its place (execve);
- * "e" exits with status 3; anything else is just counted.
+ * "e" exits with status 3; "c" writes to address 0x10 (SIGSEGV); "a"
+ * calls abort(3); "o" overflows its stack; "h" hangs (a busy loop);
+ * anything else is just counted.
  *
  * After a rollback to a mark taken while it waited for input, every "got"
  * line must be the mark's: same N, same HASH, HOLES 0, REGS ok. */
@@ -108,6 +110,16 @@ static long read_checked(void *buf, size_t len, const unsigned char *sent, unsig
 			   "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
 			   "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
 	return ret;
+}
+
+/* Never returns: each frame keeps 4 KiB the compiler cannot drop. */
+static volatile int deeper = 1;
+static volatile int *volatile bad_ptr = (volatile int *)0x10;
+static int recurse(int n)
+{
+	volatile char pad[4096];
+	pad[0] = (char)n;
+	return (deeper ? recurse(n + 1) : 0) + pad[0];
 }
 
 static void *sleeper(void *arg)
@@ -204,6 +216,17 @@ int main(int argc, char **argv)
 			break;
 		case 'e':
 			_exit(3);
+		case 'c':
+			*bad_ptr = 1;
+			break;
+		case 'a':
+			abort();
+		case 'o':
+			say("deep %d\n", recurse(1));
+			break;
+		case 'h':
+			for (volatile unsigned long i = 0;; i++)
+				;
 		}
 		say("ready %d %llu %016llx\n", (int)getpid(), (unsigned long long)count,
 		    (unsigned long long)state_hash(stack, sizeof(stack)));

@@ -1,0 +1,269 @@
+/* The mark's tracer (supervisor/rollback/mark.h): one thread a mark that
+ * runs the mark's and every rollback's ptrace work, and may keep the
+ * process stopped between two jobs (`mark --hold`, `rollback --until`).
+ *
+ * The kernel ties a tracee to the tracer thread, and detaches every
+ * tracee when that thread exits (exit_ptrace): a job's own thread could
+ * not keep the program stopped after its job. So the jobs post their work
+ * here and wait for it. While it holds the program, the thread looks
+ * every 20 ms for threads that died (a SIGKILL wakes a stopped tracee;
+ * its exit is reported to the tracer first, and the program's parent
+ * sees it only once the tracer has waited for it). */
+#include "common/log.h"
+#include "common/util.h"
+#include "supervisor/kernel/ptrace.h"
+#include "supervisor/rollback/mark.h"
+#include "supervisor/supervise/mv.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+#include <time.h>
+
+struct rb_hold {
+	pthread_t th;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	rb_work_fn *work;
+	struct job *job;
+	void *arg;
+	int rc;
+	bool posted, done, quit, release;
+	/* The thread's own: */
+	bool held;
+	bool leftover; /* tracees not reaped or detached after a let-go */
+	struct ckpt c;
+	struct checkpoint_req req;
+};
+
+static void set_holding(struct rb_mark *m, bool on)
+{
+	m->hold->held = on;
+	pthread_mutex_lock(&m->mv->lock);
+	m->holding = on;
+	pthread_mutex_unlock(&m->mv->lock);
+}
+
+/* Every held thread that died since: gone. When none is left, the
+ * process is: let go of what is held. */
+static void reap_dead(struct rb_mark *m)
+{
+	struct ptrace_proc *pp = &m->hold->c.p[0].pt;
+	size_t alive = 0;
+	for (size_t i = 0; i < pp->n; i++) {
+		struct ptrace_thread *t = &pp->t[i];
+		if (t->state == PT_GONE || t->state == PT_DETACHED)
+			continue;
+		int status;
+		pid_t r = waitpid(t->tid, &status, __WALL | WNOHANG);
+		if ((r == t->tid && (WIFEXITED(status) || WIFSIGNALED(status))) ||
+		    (r < 0 && errno == ECHILD))
+			t->state = PT_GONE;
+		else
+			alive++;
+	}
+	if (!alive) {
+		log_info("mark %s: process %d died while held", m->name, m->pid);
+		rb_hold_let_go(m);
+	}
+}
+
+/* After a let-go, what is still ours: a thread killed while stopped
+ * (its exit reaches the program's parent only once its tracer waited for
+ * it), or one that had not stopped in time to be detached (detached at
+ * its stop). True while some are left. */
+static bool tidy(void)
+{
+	for (;;) {
+		int st;
+		pid_t r = waitpid(-1, &st, __WALL | __WNOTHREAD | WNOHANG);
+		if (r > 0) {
+			if (WIFSTOPPED(st)) {
+				int sig = WSTOPSIG(st), ev = st >> 16;
+				bool real = ev == 0 && sig != (SIGTRAP | 0x80);
+				ptrace(PTRACE_DETACH, r, 0, (void *)(uintptr_t)(real ? sig : 0));
+			}
+			continue;
+		}
+		return !(r < 0 && errno == ECHILD);
+	}
+}
+
+static void *hold_main(void *arg)
+{
+	struct rb_mark *m = arg;
+	struct rb_hold *h = m->hold;
+	/* Signals are the main loop's (its signalfd); RB_WAKE_SIGNAL breaks
+	 * a wait for the program (until.c). */
+	sigset_t set;
+	sigfillset(&set);
+	sigdelset(&set, RB_WAKE_SIGNAL);
+	pthread_sigmask(SIG_SETMASK, &set, NULL);
+	pthread_mutex_lock(&h->mu);
+	for (;;) {
+		if (h->posted) {
+			h->posted = false;
+			pthread_mutex_unlock(&h->mu);
+			int rc = h->work(h->job, m, h->arg);
+			if (!h->held)
+				h->leftover = tidy();
+			pthread_mutex_lock(&h->mu);
+			h->rc = rc;
+			h->done = true;
+			pthread_cond_broadcast(&h->cv);
+			continue;
+		}
+		if (h->quit)
+			break;
+		if (h->release) {
+			h->release = false;
+			if (h->held) {
+				pthread_mutex_unlock(&h->mu);
+				rb_hold_let_go(m);
+				pthread_mutex_lock(&h->mu);
+			}
+			continue;
+		}
+		if (!h->held && !h->leftover) {
+			pthread_cond_wait(&h->cv, &h->mu);
+			continue;
+		}
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_nsec += 20 * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&h->cv, &h->mu, &ts);
+		if (!h->posted && !h->quit && h->held) {
+			pthread_mutex_unlock(&h->mu);
+			reap_dead(m);
+			pthread_mutex_lock(&h->mu);
+		} else if (!h->held && h->leftover) {
+			h->leftover = tidy();
+		}
+	}
+	pthread_mutex_unlock(&h->mu);
+	rb_hold_let_go(m);
+	return NULL;
+}
+
+static void on_wake(int sig)
+{
+	(void)sig;
+}
+
+static void install_wake(void)
+{
+	/* No SA_RESTART: the signal ends a blocking waitpid. */
+	struct sigaction sa = {.sa_handler = on_wake};
+	sigemptyset(&sa.sa_mask);
+	sigaction(RB_WAKE_SIGNAL, &sa, NULL);
+}
+
+int rb_hold_start(struct rb_mark *m)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, install_wake);
+	struct rb_hold *h = xcalloc(1, sizeof(*h));
+	pthread_mutex_init(&h->mu, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&h->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	m->hold = h;
+	int rc = pthread_create(&h->th, NULL, hold_main, m);
+	if (rc) {
+		pthread_cond_destroy(&h->cv);
+		pthread_mutex_destroy(&h->mu);
+		free(h);
+		m->hold = NULL;
+		return -rc;
+	}
+	return 0;
+}
+
+void rb_hold_stop(struct rb_mark *m)
+{
+	struct rb_hold *h = m->hold;
+	if (!h)
+		return;
+	pthread_mutex_lock(&h->mu);
+	h->quit = true;
+	pthread_cond_broadcast(&h->cv);
+	pthread_mutex_unlock(&h->mu);
+	pthread_join(h->th, NULL);
+	pthread_cond_destroy(&h->cv);
+	pthread_mutex_destroy(&h->mu);
+	free(h);
+	m->hold = NULL;
+}
+
+int rb_hold_call(struct rb_mark *m, struct job *j, rb_work_fn *fn, void *arg)
+{
+	struct rb_hold *h = m->hold;
+	pthread_mutex_lock(&h->mu);
+	h->work = fn;
+	h->job = j;
+	h->arg = arg;
+	h->done = false;
+	h->posted = true;
+	pthread_cond_broadcast(&h->cv);
+	while (!h->done)
+		pthread_cond_wait(&h->cv, &h->mu);
+	int rc = h->rc;
+	pthread_mutex_unlock(&h->mu);
+	return rc;
+}
+
+void rb_hold_release_async(struct rb_mark *m)
+{
+	struct rb_hold *h = m->hold;
+	if (!h)
+		return;
+	pthread_mutex_lock(&h->mu);
+	h->release = true;
+	pthread_cond_broadcast(&h->cv);
+	pthread_mutex_unlock(&h->mu);
+}
+
+bool rb_hold_wanted_gone(struct rb_mark *m)
+{
+	struct rb_hold *h = m->hold;
+	pthread_mutex_lock(&h->mu);
+	bool r = h->quit || h->release;
+	pthread_mutex_unlock(&h->mu);
+	return r;
+}
+
+struct ckpt *rb_hold_ckpt(struct rb_mark *m, bool *held)
+{
+	*held = m->hold->held;
+	return &m->hold->c;
+}
+
+struct checkpoint_req *rb_hold_req(struct rb_mark *m)
+{
+	return &m->hold->req;
+}
+
+void rb_hold_keep(struct rb_mark *m)
+{
+	set_holding(m, true);
+}
+
+void rb_hold_let_go(struct rb_mark *m)
+{
+	struct rb_hold *h = m->hold;
+	if (h->c.p)
+		rb_release(&h->c);
+	if (h->held)
+		set_holding(m, false);
+	h->leftover = tidy();
+}

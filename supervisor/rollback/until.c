@@ -1,0 +1,490 @@
+/* rollback --until (supervisor/rollback/mark.h): after the rollback the
+ * program runs under PTRACE_SYSCALL on the mark's tracer thread, which
+ * stops it again at the first of:
+ *   reached   a thread enters the asked system call (with the asked first
+ *             argument, the descriptor);
+ *   exited    a thread enters exit_group(2), or the last thread exit(2):
+ *             held before the call, so that the next rollback has a
+ *             process to put back;
+ *   crashed   a signal whose default action kills is about to be
+ *             delivered with no handler for it, raised by the program or
+ *             the kernel (a fault, abort(3), a broken pipe): the signal is
+ *             dropped and the thread held where it was;
+ *   timeout   the time limit;
+ *   exec      a thread ran execve(2): the program runs on, the mark is gone;
+ *   gone      every thread ended (SIGKILL, a signal sent by another process);
+ *   released  memvisor was asked to let the program run (a signal for it,
+ *             its end).
+ * On the first four the program is held stopped: each thread in an
+ * interrupt stop, a thread stopped on its way into a call set back before
+ * the call (the call is made when it runs on). The marked call itself,
+ * restarted by the rollback, is not a stop point: a mark taken in read(0)
+ * stops at the next read(0), not at the same one again.
+ *
+ * Threads created during the run are not traced (their crashes are not
+ * caught) and are stopped with the others at the end. */
+#include "common/log.h"
+#include "common/util.h"
+#include "supervisor/kernel/ptrace.h"
+#include "supervisor/rollback/mark.h"
+#include "supervisor/supervise/mv.h"
+
+#include <errno.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef sigev_notify_thread_id
+#define sigev_notify_thread_id _sigev_un._tid
+#endif
+
+#define SYSCALL_STOP (SIGTRAP | 0x80)
+
+struct until {
+	struct rb_mark *m;
+	struct ckpt *c;
+	struct ptrace_proc *pp;
+	const struct rollback_req *q;
+	/* Per thread of pp: the marked call's restart, not yet passed. */
+	bool *replay;
+	uint64_t *replay_ip;
+	long *replay_nr;
+	timer_t timer;
+	bool have_timer;
+};
+
+static struct ptrace_thread *find(struct ptrace_proc *pp, pid_t tid, size_t *idx)
+{
+	for (size_t i = 0; i < pp->n; i++)
+		if (pp->t[i].tid == tid) {
+			if (idx)
+				*idx = i;
+			return &pp->t[i];
+		}
+	return NULL;
+}
+
+static size_t alive(const struct ptrace_proc *pp)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < pp->n; i++)
+		n += pp->t[i].state == PT_STOPPED || pp->t[i].state == PT_SEIZED;
+	return n;
+}
+
+/* A thread marked inside a call the stop interrupted (orig_rax >= 0, rax
+ * one of the kernel's restart codes) makes the call again first thing
+ * after a rollback. */
+static void note_replays(struct until *u)
+{
+	for (size_t i = 0; i < u->pp->n; i++) {
+		for (size_t k = 0; k < u->m->n_t; k++) {
+			const struct rb_thread *rt = &u->m->t[k];
+			if (rt->tid != u->pp->t[i].tid ||
+			    rt->prstatus_len < sizeof(struct user_regs_struct))
+				continue;
+			const struct user_regs_struct *r = rt->prstatus;
+			long ax = (long)r->rax;
+			bool restart = ax == -512 || ax == -513 || ax == -514 || ax == -516;
+			if ((long)r->orig_rax >= 0 && restart) {
+				u->replay[i] = true;
+				u->replay_ip[i] = r->rip;
+				u->replay_nr[i] = (long)r->orig_rax;
+			}
+		}
+	}
+}
+
+static int arm_timer(struct until *u)
+{
+	struct sigevent sev = {.sigev_notify = SIGEV_THREAD_ID, .sigev_signo = RB_WAKE_SIGNAL};
+	sev.sigev_notify_thread_id = (pid_t)syscall(SYS_gettid);
+	if (timer_create(CLOCK_MONOTONIC, &sev, &u->timer) < 0)
+		return -errno;
+	u->have_timer = true;
+	struct itimerspec its = {.it_value = {0, 10 * 1000000L}, .it_interval = {0, 10 * 1000000L}};
+	timer_settime(u->timer, 0, &its, NULL);
+	return 0;
+}
+
+/* Default action: end the process (with or without a core). */
+static bool kills_by_default(int sig)
+{
+	switch (sig) {
+	case SIGCHLD:
+	case SIGCONT:
+	case SIGSTOP:
+	case SIGTSTP:
+	case SIGTTIN:
+	case SIGTTOU:
+	case SIGURG:
+	case SIGWINCH:
+		return false;
+	default:
+		return true;
+	}
+}
+
+/* Does process pid have a handler for sig, or ignore it? */
+static bool handled(pid_t pid, int sig)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return false;
+	unsigned long long cgt = 0, ign = 0;
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "SigCgt:", 7))
+			cgt = strtoull(line + 7, NULL, 16);
+		else if (!strncmp(line, "SigIgn:", 7))
+			ign = strtoull(line + 7, NULL, 16);
+	}
+	fclose(f);
+	unsigned long long bit = 1ull << (sig - 1);
+	return (cgt | ign) & bit;
+}
+
+/* A signal on its way to thread t that would end the program: a crash,
+ * unless another process sent it (that one means it). */
+static bool is_crash(struct until *u, pid_t tid, int sig, siginfo_t *si)
+{
+	if (!kills_by_default(sig) || handled(u->m->pid, sig))
+		return false;
+	if (ptrace(PTRACE_GETSIGINFO, tid, 0, si) < 0)
+		return false;
+	if (si->si_code <= 0 && si->si_code != SI_KERNEL && si->si_pid != u->m->pid)
+		return false; /* kill(2), sigqueue(3), tgkill(2) from outside */
+	return true;
+}
+
+/* Wait for tid's next stop or exit, a wake-up (EINTR: -EINTR) aside. */
+static int wait_one(pid_t tid, int *status)
+{
+	pid_t r = waitpid(tid, status, __WALL);
+	if (r < 0)
+		return -errno;
+	return 0;
+}
+
+/* t (stopped, not at a call's entry) into an interrupt stop, or a
+ * signal-delivery stop that keeps its signal for later. */
+static void settle(struct until *u, struct ptrace_thread *t)
+{
+	ptrace(PTRACE_INTERRUPT, t->tid, 0, 0);
+	if (ptrace(PTRACE_CONT, t->tid, 0, 0) < 0) {
+		t->state = PT_STOPPED; /* still in its stop */
+		return;
+	}
+	t->state = PT_SEIZED;
+	uint64_t deadline = mv_now_ns() + 2000 * 1000000ull;
+	for (;;) {
+		int st, rc = wait_one(t->tid, &st);
+		if (rc == -EINTR) {
+			if (mv_now_ns() > deadline)
+				return; /* left PT_SEIZED: the caller fails */
+			continue;
+		}
+		if (rc < 0) {
+			t->state = PT_GONE;
+			return;
+		}
+		if (WIFEXITED(st) || WIFSIGNALED(st)) {
+			t->state = PT_GONE;
+			u->pp->exited_threads++;
+			return;
+		}
+		int sig = WSTOPSIG(st), ev = st >> 16;
+		t->state = PT_STOPPED;
+		t->signal = 0;
+		t->group_stop = false;
+		if (ev == PTRACE_EVENT_STOP) {
+			t->group_stop = sig != SIGTRAP;
+			return;
+		}
+		if (ev == 0 && sig != SYSCALL_STOP) {
+			t->signal = sig; /* delivered at release, dropped by a rollback */
+			return;
+		}
+		/* A syscall or exec event stop before the interrupt: on. */
+		ptrace(PTRACE_INTERRUPT, t->tid, 0, 0);
+		ptrace(PTRACE_CONT, t->tid, 0, 0);
+		t->state = PT_SEIZED;
+	}
+}
+
+/* t stopped entering a call: set back before it (the call is skipped
+ * now, and made when the thread runs on), then settled. */
+static void settle_entry(struct until *u, struct ptrace_thread *t, long nr)
+{
+	struct user_regs_struct r;
+	if (ptrace(PTRACE_GETREGS, t->tid, 0, &r) == 0) {
+		r.orig_rax = (unsigned long long)-1;
+		r.rip -= 2; /* syscall, int $0x80 and sysenter are two bytes */
+		r.rax = (unsigned long long)nr;
+		ptrace(PTRACE_SETREGS, t->tid, 0, &r);
+	}
+	settle(u, t);
+}
+
+/* Every other thread stopped too: interrupted and settled; threads
+ * created during the run seized. 0, or -EAGAIN when one would not stop. */
+static int stop_rest(struct until *u)
+{
+	struct ptrace_proc *pp = u->pp;
+	for (size_t i = 0; i < pp->n; i++)
+		if (pp->t[i].state == PT_SEIZED)
+			ptrace(PTRACE_INTERRUPT, pp->t[i].tid, 0, 0);
+	uint64_t deadline = mv_now_ns() + 2000 * 1000000ull;
+	for (size_t i = 0; i < pp->n; i++) {
+		struct ptrace_thread *t = &pp->t[i];
+		while (t->state == PT_SEIZED) {
+			int st, rc = wait_one(t->tid, &st);
+			if (rc == -EINTR) {
+				if (mv_now_ns() > deadline)
+					return -EAGAIN;
+				continue;
+			}
+			if (rc < 0 || WIFEXITED(st) || WIFSIGNALED(st)) {
+				t->state = PT_GONE;
+				pp->exited_threads++;
+				break;
+			}
+			int sig = WSTOPSIG(st), ev = st >> 16;
+			t->state = PT_STOPPED;
+			if (sig == SYSCALL_STOP) {
+				struct __ptrace_syscall_info info;
+				long n =
+				    ptrace(PTRACE_GET_SYSCALL_INFO, t->tid, sizeof(info), &info);
+				if (n > 0 && info.op == PTRACE_SYSCALL_INFO_ENTRY)
+					settle_entry(u, t, (long)info.entry.nr);
+				else
+					settle(u, t);
+			} else if (ev == PTRACE_EVENT_STOP) {
+				t->group_stop = sig != SIGTRAP;
+			} else if (ev == 0) {
+				t->signal = sig;
+			} else {
+				settle(u, t);
+			}
+		}
+		if (t->state == PT_SEIZED)
+			return -EAGAIN;
+	}
+	/* Threads the program made meanwhile (not traced): seized now. */
+	for (int round = 0; round < 100; round++) {
+		int fresh = ptrace_seize_new(pp);
+		if (fresh < 0)
+			return fresh == -ESRCH ? 0 : fresh;
+		while (ptrace_poll_stops(pp)) {
+			if (mv_now_ns() > deadline)
+				return -EAGAIN;
+			struct timespec ts = {0, 100 * 1000};
+			nanosleep(&ts, NULL);
+		}
+		if (!fresh)
+			return 0;
+	}
+	return -EAGAIN;
+}
+
+static json_t *exit_json(const char *event, pid_t tid, int status)
+{
+	json_t *o = json_pack("{s:s, s:i}", "event", event, "tid", tid);
+	if (WIFEXITED(status))
+		json_object_set_new(o, "status", json_integer(WEXITSTATUS(status)));
+	else if (WIFSIGNALED(status))
+		json_object_set_new(o, "signal", json_integer(WTERMSIG(status)));
+	return o;
+}
+
+static json_t *crash_json(pid_t tid, int sig, const siginfo_t *si)
+{
+	const char *abbrev = sigabbrev_np(sig);
+	char name[32];
+	snprintf(name, sizeof(name), "SIG%s", abbrev ? abbrev : "?");
+	json_t *o = json_pack("{s:s, s:i, s:i, s:s, s:i}", "event", "crashed", "tid", tid, "signal",
+			      sig, "signal_name", name, "code", si->si_code);
+	if (sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGTRAP)
+		json_object_set_new(o, "addr", json_integer((json_int_t)(uintptr_t)si->si_addr));
+	return o;
+}
+
+static json_t *call_json(const char *event, pid_t tid, const struct __ptrace_syscall_info *in)
+{
+	char *name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, (int)in->entry.nr);
+	json_t *o = json_pack("{s:s, s:i, s:s, s:I, s:I}", "event", event, "tid", tid, "syscall",
+			      name ? name : "?", "nr", (json_int_t)in->entry.nr, "arg0",
+			      (json_int_t)in->entry.args[0]);
+	free(name);
+	return o;
+}
+
+/* Run until an event; the thread it happened to is stopped (settled),
+ * the others may still run. */
+static json_t *run_to_event(struct until *u, bool *keep)
+{
+	struct ptrace_proc *pp = u->pp;
+	const struct rollback_req *q = u->q;
+	uint64_t deadline = mv_now_ns() + (uint64_t)q->timeout_ms * 1000000ull;
+	*keep = true;
+	for (;;) {
+		if (mv_now_ns() >= deadline)
+			return json_pack("{s:s}", "event", "timeout");
+		if (rb_hold_wanted_gone(u->m)) {
+			*keep = false;
+			return json_pack("{s:s}", "event", "released");
+		}
+		int st;
+		pid_t tid = waitpid(-1, &st, __WALL | __WNOTHREAD);
+		if (tid < 0) {
+			if (errno == EINTR)
+				continue;
+			*keep = false;
+			return json_pack("{s:s}", "event", "gone");
+		}
+		size_t i;
+		struct ptrace_thread *t = find(pp, tid, &i);
+		if (!t)
+			continue;
+		if (WIFEXITED(st) || WIFSIGNALED(st)) {
+			t->state = PT_GONE;
+			pp->exited_threads++;
+			if (!alive(pp)) {
+				*keep = false;
+				return exit_json("gone", tid, st);
+			}
+			continue;
+		}
+		int sig = WSTOPSIG(st), ev = st >> 16;
+		t->state = PT_STOPPED;
+		t->signal = 0;
+		if (sig == SYSCALL_STOP) {
+			struct __ptrace_syscall_info in;
+			long n = ptrace(PTRACE_GET_SYSCALL_INFO, tid, sizeof(in), &in);
+			if (n > 0 && in.op == PTRACE_SYSCALL_INFO_ENTRY) {
+				long nr = (long)in.entry.nr;
+				bool replay = u->replay[i] &&
+					      in.instruction_pointer == u->replay_ip[i] &&
+					      nr == u->replay_nr[i];
+				u->replay[i] = false;
+				bool exits =
+				    nr == SYS_exit_group || (nr == SYS_exit && alive(pp) == 1);
+				if (!replay && exits) {
+					json_t *o = call_json("exited", tid, &in);
+					json_object_set_new(
+					    o, "status",
+					    json_integer((int)in.entry.args[0] & 0xff));
+					settle_entry(u, t, nr);
+					return o;
+				}
+				if (!replay && q->until_nr >= 0 && nr == q->until_nr &&
+				    (q->until_fd < 0 || (int)in.entry.args[0] == q->until_fd)) {
+					json_t *o = call_json("reached", tid, &in);
+					settle_entry(u, t, nr);
+					return o;
+				}
+			} else if (n > 0 && in.op == PTRACE_SYSCALL_INFO_EXIT) {
+				u->replay[i] = false;
+			}
+			t->state = PT_SEIZED;
+			ptrace(PTRACE_SYSCALL, tid, 0, 0);
+			continue;
+		}
+		if (ev == PTRACE_EVENT_EXEC) {
+			*keep = false;
+			return json_pack("{s:s, s:i}", "event", "exec", "tid", tid);
+		}
+		if (ev == PTRACE_EVENT_STOP) {
+			t->state = PT_SEIZED;
+			if (sig != SIGTRAP) /* a group stop: it waits for SIGCONT, listened */
+				ptrace(PTRACE_LISTEN, tid, 0, 0);
+			else
+				ptrace(PTRACE_SYSCALL, tid, 0, 0);
+			continue;
+		}
+		if (ev != 0) {
+			t->state = PT_SEIZED;
+			ptrace(PTRACE_SYSCALL, tid, 0, 0);
+			continue;
+		}
+		siginfo_t si;
+		if (is_crash(u, tid, sig, &si)) {
+			json_t *o = crash_json(tid, sig, &si);
+			settle(u, t); /* the signal dropped */
+			return o;
+		}
+		t->state = PT_SEIZED;
+		ptrace(PTRACE_SYSCALL, tid, 0, (void *)(uintptr_t)sig);
+	}
+}
+
+int rb_until_run(struct rb_mark *m, struct ckpt *c, const struct rollback_req *q, json_t **event)
+{
+	struct ptrace_proc *pp = &c->p[0].pt;
+	struct until u = {.m = m, .c = c, .pp = pp, .q = q};
+	u.replay = xcalloc(pp->n + 1, sizeof(*u.replay));
+	u.replay_ip = xcalloc(pp->n + 1, sizeof(*u.replay_ip));
+	u.replay_nr = xcalloc(pp->n + 1, sizeof(*u.replay_nr));
+	note_replays(&u);
+	int rc = arm_timer(&u);
+	if (rc < 0) {
+		rb_hold_let_go(m);
+		rc = ckpt_fail(c, rc, MV_E_INTERNAL, "no timer for --until: %s", strerror(-rc));
+		goto out;
+	}
+	long opts = PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACEEXEC;
+	for (size_t i = 0; i < pp->n; i++) {
+		struct ptrace_thread *t = &pp->t[i];
+		if (t->state != PT_STOPPED)
+			continue;
+		ptrace(PTRACE_SETOPTIONS, t->tid, 0, (void *)opts);
+		int sig = t->signal;
+		t->signal = 0;
+		if (ptrace(PTRACE_SYSCALL, t->tid, 0, (void *)(uintptr_t)sig) == 0)
+			t->state = PT_SEIZED;
+	}
+	uint64_t t0 = mv_now_ns();
+	bool keep;
+	json_t *ev = run_to_event(&u, &keep);
+	uint64_t ran = mv_now_ns() - t0;
+	if (keep || !strcmp(json_string_value(json_object_get(ev, "event")), "released")) {
+		rc = stop_rest(&u);
+		if (rc < 0) {
+			/* A thread that will not stop: let the program go. */
+			rb_hold_let_go(m);
+			json_decref(ev);
+			rc = ckpt_fail(c, rc, MV_E_BUSY,
+				       "a thread of process %d did not stop after the run: the "
+				       "program was let go",
+				       m->pid);
+			goto out;
+		}
+	}
+	json_object_set_new(ev, "run_ns", json_integer((json_int_t)ran));
+	if (keep && alive(pp)) {
+		rb_hold_keep(m);
+	} else {
+		for (size_t i = 0; i < pp->n; i++)
+			if (pp->t[i].state == PT_SEIZED)
+				pp->t[i].state = PT_GONE; /* running (exec) or gone */
+		rb_hold_let_go(m);
+	}
+	*event = ev;
+	log_debug("mark %s: until: %s after %.3f ms", m->name,
+		  json_string_value(json_object_get(ev, "event")), (double)ran / 1e6);
+out:
+	if (u.have_timer)
+		timer_delete(u.timer);
+	free(u.replay);
+	free(u.replay_ip);
+	free(u.replay_nr);
+	return rc;
+}

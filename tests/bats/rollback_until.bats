@@ -1,0 +1,224 @@
+#!/usr/bin/env bats
+# mark --hold and rollback --until (issue 26): the fuzzing loop. The
+# program is marked and held in its read of stdin; each rollback puts it
+# back and runs it to its next read of stdin, its crash, its exit or a
+# time limit, and holds it there. tests/workloads/rb_target reports after
+# each read the hash of its memory, which must be the mark's.
+
+load helpers
+bats_require_minimum_version 1.5.0
+
+setup() {
+	setup_tmp
+	"$MEMVISOR" check --json | json_get - '"wp_async" in d["userfaultfd_features"]' |
+		grep -q True || skip "this kernel's userfaultfd has no asynchronous write-protect (Linux 6.7)"
+}
+
+teardown() {
+	teardown_tmp
+}
+
+# The state of process $PID: "t" in a tracing stop.
+proc_state() { awk '/^State:/{print $2}' "/proc/$PID/status"; }
+held() { [ "$(proc_state)" = t ]; }
+answers_after() { out_after_has "$1" '^got '; } # N
+
+mark_held() {
+	run ctl mark --hold
+	echo "$output"
+	assert_success
+	assert_output --partial "held stopped at the mark"
+	held
+}
+
+# rollback --until ARGS...; the job's result in $TMP/r.json, its until
+# event's field F in ev F.
+until_run() {
+	run ctl --json rollback --until "$@"
+	echo "$output"
+	assert_success
+	echo "$output" | tail -1 >"$TMP/r.json"
+}
+ev() { json_get "$TMP/r.json" "d['result']['until'].get('$1')"; }
+
+@test "rollback --until: held at the mark, each input runs from the mark to the next read of stdin" {
+	start_fed "$WL/rb_target" 16
+	mark_held
+	n=$(out_lines)
+	echo x >&7
+	# Held: the input waits in the pipe.
+	sleep 0.3
+	[ "$(out_lines)" = "$n" ]
+	held
+	want=
+	for i in 1 2 3 4 5 6 7 8; do
+		n=$(out_lines)
+		echo "w $i 64" >&7
+		[ "$i" = 1 ] || echo "w $i 64" >&7
+		until_run read:0
+		r='d["result"]'
+		u='d["result"]["until"]'
+		[ "$(json_get "$TMP/r.json" "[$u['event'], $u['syscall'], $u['arg0'], $u['tid'], $r['held']]")" = "[\"reached\", \"read\", 0, $PID, true]" ]
+		held
+		got=$(out_after "$n" | grep '^got ' | head -1)
+		[[ $got =~ ^got\ 0\ [0-9a-f]+\ 0\ ok$ ]]
+		[ -z "$want" ] || [ "$got" = "$want" ]
+		want=$got
+	done
+	# The text says what it stopped at.
+	echo x >&7
+	run ctl rollback --until read:0
+	assert_success
+	assert_output --partial "until: thread $PID reached read(0)"
+	assert_output --partial "held stopped"
+}
+
+@test "rollback --until: a crash is an event, not the end: SIGSEGV with its address, abort, stack overflow" {
+	start_fed "$WL/rb_target" 16
+	mark_held
+	echo c >&7
+	until_run read:0
+	[ "$(ev event)" = crashed ]
+	[ "$(ev signal)" = 11 ]
+	[ "$(ev signal_name)" = SIGSEGV ]
+	[ "$(ev addr)" = 16 ]
+	held
+	echo a >&7
+	until_run read:0
+	[ "$(ev event)" = crashed ]
+	[ "$(ev signal_name)" = SIGABRT ]
+	echo o >&7
+	until_run read:0
+	[ "$(ev event)" = crashed ]
+	[ "$(ev signal)" = 11 ]
+	# The stack that grew since the mark is unmapped again.
+	[ "$(json_get "$TMP/r.json" "d['result']['unmapped_bytes'] == 0")" = True ]
+	n=$(out_lines)
+	echo x >&7
+	until_run read:0
+	[ "$(ev event)" = reached ]
+	[ "$(json_get "$TMP/r.json" "d['result']['unmapped_bytes'] > 0")" = True ]
+	out_after "$n" | grep -q '^got 0 [0-9a-f]* 0 ok$'
+	run ctl rollback --until read:0 --timeout 0.2
+	assert_success
+	kill -0 "$PID"
+}
+
+@test "rollback --until: an exit is held before it happens; the next rollback runs again" {
+	start_fed "$WL/rb_target" 16
+	mark_held
+	echo e >&7
+	until_run read:0
+	[ "$(ev event)" = exited ]
+	[ "$(ev status)" = 3 ]
+	[ "$(ev syscall)" = exit_group ]
+	held
+	kill -0 "$MVPID"
+	n=$(out_lines)
+	echo x >&7
+	until_run read:0
+	[ "$(ev event)" = reached ]
+	out_after "$n" | grep -q '^got 0 '
+}
+
+@test "rollback --until: a time limit, a thread made during the run, none" {
+	start_fed "$WL/rb_target" 16
+	mark_held
+	echo h >&7
+	until_run read:0 --timeout 0.5
+	[ "$(ev event)" = timeout ]
+	[ "$(json_get "$TMP/r.json" "d['result']['until']['run_ns'] >= 500000000")" = True ]
+	held
+	# A thread the program starts during the run is stopped with it, and
+	# ended by the next rollback.
+	echo t >&7
+	until_run read:0
+	[ "$(ev event)" = reached ]
+	[ "$(ls /proc/$PID/task | wc -l)" = 2 ]
+	[ "$(awk '/^State:/{print $2}' /proc/$PID/task/*/status | sort -u)" = t ]
+	echo x >&7
+	until_run none --timeout 0.3
+	[ "$(ev event)" = timeout ]
+	[ "$(json_get "$TMP/r.json" "d['result']['threads_ended']")" = 1 ]
+	[ "$(ls /proc/$PID/task | wc -l)" = 1 ]
+}
+
+@test "rollback --until: a new program is an event that lets it go; the next rollback is refused" {
+	start_fed "$WL/rb_target" 16
+	mark_held
+	echo E >&7
+	until_run read:0
+	[ "$(ev event)" = exec ]
+	[ "$(json_get "$TMP/r.json" "d['result']['held']")" = False ]
+	wait_for 10 grep -q sleep "/proc/$PID/cmdline"
+	[ "$(proc_state)" = S ]
+	run ctl rollback
+	assert_failure
+	assert_output --partial "ran a new program (execve) since the mark"
+	kill "$PID"
+}
+
+@test "mark --hold: unmark lets the program run; a checkpoint is refused while it is held" {
+	start_fed "$WL/rb_target" 16
+	mark_held
+	run ctl checkpoint "$TMP/img"
+	assert_failure
+	assert_output --partial "holds process $PID stopped"
+	[ ! -e "$TMP/img/manifest.json" ]
+	n=$(out_lines)
+	echo x >&7
+	run ctl unmark
+	assert_success
+	wait_for 20 answers_after "$n"
+	[ "$(proc_state)" != t ]
+	stop_fed
+}
+
+@test "mark --hold: a signal for the program reaches it; memvisor ends with its status" {
+	start_fed "$WL/rb_target" 16
+	mark_held
+	kill -TERM "$MVPID"
+	wait_for 20 sh -c "! kill -0 $MVPID 2>/dev/null"
+	rc=0
+	wait "$MVPID" || rc=$?
+	[ "$rc" = 143 ]
+}
+
+@test "rollback --until: a held program killed from outside is gone, and said so" {
+	start_fed "$WL/rb_target" 16
+	mark_held
+	kill -KILL "$PID"
+	wait_for 20 sh -c "! kill -0 $MVPID 2>/dev/null"
+	rc=0
+	wait "$MVPID" || rc=$?
+	[ "$rc" = 137 ]
+}
+
+@test "rollback --until: bad points and limits are refused, nothing touched" {
+	start_fed "$WL/rb_target" 16
+	mark_held
+	for bad in nosuchcall read:x read: none:3 :0 read:-1; do
+		run ctl rollback --until "$bad"
+		echo "$output"
+		assert_failure
+		assert_output --partial "until"
+	done
+	run ctl rollback --timeout 1
+	assert_failure
+	assert_output --partial "only with"
+	run ctl rollback --until read:0 --timeout 0
+	assert_failure
+	held
+	[ "$(ctl --json status | json_get - 'd["command_state"]')" = running ]
+}
+
+# ROLLBACK_UNTIL_ITERS: 1000 in make check, 20000 in make soak.
+@test "rollback --until: ROLLBACK_UNTIL_ITERS random inputs with crashes and exits, each run from the mark" {
+	start_fed "$WL/rb_target" 8
+	mark_held
+	n=${ROLLBACK_UNTIL_ITERS:-1000}
+	run python3 "$HELPERS/rbloop.py" "$SOCK" "$TMP/in" "$TMP/out" "$n" "$RANDOM" "w,m,u,p,z,b,s,t,f,x,c,a,o,e" until
+	echo "$output"
+	assert_success
+	assert_output --partial "ok $n rollbacks"
+}
