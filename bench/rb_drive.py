@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
-"""bench/rb_drive.py MEMVISOR RB_ITER MIB PAGES N: rb_iter under memvisor,
-marked in its first read of stdin, then N iterations: one byte in, its
-answer out, a rollback (request, job, done) over one control connection.
+"""bench/rb_drive.py MEMVISOR RB_ITER MIB PAGES N [until]: rb_iter under
+memvisor, marked in its first read of stdin, then N iterations: one byte
+in, its answer out, a rollback (request, job, done) over one control
+connection. With until: marked with --hold, and each iteration is one
+byte in and one `rollback --until read:0`, which runs it to its next read
+(the answer is read after).
 Prints "memvisor n=N p50_us= p99_us= per_s=" (each iteration's wall time,
 the rollback included), and the rollbacks' own pause (the job's pause_ns)
 p50 and p99, elapsed time (elapsed_ns) p50, and the p50 of each of the
@@ -41,6 +44,7 @@ def pct(v, q):
 def main():
     mv, prog, mib, pages, n = sys.argv[1:6]
     n = int(n)
+    until = len(sys.argv) > 6 and sys.argv[6] == "until"
     d = tempfile.mkdtemp(prefix="rb_drive.")
     sock = os.path.join(d, "sock")
     p = subprocess.Popen([mv, "run", "--socket", sock, "--", prog, mib, pages, "stdin"],
@@ -54,21 +58,28 @@ def main():
     s.connect(sock)
     f = s.makefile("rb")
     time.sleep(0.05)  # into its read
-    job(s, f, call(s, f, "mark")["job"])
+    job(s, f, call(s, f, "mark", {"hold": until})["job"])
     wall, pause, elapsed, times = [], [], [], {}
     start = time.monotonic()
     for i in range(n):
         a = time.monotonic()
         os.write(p.stdin.fileno(), bytes([i % 256]))
+        if until:
+            r = job(s, f, call(s, f, "rollback", {"until": "read:0"})["job"])
+            if r["until"]["event"] != "reached":
+                sys.exit(f"iteration {i}: {r['until']}")
         if os.read(p.stdout.fileno(), 1) != b"d":
             sys.exit("no answer")
-        r = job(s, f, call(s, f, "rollback")["job"])
+        if not until:
+            r = job(s, f, call(s, f, "rollback")["job"])
         wall.append(time.monotonic() - a)
         pause.append(r["pause_ns"] / 1e3)
         elapsed.append(r["elapsed_ns"] / 1e3)
         for k, v in r.get("times", {}).items():
             times.setdefault(k, []).append(v / 1e3)
     total = time.monotonic() - start
+    if until:
+        call(s, f, "unmark")
     p.stdin.close()
     p.wait()
     print(f"memvisor n={n} p50_us={pct(wall, .5) * 1e6:.1f} p99_us={pct(wall, .99) * 1e6:.1f} "

@@ -188,6 +188,8 @@ def main():
     e = line("exec", we)
     f = line("fork", wf)
     m = line("memvisor", wm)
+    k = max(1, n // 5)
+    print(f"memvisor first/last {k}: p50_us={pct(wm[:k], .5) * 1e6:.0f}/{pct(wm[-k:], .5) * 1e6:.0f}")
     print(f"memvisor pause_p50_us={pct(pause, .5):.0f} run_p50_us={pct(ran, .5):.0f} "
           f"memvisor/exec={m / e:.1f} memvisor/fork={m / f:.2f}")
 

@@ -23,7 +23,7 @@ function __memvisor_words
         end
         switch $w
             case -s --socket -p --policy -l --log -L --log-level -u --user -n --name -t \
-                --timeout -c --container --pid --tree --source --buffer --stop-timeout --rate \
+                --timeout -c --container --pid --tree --source --buffer --stop-timeout --rate --until \
                 --syscall --type --stats-json --metrics-file --metrics-interval --kill-grace \
                 --listen -b --base -m --metadata
                 set skip 1
