@@ -77,6 +77,8 @@ def main():
         elapsed.append(r["elapsed_ns"] / 1e3)
         for k, v in r.get("times", {}).items():
             times.setdefault(k, []).append(v / 1e3)
+        if until:
+            times.setdefault("run_ns", []).append(r["until"]["run_ns"] / 1e3)
     total = time.monotonic() - start
     if until:
         call(s, f, "unmark")

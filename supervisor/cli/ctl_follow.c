@@ -134,6 +134,7 @@ int ctl_follow_job(struct ctl_conn *c, const struct ctl_follow *f)
 	bool tty = isatty(STDERR_FILENO), known = false;
 	char phase[32] = "";
 	uint64_t last = 0;
+	unsigned interval_ms = 1;
 	c->quiet_eof = true;
 	interrupt_say(f->id, "", f->cancel, tty, f->show.selector);
 	interrupt_catch();
@@ -162,7 +163,10 @@ int ctl_follow_job(struct ctl_conn *c, const struct ctl_follow *f)
 			last = now;
 		}
 		json_decref(j);
-		struct timespec ts = {0, 100 * 1000000};
+		/* Short jobs (a rollback: a millisecond) are answered soon,
+		 * long ones asked ten times a second. */
+		struct timespec ts = {0, (long)interval_ms * 1000000};
 		nanosleep(&ts, NULL);
+		interval_ms = interval_ms * 2 > 100 ? 100 : interval_ms * 2;
 	}
 }

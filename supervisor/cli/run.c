@@ -432,6 +432,12 @@ static bool is_supervised(struct mv *mv, pid_t pid)
 
 static void forward_signal(struct mv *mv, const struct signalfd_siginfo *si)
 {
+	/* A program a mark holds stopped (mark --hold) runs, to receive a
+	 * signal that ends it, whoever sent it (the terminal's goes to it
+	 * directly). */
+	int sig = (int)si->ssi_signo;
+	if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT)
+		rollback_unhold(mv);
 	/* The terminal sends its signals to the whole foreground process
 	 * group, the command included: passing them on would deliver them
 	 * twice. So would a signal a supervised process sent to its own
@@ -444,8 +450,6 @@ static void forward_signal(struct mv *mv, const struct signalfd_siginfo *si)
 		return;
 	log_info("forwarding signal %d to %d", si->ssi_signo, mv->cmd_pid);
 	kill(mv->cmd_pid, (int)si->ssi_signo);
-	/* A program a mark holds stopped runs, to receive it. */
-	rollback_unhold(mv);
 }
 
 static void on_signal(struct ev_loop *loop, ev_io *w, int revents)
