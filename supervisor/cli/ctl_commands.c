@@ -85,6 +85,10 @@ static const struct cli_arg rollback_args[] = {
      .kind = CLI_SECONDS_NONZERO,
      .key = "timeout_ms",
      .help = "with --until: the time limit (default 10)"},
+    {.name = "close-fds",
+     .kind = CLI_FLAG,
+     .key = "close_fds",
+     .help = "close the descriptors opened since the mark"},
 };
 
 static const struct cli_arg checkpoint_args[] = {

@@ -610,6 +610,12 @@ static void render_rollback_result(json_t *res)
 	json_array_foreach(json_object_get(res, "signals_dropped"), i, s)
 	    printf("  signal %lld to thread %lld arrived since the mark: dropped\n",
 		   jint(s, "signal"), jint(s, "tid"));
+	if (jint(res, "offsets_rewound") || jint(res, "fds_closed"))
+		printf(
+		    "  descriptors: %lld %s back at the mark's offset, %lld opened since closed\n",
+		    jint(res, "offsets_rewound"),
+		    mv_plural(jint(res, "offsets_rewound"), "file", "files"),
+		    jint(res, "fds_closed"));
 	render_until(json_object_get(res, "until"));
 	if (json_is_true(json_object_get(res, "held")))
 		printf("  held stopped: `memvisor ctl rollback` puts it back again, `memvisor ctl "

@@ -150,7 +150,8 @@ int ctl_cmd_rollback(struct mv *mv, struct ctl_call *call, json_t *args, json_t 
 	long long timeout = -1;
 	if (parse_name(args, q.name, err) < 0 ||
 	    ctl_arg_string_opt(args, "until", &until, err) < 0 ||
-	    ctl_arg_int_opt(args, "timeout_ms", &timeout, err) < 0)
+	    ctl_arg_int_opt(args, "timeout_ms", &timeout, err) < 0 ||
+	    ctl_arg_bool_opt(args, "close_fds", &q.close_fds, err) < 0)
 		return -1;
 	if (until && parse_until(until, &q, err) < 0)
 		return -1;

@@ -75,6 +75,7 @@ void rb_mark_free(struct rb_mark *m)
 	}
 	free(m->t);
 	free(m->r);
+	rb_files_free(m);
 	free(m->children);
 	free(m->run);
 	if (m->base)
@@ -324,7 +325,8 @@ static json_t *mark_json(const struct rb_mark *m, uint64_t pause_ns, uint64_t el
 			tracked += m->r[i].end - m->r[i].start;
 			n_tracked++;
 		}
-	return json_pack("{s:s, s:i, s:i, s:i, s:i, s:I, s:I, s:I, s:O, s:s, s:I, s:I}", "name",
+	return json_pack("{s:i, s:i, s:s, s:i, s:i, s:i, s:i, s:I, s:I, s:I, s:O, s:s, s:I, s:I}",
+			 "descriptors", (int)m->n_fds, "offsets_kept", (int)m->n_rewindable, "name",
 			 m->name, "pid", m->pid, "threads", (int)m->n_t, "regions", (int)m->n_r,
 			 "tracked_regions", (int)n_tracked, "tracked_bytes", (json_int_t)tracked,
 			 "baseline_bytes", (json_int_t)(m->n_run ? m->base_len : 0), "brk",
@@ -370,6 +372,9 @@ static int mark_work(struct job *j, struct rb_mark *m, void *arg)
 	}
 	if (rc == 0)
 		m->heap_end = rb_heap_end(m->r, m->n_r);
+	if (rc == 0 && (rc = rb_files_mark(m, tid)) < 0)
+		rc = ckpt_fail(c, rc, MV_E_NO_SUCH_PROCESS,
+			       "reading the descriptors of process %d: %s", q->pid, strerror(-rc));
 	if (rc == 0)
 		rc = track_regions(c, m);
 	if (rc == 0)

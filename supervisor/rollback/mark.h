@@ -16,6 +16,7 @@
 #include "supervisor/rollback/marks.h"
 
 #include <signal.h>
+#include <sys/types.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -40,6 +41,19 @@ struct rb_region {
 struct rb_run {
 	uint64_t start, end, off;
 };
+
+/* A descriptor open at the mark: what it named; for a regular file open
+ * for reading only, a duplicate of ours (its open file description) and
+ * its offset. */
+struct rb_fd {
+	int fd, dup;
+	dev_t dev;
+	ino_t ino;
+	bool regular;
+	uint64_t off;
+};
+
+#define RB_FILES_MAX 1024 /* regular files whose offsets go back */
 
 struct rb_thread {
 	pid_t tid;
@@ -68,6 +82,8 @@ struct rb_mark {
 	uint8_t *base;
 	size_t base_len;
 	json_t *untracked; /* [{start, end, name, why}] */
+	struct rb_fd *fds; /* sorted by readdir's order, not by number */
+	size_t n_fds, n_rewindable;
 	uint64_t marked_wall_ns, rollbacks;
 	bool holding;	      /* the program is held stopped (under mv->lock) */
 	struct rb_hold *hold; /* its tracer thread (hold.c) */
@@ -144,6 +160,16 @@ struct checkpoint_req *rb_hold_req(struct rb_mark *m);
 void rb_hold_keep(struct rb_mark *m);
 /* On the tracer thread: resume what is held. */
 void rb_hold_let_go(struct rb_mark *m);
+
+/* ---- files.c ---- */
+
+/* The descriptors of the stopped process (tid: a thread of it). */
+int rb_files_mark(struct rb_mark *m, pid_t tid);
+void rb_files_free(struct rb_mark *m);
+/* Offsets back as marked: how many had moved. */
+unsigned rb_files_rewind(struct rb_mark *m);
+/* Descriptors open now that were not at the mark, or name another file. */
+int rb_files_new(const struct rb_mark *m, pid_t tid, int **out, size_t *n);
 
 /* ---- until.c ---- */
 

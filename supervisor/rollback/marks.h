@@ -16,12 +16,15 @@
  *             holes; protect them again; put every thread's registers
  *             back; resume: the program runs on from the marked instant.
  *
- * Both run as jobs (kinds "mark" and "rollback") on their own thread, the
- * ptrace tracer. One mark a supervisor; a new mark replaces it. A
+ * Both run as jobs (kinds "mark" and "rollback") whose ptrace work runs
+ * on the mark's own thread, the tracer, which may hold the program
+ * stopped between them (mark --hold, rollback --until: the fuzzing loop).
+ * One mark a supervisor; a new mark replaces it. A
  * rollback that fails before it changed anything leaves the process
  * running as it was; one that fails after kills it (a process that is
  * neither the mark nor what it was must not run), and says so.
- * What is not rolled back: shared mappings, file contents and offsets,
+ * What is not rolled back: shared mappings, file contents, offsets of
+ * files open for writing, descriptors opened since (unless close_fds),
  * sockets, timers, other processes (docs/rollback.md). */
 #ifndef MV_ROLLBACK_MARKS_H
 #define MV_ROLLBACK_MARKS_H
@@ -54,6 +57,7 @@ struct rollback_req {
 	int until_nr;	     /* a system call's number, -1: none (time only) */
 	int until_fd;	     /* its first argument, -1: any */
 	unsigned timeout_ms; /* until: the time limit */
+	bool close_fds;	     /* close the descriptors opened since the mark */
 };
 
 #define ROLLBACK_UNTIL_TIMEOUT_MS 10000

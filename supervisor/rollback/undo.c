@@ -37,6 +37,8 @@ struct undo {
 	pid_t *extra;	 /* threads created since the mark */
 	size_t n_extra;
 	unsigned threads_ended, children_killed;
+	bool close_fds;
+	unsigned rewound, fds_closed;
 	/* Where the pause went: the stop, the checks and what was created
 	 * since, the layout, the memory, the registers, the resume. */
 	uint64_t t_stop, t_check, t_layout, t_memory, t_regs, t_resume;
@@ -475,6 +477,36 @@ static int undo_memory(struct undo *u)
 	return rc;
 }
 
+/* ---- the descriptors ------------------------------------------------------- */
+
+/* Offsets of the regular files open at the mark back as marked (through
+ * memvisor's duplicates: no call in the process); with close_fds, the
+ * descriptors opened since closed (a close(2) run in the process each). */
+static int undo_files(struct undo *u)
+{
+	u->rewound = rb_files_rewind(u->m);
+	if (u->rewound)
+		u->changed = true;
+	if (!u->close_fds)
+		return 0;
+	int *v = NULL;
+	size_t n = 0;
+	int rc = rb_files_new(u->m, ptrace_reader_tid(&u->c->p[0].pt), &v, &n);
+	if (rc < 0)
+		return ckpt_fail(u->c, rc, MV_E_NO_SUCH_PROCESS,
+				 "reading the descriptors of process %d: %s", u->m->pid,
+				 strerror(-rc));
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		long ret = 0;
+		u->changed = true;
+		rc = inject(u, SYS_close, v[i], 0, 0, 0, 0, 0, &ret);
+		if (rc == 0 && ret == 0)
+			u->fds_closed++;
+	}
+	free(v);
+	return rc;
+}
+
 /* ---- the threads ----------------------------------------------------------- */
 
 /* Every thread's registers and blocked signals as marked. A signal the
@@ -531,6 +563,8 @@ static json_t *result_json(const struct undo *u, uint64_t pause, uint64_t elapse
 				      (json_int_t)u->t_memory, "registers_ns",
 				      (json_int_t)u->t_regs, "resume_ns", (json_int_t)u->t_resume));
 	json_object_set_new(o, "threads_ended", json_integer(u->threads_ended));
+	json_object_set_new(o, "offsets_rewound", json_integer(u->rewound));
+	json_object_set_new(o, "fds_closed", json_integer(u->fds_closed));
 	json_object_set_new(o, "children_killed", json_integer(u->children_killed));
 	return o;
 }
@@ -552,7 +586,7 @@ static int rollback_work(struct job *j, struct rb_mark *m, void *arg)
 	uint64_t t0 = mv_now_ns();
 	bool held;
 	struct ckpt *c = rb_hold_ckpt(m, &held);
-	struct undo u = {.c = c, .m = m, .signals = json_array()};
+	struct undo u = {.c = c, .m = m, .signals = json_array(), .close_fds = rj->q.close_fds};
 	int rc = 0;
 	if (held) {
 		c->j = j;
@@ -586,6 +620,8 @@ static int rollback_work(struct job *j, struct rb_mark *m, void *arg)
 		job_progress(j, "memory", 0, 0);
 		rc = undo_memory(&u);
 	}
+	if (rc == 0)
+		rc = undo_files(&u);
 	u.t_memory = lap(&t);
 	if (rc == 0)
 		rc = undo_threads(&u);

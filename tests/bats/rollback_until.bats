@@ -194,6 +194,39 @@ ev() { json_get "$TMP/r.json" "d['result']['until'].get('$1')"; }
 	[ "$rc" = 137 ]
 }
 
+@test "rollback: offsets of files open at the mark go back; --close-fds closes those opened since" {
+	printf '0123456789abcdefghijklmnop' >"$TMP/file"
+	RB_FILE=$TMP/file start_fed "$WL/rb_target" 16
+	run ctl --json mark --hold
+	assert_success
+	echo "$output" | tail -1 >"$TMP/m.json"
+	[ "$(json_get "$TMP/m.json" 'd["result"]["offsets_kept"] >= 1 and d["result"]["held"]')" = True ]
+	held
+	for i in 1 2 3; do
+		n=$(out_lines)
+		echo r >&7
+		until_run read:0
+		out_after "$n" | grep -qx 'read 01234567'
+	done
+	[ "$(json_get "$TMP/r.json" "d['result']['offsets_rewound']")" = 1 ]
+	n=$(out_lines)
+	echo O >&7
+	until_run read:0
+	fd=$(out_after "$n" | sed -n 's/^opened //p')
+	[ "$fd" -gt 2 ]
+	n=$(out_lines)
+	echo O >&7
+	until_run read:0 --close-fds
+	[ "$(json_get "$TMP/r.json" "d['result']['fds_closed']")" = 1 ]
+	[ "$(out_after "$n" | sed -n 's/^opened //p')" = "$fd" ]
+	# Without it, the one opened in the last run stays open.
+	n=$(out_lines)
+	echo O >&7
+	until_run read:0
+	[ "$(json_get "$TMP/r.json" "d['result']['fds_closed']")" = 0 ]
+	[ "$(out_after "$n" | sed -n 's/^opened //p')" = "$((fd + 1))" ]
+}
+
 @test "rollback --until: bad points and limits are refused, nothing touched" {
 	start_fed "$WL/rb_target" 16
 	mark_held

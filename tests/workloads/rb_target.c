@@ -21,12 +21,15 @@
  * "f" forks a child that sleeps; "E" runs sleep 300 in its place (execve);
  * "e" exits with status 3; "c" writes to address 0x10 (SIGSEGV); "a"
  * calls abort(3); "o" overflows its stack; "h" hangs (a busy loop);
+ * "r" reads 8 bytes of the file named by $RB_FILE (opened at the start)
+ * and prints "read BYTES"; "O" opens /dev/null and prints "opened FD";
  * anything else is just counted.
  *
  * After a rollback to a mark taken while it waited for input, every "got"
  * line must be the mark's: same N, same HASH, HOLES 0, REGS ok. */
 #include "wl.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,6 +150,8 @@ int main(int argc, char **argv)
 		return 2;
 	for (size_t i = 0; i < filled; i += 8)
 		*(uint64_t *)(heap + i) = mix(i);
+	const char *file = getenv("RB_FILE");
+	int ffd = file ? open(file, O_RDONLY | O_CLOEXEC) : -1;
 	unsigned char stack[256];
 	memset(stack, 0x5a, sizeof(stack));
 	unsigned char sent[288], out[288];
@@ -223,6 +228,14 @@ int main(int argc, char **argv)
 			abort();
 		case 'o':
 			say("deep %d\n", recurse(1));
+			break;
+		case 'r': {
+			char b[9] = {0};
+			say("read %s\n", read(ffd, b, 8) == 8 ? b : "-");
+			break;
+		}
+		case 'O':
+			say("opened %d\n", open("/dev/null", O_RDONLY));
 			break;
 		case 'h':
 			for (volatile unsigned long i = 0;; i++)

@@ -1,0 +1,133 @@
+/* Descriptors at the mark (supervisor/rollback/mark.h): which were open,
+ * and the offset of each regular file open for reading only: what the
+ * program read since the mark, it reads again. A file open for writing
+ * keeps its offset: its contents are not rolled back, and output written
+ * since (a log, stdout redirected to a file) must not be overwritten.
+ *
+ * An offset lives in the open file description, which the process shares
+ * with a duplicate of it: memvisor takes one of each regular file's at
+ * the mark (pidfd_getfd) and puts the offset back through it, without a
+ * call in the process. Only regular files are duplicated: a duplicate of
+ * a pipe's or a socket's end would keep it open, and its reader would
+ * never see the end of it. */
+#include "common/log.h"
+#include "common/util.h"
+#include "supervisor/rollback/mark.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* The open descriptors of pid, sorted, with what each names. */
+static int list_fds(pid_t pid, struct rb_fd **out, size_t *n)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/fd", pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return -errno;
+	struct rb_fd *v = NULL;
+	size_t cap = 0, k = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		char *end;
+		long fd = strtol(e->d_name, &end, 10);
+		if (e->d_name[0] < '0' || e->d_name[0] > '9' || *end)
+			continue;
+		struct stat st;
+		char link[96];
+		snprintf(link, sizeof(link), "/proc/%d/fd/%ld", pid, fd);
+		if (stat(link, &st) < 0)
+			continue; /* closed meanwhile */
+		if (k == cap)
+			v = xrealloc(v, (cap = cap ? cap * 2 : 32) * sizeof(*v));
+		v[k++] = (struct rb_fd){.fd = (int)fd,
+					.dup = -1,
+					.dev = st.st_dev,
+					.ino = st.st_ino,
+					.regular = S_ISREG(st.st_mode)};
+	}
+	closedir(d);
+	*out = v;
+	*n = k;
+	return 0;
+}
+
+int rb_files_mark(struct rb_mark *m, pid_t tid)
+{
+	int rc = list_fds(tid, &m->fds, &m->n_fds);
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < m->n_fds; i++) {
+		struct rb_fd *f = &m->fds[i];
+		if (!f->regular || m->n_rewindable >= RB_FILES_MAX)
+			continue;
+		f->dup = (int)syscall(SYS_pidfd_getfd, m->pidfd, f->fd, 0);
+		if (f->dup < 0)
+			continue;
+		int fl = fcntl(f->dup, F_GETFL);
+		off_t off =
+		    fl >= 0 && (fl & O_ACCMODE) == O_RDONLY ? lseek(f->dup, 0, SEEK_CUR) : -1;
+		if (off < 0) {
+			close(f->dup);
+			f->dup = -1;
+			continue;
+		}
+		f->off = (uint64_t)off;
+		m->n_rewindable++;
+	}
+	return 0;
+}
+
+void rb_files_free(struct rb_mark *m)
+{
+	for (size_t i = 0; i < m->n_fds; i++)
+		if (m->fds[i].dup >= 0)
+			close(m->fds[i].dup);
+	free(m->fds);
+	m->fds = NULL;
+	m->n_fds = 0;
+}
+
+unsigned rb_files_rewind(struct rb_mark *m)
+{
+	unsigned moved = 0;
+	for (size_t i = 0; i < m->n_fds; i++) {
+		struct rb_fd *f = &m->fds[i];
+		if (f->dup < 0)
+			continue;
+		off_t now = lseek(f->dup, 0, SEEK_CUR);
+		if (now >= 0 && (uint64_t)now != f->off &&
+		    lseek(f->dup, (off_t)f->off, SEEK_SET) == (off_t)f->off)
+			moved++;
+	}
+	return moved;
+}
+
+int rb_files_new(const struct rb_mark *m, pid_t tid, int **out, size_t *n)
+{
+	struct rb_fd *now = NULL;
+	size_t n_now = 0;
+	int rc = list_fds(tid, &now, &n_now);
+	if (rc < 0)
+		return rc;
+	int *v = xcalloc(n_now + 1, sizeof(*v));
+	size_t k = 0;
+	for (size_t i = 0; i < n_now; i++) {
+		bool known = false;
+		for (size_t j = 0; j < m->n_fds && !known; j++)
+			known = m->fds[j].fd == now[i].fd && m->fds[j].dev == now[i].dev &&
+				m->fds[j].ino == now[i].ino;
+		if (!known)
+			v[k++] = now[i].fd;
+	}
+	free(now);
+	*out = v;
+	*n = k;
+	return 0;
+}
