@@ -80,6 +80,17 @@ static struct ptrace_thread *add(struct ptrace_proc *pp, pid_t tid)
 	return t;
 }
 
+struct ptrace_thread *ptrace_proc_adopt(struct ptrace_proc *pp, pid_t tid)
+{
+	struct ptrace_thread *t = find(pp, tid);
+	if (!t)
+		t = add(pp, tid);
+	t->state = PT_SEIZED;
+	t->signal = 0;
+	t->group_stop = false;
+	return t;
+}
+
 /* The state letter of a thread from /proc/PID/task/TID/stat, or 0. */
 static char thread_state(pid_t pid, pid_t tid)
 {

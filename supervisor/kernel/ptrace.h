@@ -69,6 +69,11 @@ void ptrace_guard_stop(void);
 void ptrace_proc_init(struct ptrace_proc *pp, pid_t pid, int pidfd);
 void ptrace_proc_free(struct ptrace_proc *pp);
 
+/* A thread the kernel attached to the calling thread itself
+ * (PTRACE_O_TRACECLONE): recorded as seized, its stop not seen yet. The
+ * array may move: earlier pointers into pp->t are stale. */
+struct ptrace_thread *ptrace_proc_adopt(struct ptrace_proc *pp, pid_t tid);
+
 /* Forget every thread (all detached or gone), keeping the process and its
  * pidfd: the next ptrace_seize_new stops them all again. */
 void ptrace_proc_forget(struct ptrace_proc *pp);

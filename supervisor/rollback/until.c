@@ -21,8 +21,9 @@
  * restarted by the rollback, is not a stop point: a mark taken in read(0)
  * stops at the next read(0), not at the same one again.
  *
- * Threads created during the run are not traced (their crashes are not
- * caught) and are stopped with the others at the end. */
+ * Threads created during the run are traced from their start
+ * (PTRACE_O_TRACECLONE), their crashes and calls seen as the others';
+ * children forked are not (the next rollback kills them). */
 #include "common/log.h"
 #include "common/util.h"
 #include "supervisor/kernel/ptrace.h"
@@ -52,7 +53,9 @@ struct until {
 	struct ckpt *c;
 	struct ptrace_proc *pp;
 	const struct rollback_req *q;
-	/* Per thread of pp: the marked call's restart, not yet passed. */
+	/* Per thread of pp at the start: the marked call's restart, not yet
+	 * passed. */
+	size_t n_replay;
 	bool *replay;
 	uint64_t *replay_ip;
 	long *replay_nr;
@@ -174,19 +177,30 @@ static int wait_one(pid_t tid, int *status)
 	return 0;
 }
 
-/* t (stopped, not at a call's entry) into an interrupt stop, or a
- * signal-delivery stop that keeps its signal for later. */
-static void settle(struct until *u, struct ptrace_thread *t)
+/* A thread that stopped to report a clone (PTRACE_EVENT_CLONE): the new
+ * thread is ours from its start; record it, to be waited for. */
+static void adopt_clone(struct until *u, pid_t tid, int ev)
 {
-	ptrace(PTRACE_INTERRUPT, t->tid, 0, 0);
-	if (ptrace(PTRACE_CONT, t->tid, 0, 0) < 0) {
+	unsigned long msg = 0;
+	if (ev == PTRACE_EVENT_CLONE && ptrace(PTRACE_GETEVENTMSG, tid, 0, &msg) == 0 && msg &&
+	    !find(u->pp, (pid_t)msg, NULL))
+		ptrace_proc_adopt(u->pp, (pid_t)msg);
+}
+
+/* Thread tid (stopped, not at a call's entry) into an interrupt stop, or
+ * a signal-delivery stop that keeps its signal for later. */
+static void settle(struct until *u, pid_t tid)
+{
+	struct ptrace_thread *t = find(u->pp, tid, NULL);
+	ptrace(PTRACE_INTERRUPT, tid, 0, 0);
+	if (ptrace(PTRACE_CONT, tid, 0, 0) < 0) {
 		t->state = PT_STOPPED; /* still in its stop */
 		return;
 	}
 	t->state = PT_SEIZED;
 	uint64_t deadline = mv_now_ns() + 2000 * 1000000ull;
 	for (;;) {
-		int st, rc = wait_one(t->tid, &st);
+		int st, rc = wait_one(tid, &st);
 		if (rc == -EINTR) {
 			if (mv_now_ns() > deadline)
 				return; /* left PT_SEIZED: the caller fails */
@@ -202,6 +216,8 @@ static void settle(struct until *u, struct ptrace_thread *t)
 			return;
 		}
 		int sig = WSTOPSIG(st), ev = st >> 16;
+		adopt_clone(u, tid, ev);
+		t = find(u->pp, tid, NULL); /* the array may have moved */
 		t->state = PT_STOPPED;
 		t->signal = 0;
 		t->group_stop = false;
@@ -213,29 +229,30 @@ static void settle(struct until *u, struct ptrace_thread *t)
 			t->signal = sig; /* delivered at release, dropped by a rollback */
 			return;
 		}
-		/* A syscall or exec event stop before the interrupt: on. */
-		ptrace(PTRACE_INTERRUPT, t->tid, 0, 0);
-		ptrace(PTRACE_CONT, t->tid, 0, 0);
+		/* A syscall or clone or exec event stop before the interrupt: on. */
+		ptrace(PTRACE_INTERRUPT, tid, 0, 0);
+		ptrace(PTRACE_CONT, tid, 0, 0);
 		t->state = PT_SEIZED;
 	}
 }
 
 /* t stopped entering a call: set back before it (the call is skipped
  * now, and made when the thread runs on), then settled. */
-static void settle_entry(struct until *u, struct ptrace_thread *t, long nr)
+static void settle_entry(struct until *u, pid_t tid, long nr)
 {
 	struct user_regs_struct r;
-	if (ptrace(PTRACE_GETREGS, t->tid, 0, &r) == 0) {
+	if (ptrace(PTRACE_GETREGS, tid, 0, &r) == 0) {
 		r.orig_rax = (unsigned long long)-1;
 		r.rip -= 2; /* syscall, int $0x80 and sysenter are two bytes */
 		r.rax = (unsigned long long)nr;
-		ptrace(PTRACE_SETREGS, t->tid, 0, &r);
+		ptrace(PTRACE_SETREGS, tid, 0, &r);
 	}
-	settle(u, t);
+	settle(u, tid);
 }
 
-/* Every other thread stopped too: interrupted and settled; threads
- * created during the run seized. 0, or -EAGAIN when one would not stop. */
+/* Every other thread stopped too: interrupted and settled (threads made
+ * during the run are ours already). 0, or -EAGAIN when one would not
+ * stop. */
 static int stop_rest(struct until *u)
 {
 	struct ptrace_proc *pp = u->pp;
@@ -243,15 +260,20 @@ static int stop_rest(struct until *u)
 		if (pp->t[i].state == PT_SEIZED)
 			ptrace(PTRACE_INTERRUPT, pp->t[i].tid, 0, 0);
 	uint64_t deadline = mv_now_ns() + 2000 * 1000000ull;
+	/* pp->n may grow (a clone reported now): each pass re-reads it, and
+	 * threads adopted on the way are interrupted when their turn comes. */
 	for (size_t i = 0; i < pp->n; i++) {
-		struct ptrace_thread *t = &pp->t[i];
-		while (t->state == PT_SEIZED) {
-			int st, rc = wait_one(t->tid, &st);
+		pid_t tid = pp->t[i].tid;
+		if (pp->t[i].state == PT_SEIZED)
+			ptrace(PTRACE_INTERRUPT, tid, 0, 0);
+		while (pp->t[i].state == PT_SEIZED) {
+			int st, rc = wait_one(tid, &st);
 			if (rc == -EINTR) {
 				if (mv_now_ns() > deadline)
 					return -EAGAIN;
 				continue;
 			}
+			struct ptrace_thread *t = &pp->t[i];
 			if (rc < 0 || WIFEXITED(st) || WIFSIGNALED(st)) {
 				t->state = PT_GONE;
 				pp->exited_threads++;
@@ -261,38 +283,24 @@ static int stop_rest(struct until *u)
 			t->state = PT_STOPPED;
 			if (sig == SYSCALL_STOP) {
 				struct __ptrace_syscall_info info;
-				long n =
-				    ptrace(PTRACE_GET_SYSCALL_INFO, t->tid, sizeof(info), &info);
+				long n = ptrace(PTRACE_GET_SYSCALL_INFO, tid, sizeof(info), &info);
 				if (n > 0 && info.op == PTRACE_SYSCALL_INFO_ENTRY)
-					settle_entry(u, t, (long)info.entry.nr);
+					settle_entry(u, tid, (long)info.entry.nr);
 				else
-					settle(u, t);
+					settle(u, tid);
 			} else if (ev == PTRACE_EVENT_STOP) {
 				t->group_stop = sig != SIGTRAP;
 			} else if (ev == 0) {
 				t->signal = sig;
 			} else {
-				settle(u, t);
+				adopt_clone(u, tid, ev);
+				settle(u, tid);
 			}
 		}
-		if (t->state == PT_SEIZED)
+		if (pp->t[i].state == PT_SEIZED)
 			return -EAGAIN;
 	}
-	/* Threads the program made meanwhile (not traced): seized now. */
-	for (int round = 0; round < 100; round++) {
-		int fresh = ptrace_seize_new(pp);
-		if (fresh < 0)
-			return fresh == -ESRCH ? 0 : fresh;
-		while (ptrace_poll_stops(pp)) {
-			if (mv_now_ns() > deadline)
-				return -EAGAIN;
-			struct timespec ts = {0, 100 * 1000};
-			nanosleep(&ts, NULL);
-		}
-		if (!fresh)
-			return 0;
-	}
-	return -EAGAIN;
+	return 0;
 }
 
 static json_t *exit_json(const char *event, pid_t tid, int status)
@@ -352,6 +360,11 @@ static json_t *run_to_event(struct until *u, bool *keep)
 		}
 		size_t i;
 		struct ptrace_thread *t = find(pp, tid, &i);
+		if (!t && WIFSTOPPED(st)) {
+			/* A thread made during the run: traced from its start. */
+			t = ptrace_proc_adopt(pp, tid);
+			i = pp->n - 1;
+		}
 		if (!t)
 			continue;
 		if (WIFEXITED(st) || WIFSIGNALED(st)) {
@@ -382,16 +395,16 @@ static json_t *run_to_event(struct until *u, bool *keep)
 					json_object_set_new(
 					    o, "status",
 					    json_integer((int)in.entry.args[0] & 0xff));
-					settle_entry(u, t, nr);
+					settle_entry(u, tid, nr);
 					return o;
 				}
 				if (!replay && q->until_nr >= 0 && nr == q->until_nr &&
 				    (q->until_fd < 0 || (int)in.entry.args[0] == q->until_fd)) {
 					json_t *o = call_json("reached", tid, &in);
-					settle_entry(u, t, nr);
+					settle_entry(u, tid, nr);
 					return o;
 				}
-			} else if (n > 0 && in.op == PTRACE_SYSCALL_INFO_EXIT) {
+			} else if (n > 0 && in.op == PTRACE_SYSCALL_INFO_EXIT && i < u->n_replay) {
 				u->replay[i] = false;
 			}
 			t->state = PT_SEIZED;
@@ -412,13 +425,14 @@ static json_t *run_to_event(struct until *u, bool *keep)
 		}
 		if (ev != 0) {
 			t->state = PT_SEIZED;
+			adopt_clone(u, tid, ev); /* t is stale from here */
 			ptrace(PTRACE_SYSCALL, tid, 0, 0);
 			continue;
 		}
 		siginfo_t si;
 		if (is_crash(u, tid, sig, &si)) {
 			json_t *o = crash_json(tid, sig, &si);
-			settle(u, t); /* the signal dropped */
+			settle(u, tid); /* the signal dropped */
 			return o;
 		}
 		t->state = PT_SEIZED;
@@ -430,6 +444,7 @@ int rb_until_run(struct rb_mark *m, struct ckpt *c, const struct rollback_req *q
 {
 	struct ptrace_proc *pp = &c->p[0].pt;
 	struct until u = {.m = m, .c = c, .pp = pp, .q = q};
+	u.n_replay = pp->n;
 	u.replay = xcalloc(pp->n + 1, sizeof(*u.replay));
 	u.replay_ip = xcalloc(pp->n + 1, sizeof(*u.replay_ip));
 	u.replay_nr = xcalloc(pp->n + 1, sizeof(*u.replay_nr));
@@ -440,7 +455,7 @@ int rb_until_run(struct rb_mark *m, struct ckpt *c, const struct rollback_req *q
 		rc = ckpt_fail(c, rc, MV_E_INTERNAL, "no timer for --until: %s", strerror(-rc));
 		goto out;
 	}
-	long opts = PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACEEXEC;
+	long opts = PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACEEXEC | PTRACE_O_TRACECLONE;
 	for (size_t i = 0; i < pp->n; i++) {
 		struct ptrace_thread *t = &pp->t[i];
 		if (t->state != PT_STOPPED)

@@ -99,6 +99,19 @@ ev() { json_get "$TMP/r.json" "d['result']['until'].get('$1')"; }
 	[ "$(ev event)" = reached ]
 	[ "$(json_get "$TMP/r.json" "d['result']['unmapped_bytes'] > 0")" = True ]
 	out_after "$n" | grep -q '^got 0 [0-9a-f]* 0 ok$'
+	# In a thread made during the run: the thread and its address.
+	echo C >&7
+	until_run read:0
+	[ "$(ev event)" = crashed ]
+	[ "$(ev signal)" = 11 ]
+	[ "$(ev addr)" = 32 ]
+	[ "$(ev tid)" != "$PID" ]
+	n=$(out_lines)
+	echo x >&7
+	until_run read:0
+	[ "$(ev event)" = reached ]
+	[ "$(json_get "$TMP/r.json" "d['result']['threads_ended']")" = 1 ]
+	out_after "$n" | grep -q '^got 0 [0-9a-f]* 0 ok$'
 	run ctl rollback --until read:0 --timeout 0.2
 	assert_success
 	kill -0 "$PID"

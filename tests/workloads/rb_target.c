@@ -20,7 +20,8 @@
  * writes it; "s" writes the stack array; "t" starts a thread that sleeps;
  * "f" forks a child that sleeps; "E" runs sleep 300 in its place (execve);
  * "e" exits with status 3; "c" writes to address 0x10 (SIGSEGV); "a"
- * calls abort(3); "o" overflows its stack; "h" hangs (a busy loop);
+ * calls abort(3); "o" overflows its stack; "C" starts a thread that
+ * writes to address 0x20 and waits for it; "h" hangs (a busy loop);
  * "r" reads 8 bytes of the file named by $RB_FILE (opened at the start)
  * and prints "read BYTES"; "O" opens /dev/null and prints "opened FD";
  * anything else is just counted.
@@ -123,6 +124,12 @@ static int recurse(int n)
 	volatile char pad[4096];
 	pad[0] = (char)n;
 	return (deeper ? recurse(n + 1) : 0) + pad[0];
+}
+
+static void *crasher(void *arg)
+{
+	*(bad_ptr + 4) = 1;
+	return arg;
 }
 
 static void *sleeper(void *arg)
@@ -237,6 +244,12 @@ int main(int argc, char **argv)
 		case 'O':
 			say("opened %d\n", open("/dev/null", O_RDONLY));
 			break;
+		case 'C': {
+			pthread_t t;
+			if (pthread_create(&t, NULL, crasher, NULL) == 0)
+				pthread_join(t, NULL);
+			break;
+		}
 		case 'h':
 			for (volatile unsigned long i = 0;; i++)
 				;
