@@ -268,3 +268,18 @@ ev() { json_get "$TMP/r.json" "d['result']['until'].get('$1')"; }
 	assert_success
 	assert_output --partial "ok $n rollbacks"
 }
+
+# A thread that makes system calls all the time runs beside each run: it
+# is stopped at every point of a call (entry, exit, between) when the
+# main thread reaches its read, and put back with it.
+@test "rollback --until: 200 runs beside a thread in a loop of system calls, each back at the mark" {
+	start_fed "$WL/rb_target" 8
+	say T '^got 0 '
+	mark_held
+	[ "$(ls /proc/$PID/task | wc -l)" = 2 ]
+	run python3 "$HELPERS/rbloop.py" "$SOCK" "$TMP/in" "$TMP/out" 200 "$RANDOM" "w,x,s,t" until
+	echo "$output"
+	assert_success
+	assert_output --partial "ok 200 rollbacks"
+	[ "$(awk '/^State:/{print $2}' /proc/$PID/task/*/status | sort -u)" = t ]
+}

@@ -21,7 +21,9 @@
  * "f" forks a child that sleeps; "E" runs sleep 300 in its place (execve);
  * "e" exits with status 3; "c" writes to address 0x10 (SIGSEGV); "a"
  * calls abort(3); "o" overflows its stack; "C" starts a thread that
- * writes to address 0x20 and waits for it; "h" hangs (a busy loop);
+ * writes to address 0x20 and waits for it; "T" starts a thread that
+ * makes system calls in a loop (getppid, sched_yield) and counts them;
+ * "h" hangs (a busy loop);
  * "r" reads 8 bytes of the file named by $RB_FILE (opened at the start)
  * and prints "read BYTES"; "O" opens /dev/null and prints "opened FD";
  * anything else is just counted.
@@ -32,6 +34,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -129,6 +132,17 @@ static int recurse(int n)
 static void *crasher(void *arg)
 {
 	*(bad_ptr + 4) = 1;
+	return arg;
+}
+
+static volatile uint64_t spins;
+static void *spinner(void *arg)
+{
+	for (;;) {
+		getppid();
+		sched_yield();
+		spins++;
+	}
 	return arg;
 }
 
@@ -244,6 +258,11 @@ int main(int argc, char **argv)
 		case 'O':
 			say("opened %d\n", open("/dev/null", O_RDONLY));
 			break;
+		case 'T': {
+			pthread_t t;
+			pthread_create(&t, NULL, spinner, NULL);
+			break;
+		}
 		case 'C': {
 			pthread_t t;
 			if (pthread_create(&t, NULL, crasher, NULL) == 0)
