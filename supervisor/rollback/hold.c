@@ -1,21 +1,18 @@
-/* The mark's tracer (supervisor/rollback/mark.h): one thread a mark that
- * runs the mark's and every rollback's ptrace work, and may keep the
- * process stopped between two jobs (`mark --hold`, `rollback --until`).
- *
- * The kernel ties a tracee to the tracer thread, and detaches every
- * tracee when that thread exits (exit_ptrace): a job's own thread could
- * not keep the program stopped after its job. So the jobs post their work
- * here and wait for it. While it holds the program, the thread looks
+/* The mark's tracer thread (supervisor/rollback/hold.h). While it holds
+ * the program, the thread looks
  * every 20 ms for threads that died (a SIGKILL wakes a stopped tracee;
  * its exit is reported to the tracer first, and the program's parent
  * sees it only once the tracer has waited for it). */
 #include "common/log.h"
 #include "common/util.h"
 #include "supervisor/kernel/ptrace.h"
-#include "supervisor/rollback/mark.h"
+#include "supervisor/rollback/hold.h"
 #include "supervisor/supervise/mv.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -25,6 +22,10 @@
 #include <time.h>
 
 struct rb_hold {
+	struct mv *mv;
+	pid_t pid;
+	char name[64];
+	bool *holding; /* the caller's, under mv->lock */
 	pthread_t th;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -40,19 +41,19 @@ struct rb_hold {
 	struct checkpoint_req req;
 };
 
-static void set_holding(struct rb_mark *m, bool on)
+static void set_holding(struct rb_hold *h, bool on)
 {
-	m->hold->held = on;
-	pthread_mutex_lock(&m->mv->lock);
-	m->holding = on;
-	pthread_mutex_unlock(&m->mv->lock);
+	h->held = on;
+	pthread_mutex_lock(&h->mv->lock);
+	*h->holding = on;
+	pthread_mutex_unlock(&h->mv->lock);
 }
 
 /* Every held thread that died since: gone. When none is left, the
  * process is: let go of what is held. */
-static void reap_dead(struct rb_mark *m)
+static void reap_dead(struct rb_hold *h)
 {
-	struct ptrace_proc *pp = &m->hold->c.p[0].pt;
+	struct ptrace_proc *pp = &h->c.p[0].pt;
 	size_t alive = 0;
 	for (size_t i = 0; i < pp->n; i++) {
 		struct ptrace_thread *t = &pp->t[i];
@@ -67,8 +68,8 @@ static void reap_dead(struct rb_mark *m)
 			alive++;
 	}
 	if (!alive) {
-		log_info("mark %s: process %d died while held", m->name, m->pid);
-		rb_hold_let_go(m);
+		log_info("mark %s: process %d died while held", h->name, h->pid);
+		rb_hold_let_go(h);
 	}
 }
 
@@ -95,8 +96,7 @@ static bool tidy(void)
 
 static void *hold_main(void *arg)
 {
-	struct rb_mark *m = arg;
-	struct rb_hold *h = m->hold;
+	struct rb_hold *h = arg;
 	/* Signals are the main loop's (its signalfd); RB_WAKE_SIGNAL breaks
 	 * a wait for the program (until.c). */
 	sigset_t set;
@@ -108,7 +108,7 @@ static void *hold_main(void *arg)
 		if (h->posted) {
 			h->posted = false;
 			pthread_mutex_unlock(&h->mu);
-			int rc = h->work(h->job, m, h->arg);
+			int rc = h->work(h->job, h->arg);
 			if (!h->held)
 				h->leftover = tidy();
 			pthread_mutex_lock(&h->mu);
@@ -123,7 +123,7 @@ static void *hold_main(void *arg)
 			h->release = false;
 			if (h->held) {
 				pthread_mutex_unlock(&h->mu);
-				rb_hold_let_go(m);
+				rb_hold_let_go(h);
 				pthread_mutex_lock(&h->mu);
 			}
 			continue;
@@ -142,14 +142,14 @@ static void *hold_main(void *arg)
 		pthread_cond_timedwait(&h->cv, &h->mu, &ts);
 		if (!h->posted && !h->quit && h->held) {
 			pthread_mutex_unlock(&h->mu);
-			reap_dead(m);
+			reap_dead(h);
 			pthread_mutex_lock(&h->mu);
 		} else if (!h->held && h->leftover) {
 			h->leftover = tidy();
 		}
 	}
 	pthread_mutex_unlock(&h->mu);
-	rb_hold_let_go(m);
+	rb_hold_let_go(h);
 	return NULL;
 }
 
@@ -166,32 +166,34 @@ static void install_wake(void)
 	sigaction(RB_WAKE_SIGNAL, &sa, NULL);
 }
 
-int rb_hold_start(struct rb_mark *m)
+struct rb_hold *rb_hold_start(struct mv *mv, pid_t pid, const char *name, bool *holding, int *err)
 {
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	pthread_once(&once, install_wake);
 	struct rb_hold *h = xcalloc(1, sizeof(*h));
+	h->mv = mv;
+	h->pid = pid;
+	snprintf(h->name, sizeof(h->name), "%s", name);
+	h->holding = holding;
 	pthread_mutex_init(&h->mu, NULL);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&h->cv, &ca);
 	pthread_condattr_destroy(&ca);
-	m->hold = h;
-	int rc = pthread_create(&h->th, NULL, hold_main, m);
+	int rc = pthread_create(&h->th, NULL, hold_main, h);
 	if (rc) {
 		pthread_cond_destroy(&h->cv);
 		pthread_mutex_destroy(&h->mu);
 		free(h);
-		m->hold = NULL;
-		return -rc;
+		*err = -rc;
+		return NULL;
 	}
-	return 0;
+	return h;
 }
 
-void rb_hold_stop(struct rb_mark *m)
+void rb_hold_stop(struct rb_hold *h)
 {
-	struct rb_hold *h = m->hold;
 	if (!h)
 		return;
 	pthread_mutex_lock(&h->mu);
@@ -202,12 +204,10 @@ void rb_hold_stop(struct rb_mark *m)
 	pthread_cond_destroy(&h->cv);
 	pthread_mutex_destroy(&h->mu);
 	free(h);
-	m->hold = NULL;
 }
 
-int rb_hold_call(struct rb_mark *m, struct job *j, rb_work_fn *fn, void *arg)
+int rb_hold_call(struct rb_hold *h, struct job *j, rb_work_fn *fn, void *arg)
 {
-	struct rb_hold *h = m->hold;
 	pthread_mutex_lock(&h->mu);
 	h->work = fn;
 	h->job = j;
@@ -222,9 +222,8 @@ int rb_hold_call(struct rb_mark *m, struct job *j, rb_work_fn *fn, void *arg)
 	return rc;
 }
 
-void rb_hold_release_async(struct rb_mark *m)
+void rb_hold_release_async(struct rb_hold *h)
 {
-	struct rb_hold *h = m->hold;
 	if (!h)
 		return;
 	pthread_mutex_lock(&h->mu);
@@ -233,37 +232,64 @@ void rb_hold_release_async(struct rb_mark *m)
 	pthread_mutex_unlock(&h->mu);
 }
 
-bool rb_hold_wanted_gone(struct rb_mark *m)
+bool rb_hold_wanted_gone(struct rb_hold *h)
 {
-	struct rb_hold *h = m->hold;
 	pthread_mutex_lock(&h->mu);
 	bool r = h->quit || h->release;
 	pthread_mutex_unlock(&h->mu);
 	return r;
 }
 
-struct ckpt *rb_hold_ckpt(struct rb_mark *m, bool *held)
+struct ckpt *rb_hold_ckpt(struct rb_hold *h, bool *held)
 {
-	*held = m->hold->held;
-	return &m->hold->c;
+	*held = h->held;
+	return &h->c;
 }
 
-struct checkpoint_req *rb_hold_req(struct rb_mark *m)
+struct checkpoint_req *rb_hold_req(struct rb_hold *h)
 {
-	return &m->hold->req;
+	return &h->req;
 }
 
-void rb_hold_keep(struct rb_mark *m)
+void rb_hold_keep(struct rb_hold *h)
 {
-	set_holding(m, true);
+	set_holding(h, true);
 }
 
-void rb_hold_let_go(struct rb_mark *m)
+void rb_hold_let_go(struct rb_hold *h)
 {
-	struct rb_hold *h = m->hold;
 	if (h->c.p)
 		rb_release(&h->c);
 	if (h->held)
-		set_holding(m, false);
+		set_holding(h, false);
 	h->leftover = tidy();
+}
+
+int rb_stop(struct job *j, pid_t pid, int pidfd, struct ckpt *c, struct checkpoint_req *req)
+{
+	memset(c, 0, sizeof(*c));
+	memset(req, 0, sizeof(*req));
+	req->stop_timeout_ms = CKPT_STOP_TIMEOUT_MS;
+	c->j = j;
+	c->mv = j->mv;
+	c->req = req;
+	int fd = pidfd >= 0 ? fcntl(pidfd, F_DUPFD_CLOEXEC, 0) : -1;
+	ckpt_add_proc(c, pid, fd, true);
+	int rc = ckpt_stop_all(c);
+	if (rc < 0 && !mv_err_isset(&c->err))
+		ckpt_fail(c, rc, MV_E_INTERNAL, "cannot stop process %d: %s", pid, strerror(-rc));
+	return rc;
+}
+
+void rb_release(struct ckpt *c)
+{
+	ckpt_resume_all(c);
+	for (size_t i = 0; i < c->n; i++) {
+		if (c->p[i].memfd >= 0)
+			close(c->p[i].memfd);
+		ptrace_proc_free(&c->p[i].pt);
+	}
+	free(c->p);
+	c->p = NULL;
+	c->n = 0;
 }

@@ -68,7 +68,9 @@ void rb_mark_free(struct rb_mark *m)
 	if (!m)
 		return;
 	/* The program runs again before its tracking ends. */
-	rb_hold_stop(m);
+	if (m->hold)
+		rb_hold_stop(m->hold);
+	m->hold = NULL;
 	for (size_t i = 0; i < m->n_t; i++) {
 		free(m->t[i].prstatus);
 		free(m->t[i].fp);
@@ -90,35 +92,6 @@ void rb_mark_free(struct rb_mark *m)
 		close(m->pidfd);
 	json_decref(m->untracked);
 	free(m);
-}
-
-int rb_stop(struct job *j, pid_t pid, int pidfd, struct ckpt *c, struct checkpoint_req *req)
-{
-	memset(c, 0, sizeof(*c));
-	memset(req, 0, sizeof(*req));
-	req->stop_timeout_ms = CKPT_STOP_TIMEOUT_MS;
-	c->j = j;
-	c->mv = j->mv;
-	c->req = req;
-	int fd = pidfd >= 0 ? fcntl(pidfd, F_DUPFD_CLOEXEC, 0) : -1;
-	ckpt_add_proc(c, pid, fd, true);
-	int rc = ckpt_stop_all(c);
-	if (rc < 0 && !mv_err_isset(&c->err))
-		ckpt_fail(c, rc, MV_E_INTERNAL, "cannot stop process %d: %s", pid, strerror(-rc));
-	return rc;
-}
-
-void rb_release(struct ckpt *c)
-{
-	ckpt_resume_all(c);
-	for (size_t i = 0; i < c->n; i++) {
-		if (c->p[i].memfd >= 0)
-			close(c->p[i].memfd);
-		ptrace_proc_free(&c->p[i].pt);
-	}
-	free(c->p);
-	c->p = NULL;
-	c->n = 0;
 }
 
 void rb_mark_req_free(void *ctx)
@@ -337,14 +310,21 @@ static json_t *mark_json(const struct rb_mark *m, uint64_t pause_ns, uint64_t el
 
 /* On the mark's tracer thread: stop, record, track, copy; then resume
  * the program, or hold it stopped (q->hold). */
-static int mark_work(struct job *j, struct rb_mark *m, void *arg)
+struct mark_work {
+	struct rb_mark *m;
+	struct rollback_mark_req *q;
+};
+
+static int mark_work(struct job *j, void *arg)
 {
-	struct rollback_mark_req *q = arg;
+	struct mark_work *w = arg;
+	struct rb_mark *m = w->m;
+	struct rollback_mark_req *q = w->q;
 	struct mv *mv = j->mv;
 	bool held;
-	struct ckpt *c = rb_hold_ckpt(m, &held);
+	struct ckpt *c = rb_hold_ckpt(m->hold, &held);
 	job_progress(j, "stopping", 0, 0);
-	int rc = rb_stop(j, q->pid, q->pidfd, c, rb_hold_req(m));
+	int rc = rb_stop(j, q->pid, q->pidfd, c, rb_hold_req(m->hold));
 	pid_t tid = rc == 0 ? ptrace_reader_tid(&c->p[0].pt) : 0;
 	if (rc == 0 && !tid)
 		rc = ckpt_fail(c, -ESRCH, MV_E_NO_SUCH_PROCESS, "process %d has exited", q->pid);
@@ -382,7 +362,7 @@ static int mark_work(struct job *j, struct rb_mark *m, void *arg)
 	if (rc == 0 && q->hold) {
 		c->pause_start = c->p[0].pt.first_interrupt_ns;
 		c->pause_end = mv_now_ns();
-		rb_hold_keep(m);
+		rb_hold_keep(m->hold);
 	} else {
 		rb_release(c);
 	}
@@ -409,15 +389,17 @@ int rb_mark_run(struct job *j)
 	m->mv = mv;
 	m->untracked = json_array();
 	snprintf(m->name, sizeof(m->name), "%s", q->name);
-	int rc = rb_hold_start(m);
-	if (rc < 0) {
+	int rc = 0;
+	m->hold = rb_hold_start(mv, m->pid, m->name, &m->holding, &rc);
+	if (!m->hold) {
 		rb_mark_free(m);
 		job_fail(j, MV_E_INTERNAL, "cannot start the mark's thread: %s", strerror(-rc));
 		return rc;
 	}
-	rc = rb_hold_call(m, j, mark_work, q);
+	struct mark_work w = {m, q};
+	rc = rb_hold_call(m->hold, j, mark_work, &w);
 	bool held;
-	struct ckpt *c = rb_hold_ckpt(m, &held);
+	struct ckpt *c = rb_hold_ckpt(m->hold, &held);
 	uint64_t pause = c->pause_end > c->pause_start ? c->pause_end - c->pause_start : 0;
 	if (rc < 0) {
 		job_fail_with(j, &c->err);

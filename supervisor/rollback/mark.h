@@ -13,6 +13,7 @@
 
 #include "supervisor/checkpoint/checkpoint.h"
 #include "supervisor/checkpoint/job.h"
+#include "supervisor/rollback/hold.h"
 #include "supervisor/rollback/marks.h"
 
 #include <signal.h>
@@ -22,10 +23,6 @@
 #include <stdint.h>
 
 #define RB_NAME_MAX ROLLBACK_NAME_MAX
-
-/* Sent to the mark's tracer thread to end a wait for the program (the
- * notify thread's is SIGRTMIN + 3). */
-#define RB_WAKE_SIGNAL (SIGRTMIN + 4)
 
 /* A region as the kernel had it. */
 struct rb_region {
@@ -100,13 +97,6 @@ struct rb_rollback_job {
 
 void rb_mark_free(struct rb_mark *m);
 
-/* Stop every thread of pid (pidfd: ours, duplicated) as a checkpoint
- * does, into c (with req). 0, or -errno with c->err filled. */
-int rb_stop(struct job *j, pid_t pid, int pidfd, struct ckpt *c, struct checkpoint_req *req);
-
-/* Resume every thread and free what rb_stop made. */
-void rb_release(struct ckpt *c);
-
 /* pid's regions now (tid: a stopped thread to read through; mark.c). */
 int rb_layout_read(struct mv *mv, pid_t tid, struct rb_region **out, size_t *n);
 
@@ -137,29 +127,6 @@ uint64_t rb_heap_end(const struct rb_region *v, size_t n);
 
 /* "0x7f..-0x7f.. (NAME)" for messages. */
 void rb_describe(const struct rb_region *r, uint64_t start, uint64_t end, char *buf, size_t len);
-
-/* ---- hold.c ---- */
-
-/* Work run on the mark's tracer thread: 0 or -errno. */
-typedef int rb_work_fn(struct job *j, struct rb_mark *m, void *arg);
-
-int rb_hold_start(struct rb_mark *m);
-/* Let go of the program and end the thread. */
-void rb_hold_stop(struct rb_mark *m);
-/* Run fn on the tracer thread and wait for it. */
-int rb_hold_call(struct rb_mark *m, struct job *j, rb_work_fn *fn, void *arg);
-/* Ask the tracer thread to let the program run (a signal to pass on, a
- * shutdown); it does at its next wake-up, or when its work ends. */
-void rb_hold_release_async(struct rb_mark *m);
-/* Asked to let go (rb_hold_release_async, rb_hold_stop)? On the tracer. */
-bool rb_hold_wanted_gone(struct rb_mark *m);
-/* On the tracer thread: its stop (held: the program is in it). */
-struct ckpt *rb_hold_ckpt(struct rb_mark *m, bool *held);
-struct checkpoint_req *rb_hold_req(struct rb_mark *m);
-/* On the tracer thread: keep the stop in rb_hold_ckpt after the work. */
-void rb_hold_keep(struct rb_mark *m);
-/* On the tracer thread: resume what is held. */
-void rb_hold_let_go(struct rb_mark *m);
 
 /* ---- files.c ---- */
 

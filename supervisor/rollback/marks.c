@@ -45,7 +45,7 @@ void rollback_unhold(struct mv *mv)
 	pthread_mutex_lock(&mv->lock);
 	struct rb_mark *m = mv->mark;
 	if (m && (m->holding || jobs_running_locked(mv, JOB_ROLLBACK)))
-		rb_hold_release_async(m);
+		rb_hold_release_async(m->hold);
 	pthread_mutex_unlock(&mv->lock);
 }
 

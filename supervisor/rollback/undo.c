@@ -580,12 +580,13 @@ static uint64_t lap(uint64_t *t)
 /* On the mark's tracer thread: stop the program (or take it as held),
  * put it back, and resume it, or run it to the next stop point
  * (rollback --until) and hold it there. */
-static int rollback_work(struct job *j, struct rb_mark *m, void *arg)
+static int rollback_work(struct job *j, void *arg)
 {
 	struct rb_rollback_job *rj = arg;
+	struct rb_mark *m = rj->m;
 	uint64_t t0 = mv_now_ns();
 	bool held;
-	struct ckpt *c = rb_hold_ckpt(m, &held);
+	struct ckpt *c = rb_hold_ckpt(m->hold, &held);
 	struct undo u = {.c = c, .m = m, .signals = json_array(), .close_fds = rj->q.close_fds};
 	int rc = 0;
 	if (held) {
@@ -596,7 +597,7 @@ static int rollback_work(struct job *j, struct rb_mark *m, void *arg)
 				       m->pid);
 	} else {
 		job_progress(j, "stopping", 0, 0);
-		rc = rb_stop(j, m->pid, m->pidfd, c, rb_hold_req(m));
+		rc = rb_stop(j, m->pid, m->pidfd, c, rb_hold_req(m->hold));
 	}
 	if (rc < 0 && (rc == -ESRCH || (c->err.code && !strcmp(c->err.code, MV_E_NO_SUCH_PROCESS))))
 		mv_err_set(&c->err, rc, MV_E_NO_SUCH_PROCESS,
@@ -652,7 +653,7 @@ static int rollback_work(struct job *j, struct rb_mark *m, void *arg)
 			m->rollbacks--;
 	} else {
 		bool stopped = c->p != NULL;
-		rb_hold_let_go(m);
+		rb_hold_let_go(m->hold);
 		u.t_resume = lap(&t);
 		pause = c->pause_end > c->pause_start ? c->pause_end - c->pause_start : 0;
 		if (held && stopped)
@@ -671,7 +672,7 @@ static int rollback_work(struct job *j, struct rb_mark *m, void *arg)
 		json_object_set_new(j->result, "until", event);
 	json_decref(u.signals);
 	bool now_held;
-	rb_hold_ckpt(m, &now_held);
+	rb_hold_ckpt(m->hold, &now_held);
 	json_object_set_new(j->result, "held", json_boolean(now_held));
 	return 0;
 }
@@ -680,5 +681,5 @@ int rb_rollback_run(struct job *j)
 {
 	struct rb_rollback_job *rj = j->ctx;
 	rj->t_request = mv_now_ns();
-	return rb_hold_call(rj->m, j, rollback_work, rj);
+	return rb_hold_call(rj->m->hold, j, rollback_work, rj);
 }

@@ -346,7 +346,7 @@ static json_t *run_to_event(struct until *u, bool *keep)
 	for (;;) {
 		if (mv_now_ns() >= deadline)
 			return json_pack("{s:s}", "event", "timeout");
-		if (rb_hold_wanted_gone(u->m)) {
+		if (rb_hold_wanted_gone(u->m->hold)) {
 			*keep = false;
 			return json_pack("{s:s}", "event", "released");
 		}
@@ -451,7 +451,7 @@ int rb_until_run(struct rb_mark *m, struct ckpt *c, const struct rollback_req *q
 	note_replays(&u);
 	int rc = arm_timer(&u);
 	if (rc < 0) {
-		rb_hold_let_go(m);
+		rb_hold_let_go(m->hold);
 		rc = ckpt_fail(c, rc, MV_E_INTERNAL, "no timer for --until: %s", strerror(-rc));
 		goto out;
 	}
@@ -474,7 +474,7 @@ int rb_until_run(struct rb_mark *m, struct ckpt *c, const struct rollback_req *q
 		rc = stop_rest(&u);
 		if (rc < 0) {
 			/* A thread that will not stop: let the program go. */
-			rb_hold_let_go(m);
+			rb_hold_let_go(m->hold);
 			json_decref(ev);
 			rc = ckpt_fail(c, rc, MV_E_BUSY,
 				       "a thread of process %d did not stop after the run: the "
@@ -485,12 +485,12 @@ int rb_until_run(struct rb_mark *m, struct ckpt *c, const struct rollback_req *q
 	}
 	json_object_set_new(ev, "run_ns", json_integer((json_int_t)ran));
 	if (keep && alive(pp)) {
-		rb_hold_keep(m);
+		rb_hold_keep(m->hold);
 	} else {
 		for (size_t i = 0; i < pp->n; i++)
 			if (pp->t[i].state == PT_SEIZED)
 				pp->t[i].state = PT_GONE; /* running (exec) or gone */
-		rb_hold_let_go(m);
+		rb_hold_let_go(m->hold);
 	}
 	*event = ev;
 	log_debug("mark %s: until: %s after %.3f ms", m->name,
