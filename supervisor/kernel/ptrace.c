@@ -48,6 +48,20 @@ void ptrace_proc_free(struct ptrace_proc *pp)
 	pp->pidfd = -1;
 }
 
+void ptrace_proc_compact(struct ptrace_proc *pp)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < pp->n; i++) {
+		if (pp->t[i].state == PT_GONE) {
+			free(pp->t[i].prstatus);
+			free(pp->t[i].fpstate);
+			continue;
+		}
+		pp->t[k++] = pp->t[i];
+	}
+	pp->n = k;
+}
+
 void ptrace_proc_forget(struct ptrace_proc *pp)
 {
 	for (size_t i = 0; i < pp->n; i++) {

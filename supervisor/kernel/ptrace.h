@@ -74,6 +74,10 @@ void ptrace_proc_free(struct ptrace_proc *pp);
  * array may move: earlier pointers into pp->t are stale. */
 struct ptrace_thread *ptrace_proc_adopt(struct ptrace_proc *pp, pid_t tid);
 
+/* Drop the threads that are gone from pp->t (a process held stopped for
+ * many runs sees threads come and go). Pointers into pp->t are stale. */
+void ptrace_proc_compact(struct ptrace_proc *pp);
+
 /* Forget every thread (all detached or gone), keeping the process and its
  * pidfd: the next ptrace_seize_new stops them all again. */
 void ptrace_proc_forget(struct ptrace_proc *pp);

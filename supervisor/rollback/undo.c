@@ -592,6 +592,9 @@ static int rollback_work(struct job *j, void *arg)
 	if (held) {
 		c->j = j;
 		memset(&c->err, 0, sizeof(c->err));
+		/* Threads made and ended in earlier runs go from the record. */
+		if (c->p)
+			ptrace_proc_compact(&c->p[0].pt);
 		if (!c->p || !ptrace_reader_tid(&c->p[0].pt))
 			rc = ckpt_fail(c, -ESRCH, MV_E_NO_SUCH_PROCESS, "process %d has exited",
 				       m->pid);

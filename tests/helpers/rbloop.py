@@ -16,7 +16,8 @@ own pause_ns) at the end; exits 1 on the first failure.
 With "until" (the program marked with --hold): each iteration sends one
 command and asks for `rollback --until read:0`, which runs it: the "got"
 line must be the mark's, and the event what the command does: crashed
-with SIGSEGV at 0x10 ("c"), SIGABRT ("a"), SIGSEGV ("o", the stack),
+with SIGSEGV at 0x10 ("c"), SIGABRT ("a"), SIGSEGV ("o", the stack;
+"C", in a new thread),
 exited with status 3 ("e"), else reached read(0) again.
 """
 import json
@@ -69,7 +70,7 @@ def wait_job(c, jid):
 def expect(cmd, ev):
     """What rollback --until must report after cmd, or None when it did."""
     want = {"c": ("crashed", 11), "a": ("crashed", 6), "o": ("crashed", 11),
-            "e": ("exited", None)}.get(cmd[0], ("reached", None))
+            "C": ("crashed", 11), "e": ("exited", None)}.get(cmd[0], ("reached", None))
     if ev["event"] != want[0]:
         return f"{want[0]} expected"
     if want[0] == "crashed" and ev["signal"] != want[1]:
