@@ -199,7 +199,8 @@ const struct ctl_command ctl_commands[] = {
      .show = ctl_show_job,
      .job = "id",
      .cancel = true,
-     .summary = "stop a running checkpoint: program resumed, nothing written"},
+     .summary = "stop a running checkpoint (program resumed, nothing written) or a "
+		"rollback's --until run (program held)"},
     {.name = "job unthrottle",
      .request = "job_unthrottle",
      ARGS(job_args),

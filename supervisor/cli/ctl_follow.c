@@ -78,6 +78,15 @@ static void interrupt_say(long long id, const char *kind, bool cancelling, bool 
 			     "(a reload cannot be cancelled; `memvisor ctl %sjob unthrottle %lld` "
 			     "lifts its rate limit)\n",
 			     erase, id, sel, id, sel, id);
+	else if (strcmp(kind, "mark") == 0)
+		n = snprintf(interrupt_msg, sizeof(interrupt_msg),
+			     "%sjob %lld continues; `memvisor ctl %sjob %lld --wait` follows it\n",
+			     erase, id, sel, id);
+	else if (strcmp(kind, "rollback") == 0)
+		n = snprintf(interrupt_msg, sizeof(interrupt_msg),
+			     "%sjob %lld continues; `memvisor ctl %sjob %lld --wait` follows it, "
+			     "`memvisor ctl %sjob cancel %lld` ends its --until run\n",
+			     erase, id, sel, id, sel, id);
 	else
 		n = snprintf(interrupt_msg, sizeof(interrupt_msg),
 			     "%sjob %lld continues; `memvisor ctl %sjob %lld --wait` follows it, "
@@ -118,6 +127,12 @@ static int job_ended(json_t *j, const struct ctl_follow *f)
 			       f->id);
 		return CTL_EXIT_OK;
 	}
+	/* A rollback's --until run ends at the cancel: the rollback is done
+	 * and says so (until: cancelled). */
+	json_t *until = json_object_get(json_object_get(j, "result"), "until");
+	if (f->cancel && strcmp(state, "done") == 0 &&
+	    strcmp(member(until, "event"), "cancelled") == 0)
+		return CTL_EXIT_OK;
 	if (f->cancel) {
 		fprintf(stderr, "memvisor ctl: job %lld ended (%s) before the cancel took effect\n",
 			f->id, state);

@@ -566,7 +566,8 @@ static const struct ctl_cmd table[] = {
      "validate a policy file and make it active: {\"path\":FILE}"},
     {"job", ctl_cmd_job, "a job's progress or result: {\"id\":N}"},
     {"job_cancel", ctl_cmd_job_cancel,
-     "stop a running checkpoint: program resumed, nothing written: {\"id\":N}"},
+     "stop a running checkpoint (program resumed, nothing written) or a rollback's "
+     "--until run (program held): {\"id\":N}"},
     {"job_unthrottle", ctl_cmd_job_unthrottle,
      "let a running reload load as fast as it can: {\"id\":N}"},
     {"jobs", ctl_cmd_jobs, "every job of this run"},

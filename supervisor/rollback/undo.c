@@ -651,6 +651,7 @@ static int rollback_work(struct job *j, void *arg)
 		pause = mv_now_ns() - from;
 		u.t_resume = 0;
 		m->rollbacks++;
+		job_progress(j, "running", 0, 0); /* job_cancel ends the run */
 		rc = rb_until_run(m, c, &rj->q, &event);
 		if (rc < 0)
 			m->rollbacks--;

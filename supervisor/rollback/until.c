@@ -11,11 +11,12 @@
  *             the kernel (a fault, abort(3), a broken pipe): the signal is
  *             dropped and the thread held where it was;
  *   timeout   the time limit;
+ *   cancelled `job cancel` of the rollback's job, during the run;
  *   exec      a thread ran execve(2): the program runs on, the mark is gone;
  *   gone      every thread ended (SIGKILL, a signal sent by another process);
  *   released  memvisor was asked to let the program run (a signal for it,
  *             its end).
- * On the first four the program is held stopped: each thread in an
+ * On the first five the program is held stopped: each thread in an
  * interrupt stop, a thread stopped on its way into a call set back before
  * the call (the call is made when it runs on). The marked call itself,
  * restarted by the rollback, is not a stop point: a mark taken in read(0)
@@ -346,6 +347,8 @@ static json_t *run_to_event(struct until *u, bool *keep)
 	for (;;) {
 		if (mv_now_ns() >= deadline)
 			return json_pack("{s:s}", "event", "timeout");
+		if (job_cancel_asked(u->c->j))
+			return json_pack("{s:s}", "event", "cancelled");
 		if (rb_hold_wanted_gone(u->m->hold)) {
 			*keep = false;
 			return json_pack("{s:s}", "event", "released");

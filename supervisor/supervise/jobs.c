@@ -160,7 +160,10 @@ int job_cancel_locked(struct job *j, bool unthrottle, struct mv_err *err)
 	if (j->state != JOB_RUNNING)
 		return mv_err_set(err, -1, MV_E_INVALID, "job %d has already ended (%s)", j->id,
 				  state_names[j->state]);
-	if (!unthrottle && (j->kind == JOB_MARK || j->kind == JOB_ROLLBACK))
+	/* A rollback's run (--until) ends early: the program is held where
+	 * it is, the rollback itself is done. */
+	bool run = j->kind == JOB_ROLLBACK && strcmp(j->phase, "running") == 0;
+	if (!unthrottle && !run && (j->kind == JOB_MARK || j->kind == JOB_ROLLBACK))
 		return mv_err_set(err, -1, MV_E_INVALID,
 				  "job %d is a %s, which cannot be cancelled: it is short, and "
 				  "stopped halfway it would leave the program in neither state",

@@ -156,6 +156,32 @@ ev() { json_get "$TMP/r.json" "d['result']['until'].get('$1')"; }
 	[ "$(ls /proc/$PID/task | wc -l)" = 1 ]
 }
 
+@test "rollback --until: job cancel ends the run and holds the program" {
+	start_fed "$WL/rb_target" 16
+	mark_held
+	echo h >&7
+	ctl --json rollback --until read:0 --timeout 120 >"$TMP/r.out" 2>"$TMP/r.err" &
+	rb=$!
+	job_running() { ctl --json job 2 | json_get - 'd["state"] == "running" and d["phase"] == "running"' | grep -q True; }
+	wait_for 20 job_running
+	t0=$SECONDS
+	run ctl job cancel 2
+	echo "$output"
+	assert_success
+	wait "$rb"
+	[ $((SECONDS - t0)) -lt 20 ]
+	tail -1 "$TMP/r.out" >"$TMP/r.json"
+	[ "$(ev event)" = cancelled ]
+	[ "$(json_get "$TMP/r.json" "d['state']")" = done ]
+	held
+	# The next rollback puts the hung run back.
+	n=$(out_lines)
+	echo x >&7
+	until_run read:0
+	[ "$(ev event)" = reached ]
+	out_after "$n" | grep -q '^got 0 '
+}
+
 @test "rollback --until: a new program is an event that lets it go; the next rollback is refused" {
 	start_fed "$WL/rb_target" 16
 	mark_held
