@@ -387,10 +387,11 @@ static json_t *run_to_event(struct until *u, bool *keep)
 			long n = ptrace(PTRACE_GET_SYSCALL_INFO, tid, sizeof(in), &in);
 			if (n > 0 && in.op == PTRACE_SYSCALL_INFO_ENTRY) {
 				long nr = (long)in.entry.nr;
-				bool replay = u->replay[i] &&
+				bool replay = i < u->n_replay && u->replay[i] &&
 					      in.instruction_pointer == u->replay_ip[i] &&
 					      nr == u->replay_nr[i];
-				u->replay[i] = false;
+				if (i < u->n_replay)
+					u->replay[i] = false;
 				bool exits =
 				    nr == SYS_exit_group || (nr == SYS_exit && alive(pp) == 1);
 				if (!replay && exits) {

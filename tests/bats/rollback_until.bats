@@ -154,6 +154,14 @@ ev() { json_get "$TMP/r.json" "d['result']['until'].get('$1')"; }
 	[ "$(ev event)" = timeout ]
 	[ "$(json_get "$TMP/r.json" "d['result']['threads_ended']")" = 1 ]
 	[ "$(ls /proc/$PID/task | wc -l)" = 1 ]
+	# Two threads made in one run, both in system calls all the time (the
+	# per-thread record of the run grew past its end: make asan).
+	for i in 1 2 3; do
+		echo D >&7
+		until_run read:0 --timeout 2
+		[ "$(ev event)" = reached ]
+		[ "$(ls /proc/$PID/task | wc -l)" = 3 ]
+	done
 }
 
 @test "rollback --until: job cancel ends the run and holds the program" {
@@ -315,7 +323,8 @@ rss_at_x() {
 	assert_success
 	assert_output --partial "ok $((n - 200)) rollbacks"
 	rss_at_x
-	[ $((RSS_MV * 100)) -le $((mv0 * 101)) ]
+	# make asan: freed memory waits in ASan's quarantine; RSS not checked.
+	[ -n "${SANITIZER_REPORTS:-}" ] || [ $((RSS_MV * 100)) -le $((mv0 * 101)) ]
 	[ $((RSS_P * 100)) -le $((p0 * 101)) ]
 }
 
@@ -338,6 +347,7 @@ rss_at_x() {
 # record of the held threads kept every one of them (memvisor +320-430 kB
 # in 1500 runs, 3.5-4.6%) until it dropped those gone.
 @test "rollback --until: 800 runs that each start a thread leave memvisor's memory flat" {
+	[ -z "${SANITIZER_REPORTS:-}" ] || skip "ASan build (make asan): freed memory waits in its quarantine, RSS not checked"
 	start_fed "$WL/rb_target" 8
 	mark_held
 	run python3 "$HELPERS/rbloop.py" "$SOCK" "$TMP/in" "$TMP/out" 100 "$RANDOM" t until

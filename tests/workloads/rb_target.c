@@ -22,7 +22,8 @@
  * "e" exits with status 3; "c" writes to address 0x10 (SIGSEGV); "a"
  * calls abort(3); "o" overflows its stack; "C" starts a thread that
  * writes to address 0x20 and waits for it; "T" starts a thread that
- * makes system calls in a loop (getppid, sched_yield) and counts them;
+ * makes system calls in a loop (getppid, sched_yield) and counts them,
+ * "D" two of them;
  * "h" hangs (a busy loop);
  * "r" reads 8 bytes of the file named by $RB_FILE (opened at the start)
  * and prints "read BYTES"; "O" opens /dev/null and prints "opened FD";
@@ -258,9 +259,11 @@ int main(int argc, char **argv)
 		case 'O':
 			say("opened %d\n", open("/dev/null", O_RDONLY));
 			break;
-		case 'T': {
+		case 'T':
+		case 'D': {
 			pthread_t t;
-			pthread_create(&t, NULL, spinner, NULL);
+			for (int left = line[0] == 'D' ? 2 : 1; left > 0; left--)
+				pthread_create(&t, NULL, spinner, NULL);
 			break;
 		}
 		case 'C': {
