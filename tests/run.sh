@@ -88,7 +88,7 @@ unpriv() { count < <(unpriv_tap); }
 # UNPRIV_AFTER is set (its run.bats starts sleep processes they look for).
 declare -A BATS_SECONDS=([churn]=420 [live]=191 [checkpoint]=183 [evict_safety]=118
 	[shm_evict]=93 [faults]=73 [agent]=56 [reload]=54 [run]=50 [new_user]=42 [ctl]=40
-	[ctl_boundary]=33 [storm]=32 [rollback]=28 [metrics]=23 [cli_output]=21 [cli_options]=18
+	[ctl_boundary]=33 [storm]=32 [rollback]=28 [rollback_until]=110 [metrics]=23 [cli_output]=21 [cli_options]=18
 	[kernel_held]=17 [policy]=15 [death]=15)
 UNPRIV_SECONDS=115
 shard_files() {
