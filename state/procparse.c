@@ -48,6 +48,11 @@ int parse_status(const char *text, struct proc_status *out)
 	const char *cap = field(text, NULL, "CapEff");
 	if (cap)
 		out->cap_eff = strtoull(cap, NULL, 16);
+	const char *cgt = field(text, NULL, "SigCgt"), *ign = field(text, NULL, "SigIgn");
+	if (cgt)
+		out->sig_cgt = strtoull(cgt, NULL, 16);
+	if (ign)
+		out->sig_ign = strtoull(ign, NULL, 16);
 	const char *name = field(text, NULL, "Name");
 	if (name) {
 		while (*name == ' ' || *name == '\t')

@@ -18,10 +18,11 @@ struct proc_status {
 	pid_t ppid;
 	pid_t tracer_pid; /* TracerPid: the tracing thread, 0 if none */
 	int threads;
-	uint64_t vm_size; /* bytes */
-	uint64_t vm_rss;  /* bytes */
-	int seccomp;	  /* Seccomp: mode */
-	uint64_t cap_eff; /* CapEff: the effective capabilities (in its user namespace) */
+	uint64_t vm_size;	   /* bytes */
+	uint64_t vm_rss;	   /* bytes */
+	int seccomp;		   /* Seccomp: mode */
+	uint64_t cap_eff;	   /* CapEff: the effective capabilities (in its user namespace) */
+	uint64_t sig_cgt, sig_ign; /* SigCgt, SigIgn: signals with a handler, ignored */
 	char name[64];
 };
 

@@ -70,29 +70,6 @@ static int user_vma(void *arg, const struct proc_vma *v)
 	return 0;
 }
 
-/* Call fn(arg, dfd, name) for each descriptor of process pid (dfd: its
- * /proc/PID/fd, name: the descriptor's number) until fn returns non-zero;
- * returns that, 0 after the last, or -errno when the table cannot be
- * read. */
-static int fd_walk(pid_t pid, int (*fn)(void *arg, int dfd, const char *name), void *arg)
-{
-	int dfd = procfs_open(pid, "fd", O_RDONLY | O_DIRECTORY);
-	if (dfd < 0)
-		return dfd;
-	DIR *d = fdopendir(dfd);
-	if (!d) {
-		int err = -errno;
-		close(dfd);
-		return err;
-	}
-	int rc = 0;
-	for (struct dirent *e; rc == 0 && (e = readdir(d));)
-		if (e->d_name[0] != '.')
-			rc = fn(arg, dfd, e->d_name);
-	closedir(d);
-	return rc;
-}
-
 static int user_fd(void *arg, int dfd, const char *name)
 {
 	struct users *u = arg;
@@ -108,7 +85,7 @@ static int user_fd(void *arg, int dfd, const char *name)
 /* The objects process pid holds descriptors on (hit), or -errno. */
 static int user_fds(pid_t pid, struct users *u)
 {
-	return fd_walk(pid, user_fd, u);
+	return procfs_fd_walk(pid, user_fd, u);
 }
 
 static void report(struct users *u, pid_t pid, enum backing_use how, backing_user_fn fn, void *arg)
@@ -176,7 +153,7 @@ static int fd_of_region(void *arg, int dfd, const char *name)
 static int open_from_fds(pid_t tid, const struct as_region *r)
 {
 	struct fd_of o = {r, -ENOENT};
-	int rc = fd_walk(tid, fd_of_region, &o);
+	int rc = procfs_fd_walk(tid, fd_of_region, &o);
 	return rc < 0 ? rc : o.fd;
 }
 
@@ -322,7 +299,7 @@ static int ring_fd(void *arg, int dfd, const char *name)
 static int uring_fds(pid_t pid, int (*fn)(void *, const struct uring_info *), void *arg)
 {
 	struct rings g = {.pid = pid, .fn = fn, .arg = arg};
-	int rc = fd_walk(pid, ring_fd, &g);
+	int rc = procfs_fd_walk(pid, ring_fd, &g);
 	return rc < 0 ? rc : g.n;
 }
 

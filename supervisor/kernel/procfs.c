@@ -139,6 +139,25 @@ bool procfs_is_thread_of(const struct proc *p, pid_t tid)
 	return access(rel, F_OK) == 0;
 }
 
+int procfs_fd_walk(pid_t pid, int (*fn)(void *arg, int dfd, const char *name), void *arg)
+{
+	int dfd = procfs_open(pid, "fd", O_RDONLY | O_DIRECTORY);
+	if (dfd < 0)
+		return dfd;
+	DIR *d = fdopendir(dfd);
+	if (!d) {
+		int err = -errno;
+		close(dfd);
+		return err;
+	}
+	int rc = 0;
+	for (struct dirent *e; rc == 0 && (e = readdir(d));)
+		if (e->d_name[0] != '.')
+			rc = fn(arg, dfd, e->d_name);
+	closedir(d);
+	return rc;
+}
+
 int procfs_threads(pid_t pid)
 {
 	struct proc_status st;

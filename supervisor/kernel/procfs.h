@@ -32,6 +32,12 @@
 /* Open /proc/PID/rel (close-on-exec). An fd or -errno. */
 int procfs_open(pid_t pid, const char *rel, int flags);
 
+/* Call fn(arg, dfd, name) for each descriptor of process pid (dfd: its
+ * /proc/PID/fd, name: the descriptor's number) until fn returns non-zero;
+ * returns that, 0 after the last, or -errno when the table cannot be
+ * read. */
+int procfs_fd_walk(pid_t pid, int (*fn)(void *arg, int dfd, const char *name), void *arg);
+
 /* Read /proc/PID/rel whole into *text (malloc'd, NUL-terminated; *len its
  * length if len). One read of the whole file is what gives one instant's
  * view of a seq_file. */

@@ -94,6 +94,11 @@ static struct ptrace_thread *add(struct ptrace_proc *pp, pid_t tid)
 	return t;
 }
 
+struct ptrace_thread *ptrace_proc_find(struct ptrace_proc *pp, pid_t tid)
+{
+	return find(pp, tid);
+}
+
 struct ptrace_thread *ptrace_proc_adopt(struct ptrace_proc *pp, pid_t tid)
 {
 	struct ptrace_thread *t = find(pp, tid);

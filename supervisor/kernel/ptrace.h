@@ -69,6 +69,9 @@ void ptrace_guard_stop(void);
 void ptrace_proc_init(struct ptrace_proc *pp, pid_t pid, int pidfd);
 void ptrace_proc_free(struct ptrace_proc *pp);
 
+/* pp's record of thread tid, or NULL. */
+struct ptrace_thread *ptrace_proc_find(struct ptrace_proc *pp, pid_t tid);
+
 /* A thread the kernel attached to the calling thread itself
  * (PTRACE_O_TRACECLONE): recorded as seized, its stop not seen yet. The
  * array may move: earlier pointers into pp->t are stale. */

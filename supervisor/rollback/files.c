@@ -12,9 +12,9 @@
  * never see the end of it. */
 #include "common/log.h"
 #include "common/util.h"
+#include "supervisor/kernel/procfs.h"
 #include "supervisor/rollback/mark.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -23,38 +23,39 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* The open descriptors of pid, sorted, with what each names. */
+struct fd_list {
+	struct rb_fd *v;
+	size_t n, cap;
+};
+
+static int add_fd(void *arg, int dfd, const char *name)
+{
+	struct fd_list *l = arg;
+	struct stat st;
+	if (fstatat(dfd, name, &st, 0) < 0)
+		return 0; /* closed meanwhile */
+	if (l->n == l->cap)
+		l->v = xrealloc(l->v, (l->cap = l->cap ? l->cap * 2 : 32) * sizeof(*l->v));
+	l->v[l->n++] = (struct rb_fd){.fd = atoi(name),
+				      .dup = -1,
+				      .dev = st.st_dev,
+				      .ino = st.st_ino,
+				      .regular = S_ISREG(st.st_mode)};
+	return 0;
+}
+
+/* The open descriptors of pid, in the directory's order, with what each
+ * names. */
 static int list_fds(pid_t pid, struct rb_fd **out, size_t *n)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/fd", pid);
-	DIR *d = opendir(path);
-	if (!d)
-		return -errno;
-	struct rb_fd *v = NULL;
-	size_t cap = 0, k = 0;
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		char *end;
-		long fd = strtol(e->d_name, &end, 10);
-		if (e->d_name[0] < '0' || e->d_name[0] > '9' || *end)
-			continue;
-		struct stat st;
-		char link[96];
-		snprintf(link, sizeof(link), "/proc/%d/fd/%ld", pid, fd);
-		if (stat(link, &st) < 0)
-			continue; /* closed meanwhile */
-		if (k == cap)
-			v = xrealloc(v, (cap = cap ? cap * 2 : 32) * sizeof(*v));
-		v[k++] = (struct rb_fd){.fd = (int)fd,
-					.dup = -1,
-					.dev = st.st_dev,
-					.ino = st.st_ino,
-					.regular = S_ISREG(st.st_mode)};
+	struct fd_list l = {0};
+	int rc = procfs_fd_walk(pid, add_fd, &l);
+	if (rc < 0) {
+		free(l.v);
+		return rc;
 	}
-	closedir(d);
-	*out = v;
-	*n = k;
+	*out = l.v;
+	*n = l.n;
 	return 0;
 }
 

@@ -1,8 +1,7 @@
 /* The mark's tracer thread (supervisor/rollback/hold.h). While it holds
- * the program, the thread looks
- * every 20 ms for threads that died (a SIGKILL wakes a stopped tracee;
- * its exit is reported to the tracer first, and the program's parent
- * sees it only once the tracer has waited for it). */
+ * the program, the thread looks every 20 ms for threads that died (a SIGKILL wakes a stopped
+ * tracee; its exit is reported to the tracer first, and the program's parent sees it only once the
+ * tracer has waited for it). */
 #include "common/log.h"
 #include "common/util.h"
 #include "supervisor/kernel/ptrace.h"

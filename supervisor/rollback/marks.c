@@ -5,6 +5,7 @@
 #include "supervisor/supervise/mv.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int rollback_marked_locked(struct mv *mv, const char **name, pid_t *pid)
@@ -25,14 +26,6 @@ void rollback_free_all(struct mv *mv)
 	mv->mark = NULL;
 	pthread_mutex_unlock(&mv->lock);
 	rb_mark_free(m);
-}
-
-/* Freed when the job is joined, which may be after the mark is gone: it
- * must not touch rj->m. A rollback's state (running, then done or failed,
- * under mv->lock) is what says that it holds the mark. */
-static void rollback_job_free(void *ctx)
-{
-	free(ctx);
 }
 
 bool rollback_holding_locked(struct mv *mv)
@@ -103,10 +96,13 @@ int rollback_start(struct mv *mv, const struct rollback_req *q, json_t **result,
 	rj->m = m;
 	rj->q = *q;
 	struct job *j;
-	int rc = jobs_start(mv, JOB_ROLLBACK, rb_rollback_run, rj, rollback_job_free, &j);
+	/* rj is freed when the job is joined, which may be after the mark is
+	 * gone: nothing but free. A rollback's state (running, then done or
+	 * failed, under mv->lock) is what says that it holds the mark. */
+	int rc = jobs_start(mv, JOB_ROLLBACK, rb_rollback_run, rj, free, &j);
 	if (rc < 0) {
 		if (rc == -ESHUTDOWN) /* else the job's, freed with it */
-			rollback_job_free(rj);
+			free(rj);
 		return mv_err_set(err, -1, rc == -ESHUTDOWN ? MV_E_NO_SUCH_PROCESS : MV_E_INTERNAL,
 				  "cannot start the rollback: %s", strerror(-rc));
 	}

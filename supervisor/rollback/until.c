@@ -27,6 +27,7 @@
  * children forked are not (the next rollback kills them). */
 #include "common/log.h"
 #include "common/util.h"
+#include "supervisor/kernel/procfs.h"
 #include "supervisor/kernel/ptrace.h"
 #include "supervisor/rollback/mark.h"
 #include "supervisor/supervise/mv.h"
@@ -64,15 +65,13 @@ struct until {
 	bool have_timer;
 };
 
+/* pp's thread tid, and its index in *idx. */
 static struct ptrace_thread *find(struct ptrace_proc *pp, pid_t tid, size_t *idx)
 {
-	for (size_t i = 0; i < pp->n; i++)
-		if (pp->t[i].tid == tid) {
-			if (idx)
-				*idx = i;
-			return &pp->t[i];
-		}
-	return NULL;
+	struct ptrace_thread *t = ptrace_proc_find(pp, tid);
+	if (t && idx)
+		*idx = (size_t)(t - pp->t);
+	return t;
 }
 
 static size_t alive(const struct ptrace_proc *pp)
@@ -139,21 +138,10 @@ static bool kills_by_default(int sig)
 /* Does process pid have a handler for sig, or ignore it? */
 static bool handled(pid_t pid, int sig)
 {
-	char path[64], line[256];
-	snprintf(path, sizeof(path), "/proc/%d/status", pid);
-	FILE *f = fopen(path, "re");
-	if (!f)
+	struct proc_status st;
+	if (procfs_status(pid, &st) < 0)
 		return false;
-	unsigned long long cgt = 0, ign = 0;
-	while (fgets(line, sizeof(line), f)) {
-		if (!strncmp(line, "SigCgt:", 7))
-			cgt = strtoull(line + 7, NULL, 16);
-		else if (!strncmp(line, "SigIgn:", 7))
-			ign = strtoull(line + 7, NULL, 16);
-	}
-	fclose(f);
-	unsigned long long bit = 1ull << (sig - 1);
-	return (cgt | ign) & bit;
+	return (st.sig_cgt | st.sig_ign) & (1ull << (sig - 1));
 }
 
 /* A signal on its way to thread t that would end the program: a crash,

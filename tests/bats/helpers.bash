@@ -232,3 +232,9 @@ skip_unless_uring() {
 	*) skip "io_uring is disabled (kernel.io_uring_disabled=$v)" ;;
 	esac
 }
+
+# mark and rollback track writes with asynchronous write-protect.
+skip_unless_wp_async() {
+	"$MEMVISOR" check --json | json_get - '"wp_async" in d["userfaultfd_features"]' |
+		grep -q True || skip "this kernel's userfaultfd has no asynchronous write-protect (Linux 6.7)"
+}

@@ -13,8 +13,7 @@ bats_require_minimum_version 1.5.0
 # write-protect does not need.
 setup() {
 	setup_tmp
-	"$MEMVISOR" check --json | json_get - '"wp_async" in d["userfaultfd_features"]' |
-		grep -q True || skip "this kernel's userfaultfd has no asynchronous write-protect (Linux 6.7)"
+	skip_unless_wp_async
 }
 
 teardown() {

@@ -67,6 +67,21 @@ def wait_job(c, jid):
         time.sleep(0.0005)
 
 
+def pick(rng, cmds):
+    """A command of cmds; "w" with its seed and page count."""
+    cmd = rng.choice(cmds)
+    return f"w {rng.randint(1, 1 << 30)} {rng.randint(1, 200)}" if cmd == "w" else cmd
+
+
+def summary(pauses, events=None):
+    pauses = sorted(pauses)
+    p = lambda q: pauses[min(len(pauses) - 1, int(q * len(pauses)))]
+    line = f"ok {len(pauses)} rollbacks, {p(0.5):.0f} us p50, {p(0.99):.0f} us p99"
+    if events is not None:
+        line += "; " + ", ".join(f"{k} {v}" for k, v in sorted(events.items()))
+    print(line)
+
+
 def expect(cmd, ev):
     """What rollback --until must report after cmd, or None when it did."""
     want = {"c": ("crashed", 11), "a": ("crashed", 6), "o": ("crashed", 11),
@@ -87,9 +102,7 @@ def expect(cmd, ev):
 def until_loop(c, w, out, n, rng, cmds):
     pauses, want, events = [], None, {}
     for i in range(n):
-        cmd = rng.choice(cmds)
-        if cmd == "w":
-            cmd = f"w {rng.randint(1, 1 << 30)} {rng.randint(1, 200)}"
+        cmd = pick(rng, cmds)
         before = len(lines(out))
         w.write(cmd + "\n")
         w.flush()
@@ -118,20 +131,14 @@ def main():
     c = Conn(sock)
     if until:
         with open(fifo, "w") as w:
-            pauses, events = until_loop(c, w, out, int(n), rng, cmds)
-        pauses.sort()
-        p = lambda q: pauses[min(len(pauses) - 1, int(q * len(pauses)))]
-        print(f"ok {len(pauses)} rollbacks, {p(0.5):.0f} us p50, {p(0.99):.0f} us p99; "
-              + ", ".join(f"{k} {v}" for k, v in sorted(events.items())))
+            summary(*until_loop(c, w, out, int(n), rng, cmds))
         return
     pauses = []
     want = None
     with open(fifo, "w") as w:
         for i in range(int(n)):
             for k in range(rng.randint(1, 3)):
-                cmd = rng.choice(cmds)
-                if cmd == "w":
-                    cmd = f"w {rng.randint(1, 1 << 30)} {rng.randint(1, 200)}"
+                cmd = pick(rng, cmds)
                 before = len(lines(out))
                 w.write(cmd + "\n")
                 w.flush()
@@ -146,9 +153,7 @@ def main():
                         sys.exit(1)
             r = wait_job(c, c.call("rollback")["job"])
             pauses.append(r["pause_ns"] / 1000)
-    pauses.sort()
-    p = lambda q: pauses[min(len(pauses) - 1, int(q * len(pauses)))]
-    print(f"ok {len(pauses)} rollbacks, {p(0.5):.0f} us p50, {p(0.99):.0f} us p99")
+    summary(pauses)
 
 
 main()
