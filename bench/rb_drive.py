@@ -27,6 +27,11 @@ def call(s, f, cmd, args=None):
 
 
 def job(s, f, jid):
+    if WAIT:  # answered at the job's end: no polls
+        j = call(s, f, "job", {"id": jid, "wait_ms": 60000})
+        if j["state"] == "done":
+            return j["result"]
+        sys.exit(f"job {jid}: {j.get('error') or j['state']}")
     while True:
         j = call(s, f, "job", {"id": jid})
         if j["state"] == "done":
@@ -34,6 +39,20 @@ def job(s, f, jid):
         if j["state"] != "running":
             sys.exit(f"job {jid}: {j.get('error')}")
         time.sleep(0.0002)
+
+
+# RB_POLL=1: follow each job by polling `job` (as before wait_ms); by
+# default the rollback's own request waits for its end (one round trip).
+WAIT = os.environ.get("RB_POLL") != "1"
+
+
+def rollback(s, f, args):
+    if WAIT:
+        j = call(s, f, "rollback", dict(args, wait_ms=60000))
+        if j["state"] == "done":
+            return j["result"]
+        sys.exit(f"rollback: {j.get('error') or j['state']}")
+    return job(s, f, call(s, f, "rollback", args)["job"])
 
 
 def pct(v, q):
@@ -65,13 +84,13 @@ def main():
         a = time.monotonic()
         os.write(p.stdin.fileno(), bytes([i % 256]))
         if until:
-            r = job(s, f, call(s, f, "rollback", {"until": "read:0"})["job"])
+            r = rollback(s, f, {"until": "read:0"})
             if r["until"]["event"] != "reached":
                 sys.exit(f"iteration {i}: {r['until']}")
         if os.read(p.stdout.fileno(), 1) != b"d":
             sys.exit("no answer")
         if not until:
-            r = job(s, f, call(s, f, "rollback")["job"])
+            r = rollback(s, f, {})
         wall.append(time.monotonic() - a)
         pause.append(r["pause_ns"] / 1e3)
         elapsed.append(r["elapsed_ns"] / 1e3)

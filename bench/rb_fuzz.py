@@ -110,13 +110,12 @@ class Ctl:
         return r["result"]
 
     def job(self, jid):
-        while True:
-            j = self.call("job", {"id": jid})
-            if j["state"] == "done":
-                return j["result"]
-            if j["state"] != "running":
-                sys.exit(f"job {jid}: {j.get('error')}")
-            time.sleep(0.0001)
+        return self.done(self.call("job", {"id": jid, "wait_ms": 60000}))
+
+    def done(self, j):
+        if j["state"] != "done":
+            sys.exit(f"job {j['id']}: {j.get('error') or j['state']}")
+        return j["result"]
 
 
 def in_read0(pid):
@@ -148,7 +147,7 @@ def loop_memvisor(mv, corpus):
     for s in corpus:
         a = time.monotonic()
         os.write(p.stdin.fileno(), (s + "\n").encode())
-        r = c.job(c.call("rollback", {"until": "read:0"})["job"])
+        r = c.done(c.call("rollback", {"until": "read:0", "wait_ms": 60000}))
         wall.append(time.monotonic() - a)
         ev = r["until"]
         if ev["event"] != "exited":

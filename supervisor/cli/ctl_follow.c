@@ -155,7 +155,16 @@ int ctl_follow_job(struct ctl_conn *c, const struct ctl_follow *f)
 	interrupt_catch();
 	for (;;) {
 		json_t *j = NULL;
-		int rc = ctl_conn_call(c, "job", json_pack("{s:I}", "id", (json_int_t)f->id), &j);
+		/* memvisor answers at the job's end, or after wait_ms: the
+		 * bar moves ten times a second, a log line once a second. The
+		 * first question is answered at once: the job's kind tells
+		 * what Ctrl-C says. */
+		unsigned wait_ms = !known ? 0 : tty ? 100 : 1000;
+		uint64_t asked = mv_now_ns();
+		int rc = ctl_conn_call(c, "job",
+				       json_pack("{s:I, s:I}", "id", (json_int_t)f->id, "wait_ms",
+						 (json_int_t)wait_ms),
+				       &j);
 		if (rc == CTL_EXIT_CONNECT && c->gone)
 			return job_lost(f->id, f->image_dir, tty);
 		if (rc)
@@ -172,16 +181,23 @@ int ctl_follow_job(struct ctl_conn *c, const struct ctl_follow *f)
 			return rc;
 		}
 		uint64_t now = mv_now_ns();
-		if (tty || strcmp(phase, member(j, "phase")) != 0 || now - last >= 1000000000ull) {
+		/* Not on a terminal, a job is shown once it has run a while
+		 * (a rollback ends first and prints only its result). */
+		bool first = !wait_ms;
+		if (tty || (!first && (strcmp(phase, member(j, "phase")) != 0 ||
+				       now - last >= 1000000000ull))) {
 			ctl_show_progress(j, tty);
 			snprintf(phase, sizeof(phase), "%s", member(j, "phase"));
 			last = now;
 		}
 		json_decref(j);
-		/* Short jobs (a rollback: a millisecond) are answered soon,
-		 * long ones asked ten times a second. */
-		struct timespec ts = {0, (long)interval_ms * 1000000};
-		nanosleep(&ts, NULL);
-		interval_ms = interval_ms * 2 > 100 ? 100 : interval_ms * 2;
+		/* An answer sooner than asked, the job running: a memvisor
+		 * that does not wait (older than wait_ms). Poll it: soon for
+		 * short jobs, ten times a second for long ones. */
+		if (!first && mv_now_ns() - asked < (uint64_t)wait_ms * 500000) {
+			struct timespec ts = {0, (long)interval_ms * 1000000};
+			nanosleep(&ts, NULL);
+			interval_ms = interval_ms * 2 > 100 ? 100 : interval_ms * 2;
+		}
 	}
 }

@@ -38,6 +38,17 @@ int ctl_arg_int_opt(json_t *args, const char *key, long long *out, struct mv_err
 	return 0;
 }
 
+int ctl_arg_wait(json_t *args, unsigned *ms, struct mv_err *err)
+{
+	long long v = 0;
+	if (ctl_arg_int_opt(args, "wait_ms", &v, err) < 0)
+		return -1;
+	if (v < 0 || v > 86400000)
+		return ctl_fail(err, MV_E_BAD_REQUEST, "args.wait_ms: 0 to 86400000 (a day)");
+	*ms = (unsigned)v;
+	return 0;
+}
+
 int ctl_arg_int(json_t *args, const char *key, long long *out, struct mv_err *err)
 {
 	if (!json_object_get(args, key))
@@ -77,7 +88,7 @@ int ctl_arg_bool_opt(json_t *args, const char *key, bool *out, struct mv_err *er
 
 int ctl_arg_pid(struct mv *mv, json_t *args, const char *key, pid_t *out, struct mv_err *err)
 {
-	long long v;
+	long long v = 0;
 	if (ctl_arg_int(args, key, &v, err) < 0)
 		return -1;
 	if (v <= 0 || v > INT32_MAX)
@@ -484,9 +495,16 @@ static struct job *arg_job_locked(struct mv *mv, json_t *args, struct mv_err *er
 static int ctl_cmd_job(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,
 		       struct mv_err *err)
 {
+	unsigned wait_ms = 0;
+	if (ctl_arg_wait(args, &wait_ms, err) < 0)
+		return -1;
 	pthread_mutex_lock(&mv->lock);
 	struct job *j = arg_job_locked(mv, args, err);
 	*result = j ? job_json_locked(j) : NULL;
+	if (j && wait_ms && j->state == JOB_RUNNING) {
+		call->wait_job = j->id;
+		call->wait_ms = wait_ms;
+	}
 	pthread_mutex_unlock(&mv->lock);
 	return *result ? 0 : -1;
 }
@@ -564,7 +582,9 @@ static const struct ctl_cmd table[] = {
     {"policy", ctl_cmd_policy, "the active policy and how it is enforced"},
     {"policy_set", ctl_cmd_policy_set,
      "validate a policy file and make it active: {\"path\":FILE}"},
-    {"job", ctl_cmd_job, "a job's progress or result: {\"id\":N}"},
+    {"job", ctl_cmd_job,
+     "a job's progress or result: {\"id\":N, [\"wait_ms\":MS]} (answered at its end, or "
+     "after MS)"},
     {"job_cancel", ctl_cmd_job_cancel,
      "stop a running checkpoint (program resumed, nothing written) or a rollback's "
      "--until run (program held): {\"id\":N}"},
@@ -578,9 +598,10 @@ static const struct ctl_cmd table[] = {
      "load an evicted image back in the background: {\"dir\":PATH, [\"rate\":MB/s]}"},
     {"mark", ctl_cmd_mark,
      "record a process (memory, layout, registers) to roll back to: [{\"name\":NAME, "
-     "\"pid\":N}]"},
+     "\"pid\":N, \"hold\":true, \"wait_ms\":MS}]"},
     {"rollback", ctl_cmd_rollback,
-     "put the marked process back to its mark, in place: [{\"name\":NAME}]"},
+     "put the marked process back to its mark, in place: [{\"name\":NAME, \"until\":POINT, "
+     "\"timeout_ms\":MS, \"close_fds\":true, \"wait_ms\":MS}]"},
     {"unmark", ctl_cmd_unmark, "drop the mark and its tracking: [{\"name\":NAME}]"},
     {"metrics", ctl_cmd_metrics, "counters and gauges in the Prometheus text format"},
     {"help", ctl_cmd_help, "the commands and the protocol version: [{\"command\":NAME}]"},

@@ -20,7 +20,15 @@ struct ctl_call {
 	char *raw_result;
 	/* Make the client an event subscriber (the events command). */
 	bool subscribe;
+	/* Answer when job wait_job has ended, or after wait_ms: the reply
+	 * is then the job (as the job command gives it), not *result. */
+	int wait_job;
+	unsigned wait_ms;
 };
+
+/* args.wait_ms (optional, 0 to 86400000, 0 when absent): how long the
+ * request may wait for its job's end (docs/protocol.md, "job"). */
+int ctl_arg_wait(json_t *args, unsigned *ms, struct mv_err *err);
 
 typedef int (*ctl_handler)(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,
 			   struct mv_err *err);

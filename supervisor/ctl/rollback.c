@@ -62,6 +62,15 @@ static int parse_name(json_t *args, char *out, struct mv_err *err)
 	return 0;
 }
 
+/* With args.wait_ms the reply waits for the job just started. */
+static void wait_for(struct ctl_call *call, int rc, json_t *result, unsigned wait_ms)
+{
+	if (rc == 0 && wait_ms) {
+		call->wait_job = (int)json_integer_value(json_object_get(result, "job"));
+		call->wait_ms = wait_ms;
+	}
+}
+
 int ctl_cmd_mark(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,
 		 struct mv_err *err)
 {
@@ -71,7 +80,9 @@ int ctl_cmd_mark(struct mv *mv, struct ctl_call *call, json_t *args, json_t **re
 		goto fail;
 	if (!q->name[0])
 		snprintf(q->name, sizeof(q->name), "mark");
-	if (ctl_arg_bool_opt(args, "hold", &q->hold, err) < 0)
+	unsigned wait_ms = 0;
+	if (ctl_arg_bool_opt(args, "hold", &q->hold, err) < 0 ||
+	    ctl_arg_wait(args, &wait_ms, err) < 0)
 		goto fail;
 	if (json_object_get(args, "pid")) {
 		if (ctl_arg_pid(mv, args, "pid", &q->pid, err) < 0)
@@ -99,6 +110,7 @@ int ctl_cmd_mark(struct mv *mv, struct ctl_call *call, json_t *args, json_t **re
 	}
 	int rc = rollback_start_mark(mv, q, result, err);
 	q = NULL; /* the job's, or freed */
+	wait_for(call, rc, *result, wait_ms);
 	return rc;
 fail:
 	rollback_mark_req_free(q);
@@ -148,10 +160,12 @@ int ctl_cmd_rollback(struct mv *mv, struct ctl_call *call, json_t *args, json_t 
 	    .until_nr = -1, .until_fd = -1, .timeout_ms = ROLLBACK_UNTIL_TIMEOUT_MS};
 	const char *until = NULL;
 	long long timeout = -1;
+	unsigned wait_ms = 0;
 	if (parse_name(args, q.name, err) < 0 ||
 	    ctl_arg_string_opt(args, "until", &until, err) < 0 ||
 	    ctl_arg_int_opt(args, "timeout_ms", &timeout, err) < 0 ||
-	    ctl_arg_bool_opt(args, "close_fds", &q.close_fds, err) < 0)
+	    ctl_arg_bool_opt(args, "close_fds", &q.close_fds, err) < 0 ||
+	    ctl_arg_wait(args, &wait_ms, err) < 0)
 		return -1;
 	if (until && parse_until(until, &q, err) < 0)
 		return -1;
@@ -166,7 +180,9 @@ int ctl_cmd_rollback(struct mv *mv, struct ctl_call *call, json_t *args, json_t 
 	}
 	if (busy(mv, err) < 0)
 		return -1;
-	return rollback_start(mv, &q, result, err);
+	int rc = rollback_start(mv, &q, result, err);
+	wait_for(call, rc, *result, wait_ms);
+	return rc;
 }
 
 int ctl_cmd_unmark(struct mv *mv, struct ctl_call *call, json_t *args, json_t **result,

@@ -11,6 +11,7 @@
 #include "supervisor/ctl/ctl.h"
 #include "supervisor/ctl/peer.h"
 #include "supervisor/supervise/events.h"
+#include "supervisor/supervise/jobs.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -46,6 +47,12 @@ struct ctl_client {
 	uid_t uid;
 	uint64_t last_ns; /* connected, or last request read */
 	bool following;	  /* its last `job` answer said running: it polls for the end */
+	/* A request waiting for its job's end (args.wait_ms): its reply,
+	 * and the requests after it, wait (ctl_server_jobs_ended). */
+	bool waiting;
+	int wait_job;
+	json_t *wait_id;
+	ev_timer wait_timer;
 	struct ctl_client *next, *prev;
 };
 
@@ -300,7 +307,25 @@ static char *request_reply(struct ctl_client *c, const char *line, size_t len)
 		if (hrc == 0 && call.raw_result) {
 			json_decref(result);
 			reply = raw_reply_line(id, mv_steal_ptr(call.raw_result));
+		} else if (hrc == 0 && call.wait_job && !c->detached) {
+			json_decref(result);
+			reply = NULL;
+			c->waiting = true;
+			c->wait_job = call.wait_job;
+			c->wait_id = json_incref(id);
+			ev_timer_set(&c->wait_timer, call.wait_ms / 1000.0, 0.0);
+			ev_timer_start(c->mv->loop, &c->wait_timer);
+			/* It may have ended already: answered on the next wake. */
+			ev_async_send(c->mv->loop, &c->mv->wake);
 		} else if (hrc == 0) {
+			if (call.wait_job) {
+				/* No socket to wait on: the job as it is now. */
+				json_decref(result);
+				pthread_mutex_lock(&c->mv->lock);
+				struct job *j = jobs_find_locked(c->mv, call.wait_job);
+				result = j ? job_json_locked(j) : NULL;
+				pthread_mutex_unlock(&c->mv->lock);
+			}
 			/* A client polling a job is owed its end (drain_clients). */
 			if (strcmp(cc->name, "job") == 0) {
 				json_t *st = json_object_get(result, "state");
@@ -341,6 +366,12 @@ static int process_input(struct ctl_client *c)
 		char *nl = memchr(c->in + start, '\n', c->in_len - start);
 		if (!nl)
 			break;
+		if (c->waiting) {
+			/* Its requests are answered in order: the rest waits
+			 * for the job (wait_answer reads them again). */
+			ev_io_stop(c->mv->loop, &c->rio);
+			break;
+		}
 		if (out_pending(c) > CTL_OUT_PAUSE && !c->discarding) {
 			/* The client reads too little: the rest waits. */
 			c->paused = true;
@@ -387,10 +418,10 @@ static void on_client_read(struct ev_loop *loop, ev_io *w, int revents)
 			client_close(c);
 		return;
 	}
-	if (c->paused)
+	if (c->paused || c->waiting)
 		return;
 	/* Requests left waiting by a pause come first. */
-	if (c->in_len && (process_input(c) < 0 || c->dead || c->closing || c->paused))
+	if (c->in_len && (process_input(c) < 0 || c->dead || c->closing || c->paused || c->waiting))
 		return;
 	for (;;) {
 		if (c->in_cap - c->in_len < 65536) {
@@ -410,7 +441,7 @@ static void on_client_read(struct ev_loop *loop, ev_io *w, int revents)
 			return;
 		}
 		c->in_len += (size_t)n;
-		if (process_input(c) < 0 || c->dead || c->closing || c->paused)
+		if (process_input(c) < 0 || c->dead || c->closing || c->paused || c->waiting)
 			return;
 	}
 }
@@ -432,6 +463,10 @@ static void client_close(struct ctl_client *c)
 	ev_io_stop(mv->loop, &c->rio);
 	ev_io_stop(mv->loop, &c->wio);
 	ev_timer_stop(mv->loop, &c->linger);
+	ev_timer_stop(mv->loop, &c->wait_timer);
+	json_decref(c->wait_id);
+	c->wait_id = NULL;
+	c->waiting = false;
 	s->out_total -= out_pending(c);
 	c->out_off = c->out_len = 0;
 	close(c->fd);
@@ -450,6 +485,65 @@ static void client_close(struct ctl_client *c)
 static void on_linger_timeout(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	client_close(w->data);
+}
+
+/* The waiting request's reply: the job as it is now (ended, or still
+ * running when wait_ms passed). Then its next requests are read. */
+static void wait_answer(struct ctl_client *c)
+{
+	struct mv *mv = c->mv;
+	ev_timer_stop(mv->loop, &c->wait_timer);
+	c->waiting = false;
+	json_t *id = c->wait_id;
+	c->wait_id = NULL;
+	pthread_mutex_lock(&mv->lock);
+	struct job *j = jobs_find_locked(mv, c->wait_job);
+	json_t *o = j ? job_json_locked(j) : NULL;
+	pthread_mutex_unlock(&mv->lock);
+	char *line;
+	if (o) {
+		json_t *st = json_object_get(o, "state");
+		c->following = json_is_string(st) && strcmp(json_string_value(st), "running") == 0;
+		line = json_line(json_pack("{s:O?, s:b, s:o}", "id", id, "ok", 1, "result", o));
+	} else {
+		char msg[160];
+		snprintf(msg, sizeof(msg),
+			 "job %d is no longer kept (memvisor keeps the last 64 finished jobs)",
+			 c->wait_job);
+		line = error_line(id, MV_E_BAD_REQUEST, msg);
+	}
+	json_decref(id);
+	if (line && send_line(c, line) < 0)
+		return;
+	if (!c->dead && !c->paused && !c->lingering) {
+		ev_io_start(mv->loop, &c->rio);
+		ev_feed_event(mv->loop, &c->rio, EV_READ);
+	}
+}
+
+static void on_wait_timeout(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct ctl_client *c = w->data;
+	if (c->waiting && !c->dead)
+		wait_answer(c);
+}
+
+void ctl_server_jobs_ended(struct mv *mv)
+{
+	struct ctl_server *s = mv->ctl;
+	if (!s)
+		return;
+	for (struct ctl_client *c = s->clients, *next; c; c = next) {
+		next = c->next;
+		if (!c->waiting || c->dead)
+			continue;
+		pthread_mutex_lock(&mv->lock);
+		struct job *j = jobs_find_locked(mv, c->wait_job);
+		bool ended = !j || j->state != JOB_RUNNING;
+		pthread_mutex_unlock(&mv->lock);
+		if (ended)
+			wait_answer(c); /* may close c: next was taken first */
+	}
 }
 
 static void free_dead(struct mv *mv)
@@ -485,7 +579,8 @@ static struct ctl_client *client_new(struct mv *mv, int fd)
 	ev_io_init(&c->rio, on_client_read, fd, EV_READ);
 	ev_io_init(&c->wio, on_client_write, fd, EV_WRITE);
 	ev_timer_init(&c->linger, on_linger_timeout, 1.0, 0.0);
-	c->rio.data = c->wio.data = c->linger.data = c;
+	ev_timer_init(&c->wait_timer, on_wait_timeout, 1.0, 0.0);
+	c->rio.data = c->wio.data = c->linger.data = c->wait_timer.data = c;
 	c->next = s->clients;
 	if (s->clients)
 		s->clients->prev = c;
@@ -763,7 +858,8 @@ static bool client_busy(const struct ctl_client *c, uint64_t now)
 {
 	if (c->dead || c->lingering)
 		return false;
-	return c->following || out_pending(c) || c->in_len || now - c->last_ns < DRAIN_QUIET_NS;
+	return c->following || c->waiting || out_pending(c) || c->in_len ||
+	       now - c->last_ns < DRAIN_QUIET_NS;
 }
 
 static void drain_clients(struct mv *mv)
@@ -773,6 +869,10 @@ static void drain_clients(struct mv *mv)
 	struct pollfd *pfd = NULL;
 	struct ctl_client **who = NULL;
 	for (;;) {
+		/* Every job has ended by now (jobs_wait_all): the requests
+		 * that wait for one are answered. */
+		ctl_server_jobs_ended(mv);
+		free_dead(mv);
 		uint64_t now = mv_now_ns();
 		bool busy = false;
 		size_t n = 0;

@@ -53,6 +53,7 @@ static void on_wake(struct ev_loop *loop, ev_async *w, int revents)
 {
 	struct mv *mv = w->data;
 	events_flush(mv);
+	ctl_server_jobs_ended(mv); /* before a reap can forget the job */
 	jobs_reap(mv);
 }
 

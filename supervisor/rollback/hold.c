@@ -6,6 +6,7 @@
 #include "common/util.h"
 #include "supervisor/kernel/ptrace.h"
 #include "supervisor/rollback/hold.h"
+#include "supervisor/supervise/jobs.h"
 #include "supervisor/supervise/mv.h"
 
 #include <errno.h>
@@ -33,6 +34,7 @@ struct rb_hold {
 	void *arg;
 	int rc;
 	bool posted, done, quit, release;
+	bool async; /* the posted work is a job's run, ended with job_ran */
 	/* The thread's own: */
 	bool held;
 	bool leftover; /* tracees not reaped or detached after a let-go */
@@ -106,10 +108,17 @@ static void *hold_main(void *arg)
 	for (;;) {
 		if (h->posted) {
 			h->posted = false;
+			bool async = h->async;
+			struct job *j = h->job;
 			pthread_mutex_unlock(&h->mu);
-			int rc = h->work(h->job, h->arg);
+			int rc = async ? j->run(j) : h->work(j, h->arg);
 			if (!h->held)
 				h->leftover = tidy();
+			if (async) {
+				job_ran(j, rc);
+				pthread_mutex_lock(&h->mu);
+				continue;
+			}
 			pthread_mutex_lock(&h->mu);
 			h->rc = rc;
 			h->done = true;
@@ -205,9 +214,25 @@ void rb_hold_stop(struct rb_hold *h)
 	free(h);
 }
 
+int rb_hold_post_job(struct job *j, void *hold)
+{
+	struct rb_hold *h = hold;
+	pthread_mutex_lock(&h->mu);
+	int rc = h->posted || h->quit ? -EBUSY : 0;
+	if (!rc) {
+		h->job = j;
+		h->async = true;
+		h->posted = true;
+		pthread_cond_broadcast(&h->cv);
+	}
+	pthread_mutex_unlock(&h->mu);
+	return rc;
+}
+
 int rb_hold_call(struct rb_hold *h, struct job *j, rb_work_fn *fn, void *arg)
 {
 	pthread_mutex_lock(&h->mu);
+	h->async = false;
 	h->work = fn;
 	h->job = j;
 	h->arg = arg;

@@ -34,6 +34,10 @@ struct rb_hold *rb_hold_start(struct mv *mv, pid_t pid, const char *name, bool *
 void rb_hold_stop(struct rb_hold *h);
 /* Run fn on the tracer thread and wait for it. */
 int rb_hold_call(struct rb_hold *h, struct job *j, rb_work_fn *fn, void *arg);
+/* jobs_start_posted's post (hold: the rb_hold): the tracer thread runs
+ * the job's run(j) and ends it (job_ran), with no thread of the job's
+ * own. -EBUSY while other work is posted. */
+int rb_hold_post_job(struct job *j, void *hold);
 /* Ask the tracer thread to let the program run (a signal to pass on, a
  * shutdown); it does at once, or when its work ends. */
 void rb_hold_release_async(struct rb_hold *h);

@@ -99,7 +99,12 @@ int rollback_start(struct mv *mv, const struct rollback_req *q, json_t **result,
 	/* rj is freed when the job is joined, which may be after the mark is
 	 * gone: nothing but free. A rollback's state (running, then done or
 	 * failed, under mv->lock) is what says that it holds the mark. */
-	int rc = jobs_start(mv, JOB_ROLLBACK, rb_rollback_run, rj, free, &j);
+	rj->t_request = mv_now_ns();
+	/* Run on the mark's tracer thread, which does the ptrace work: a
+	 * thread of its own would cost a start and two hand-overs a
+	 * rollback. */
+	int rc = jobs_start_posted(mv, JOB_ROLLBACK, rb_rollback_run, rj, free, rb_hold_post_job,
+				   m->hold, &j);
 	if (rc < 0) {
 		if (rc == -ESHUTDOWN) /* else the job's, freed with it */
 			free(rj);

@@ -683,7 +683,5 @@ static int rollback_work(struct job *j, void *arg)
 
 int rb_rollback_run(struct job *j)
 {
-	struct rb_rollback_job *rj = j->ctx;
-	rj->t_request = mv_now_ns();
-	return rb_hold_call(rj->m->hold, j, rollback_work, rj);
+	return rollback_work(j, j->ctx);
 }

@@ -45,6 +45,7 @@ struct job {
 	void *ctx;
 	void (*ctx_free)(void *ctx);
 	pthread_t thread;
+	bool posted; /* no thread of its own (jobs_start_posted) */
 	bool joined;
 	struct job *next;
 };
@@ -55,6 +56,14 @@ struct job {
 int jobs_start(struct mv *mv, enum job_kind kind, int (*run)(struct job *), void *ctx,
 	       void (*ctx_free)(void *), struct job **out);
 
+/* The same with no thread of its own: post(j, post_arg) hands the job
+ * to a thread that exists (a rollback: its mark's tracer thread), which
+ * calls run(j) and then job_ran(j, rc). post's -errno fails the job. */
+int jobs_start_posted(struct mv *mv, enum job_kind kind, int (*run)(struct job *), void *ctx,
+		      void (*ctx_free)(void *), int (*post)(struct job *, void *), void *post_arg,
+		      struct job **out);
+/* The poster's thread: run(j) returned rc. j is not the caller's after. */
+void job_ran(struct job *j, int rc);
 /* Worker: report progress (takes mv->lock). */
 void job_progress(struct job *j, const char *phase, uint64_t done, uint64_t total);
 

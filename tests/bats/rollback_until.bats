@@ -291,6 +291,53 @@ held_then_signalled() { # SIGNAL TARGET STATUS
 	[ "$(ctl --json status | json_get - 'd["command_state"]')" = running ]
 }
 
+# args.wait_ms: the request is answered with the job once it has ended
+# (or wait_ms has passed), and the requests sent after it wait their turn.
+@test "rollback and job with wait_ms: answered at the job's end, the next requests in order" {
+	start_fed "$WL/rb_target" 16
+	mark_held
+	raw() { python3 "$HELPERS/ctlraw.py" "$SOCK" "$@"; }
+	# Job 2, a run to its 400 ms limit, and a job request sent with it.
+	run raw pipe '{"id":1,"cmd":"rollback","args":{"until":"none","timeout_ms":400,"wait_ms":60000}}' \
+		'{"id":2,"cmd":"job","args":{"id":2}}'
+	echo "$output"
+	assert_success
+	first=${lines[0]#* } second=${lines[1]#* }
+	[ "${lines[0]%% *}" -ge 400 ]
+	[ "$(echo "$first" | json_get - '[d["id"], d["result"]["id"], d["result"]["state"], d["result"]["result"]["until"]["event"]]')" = '[1, 2, "done", "timeout"]' ]
+	[ "$(echo "$second" | json_get - '[d["id"], d["result"]["state"]]')" = '[2, "done"]' ]
+	held
+	# wait_ms shorter than the job: answered running when it has passed.
+	run raw pipe '{"id":3,"cmd":"rollback","args":{"until":"none","timeout_ms":1500}}' \
+		'{"id":4,"cmd":"job","args":{"id":3,"wait_ms":300}}' \
+		'{"id":5,"cmd":"job","args":{"id":3,"wait_ms":60000}}'
+	echo "$output"
+	assert_success
+	[ "$(echo "${lines[1]#* }" | json_get - '[d["id"], d["result"]["state"]]')" = '[4, "running"]' ]
+	[ "${lines[1]%% *}" -ge 300 ]
+	[ "$(echo "${lines[2]#* }" | json_get - '[d["id"], d["result"]["state"], d["result"]["result"]["until"]["event"]]')" = '[5, "done", "timeout"]' ]
+	[ "${lines[2]%% *}" -ge 1500 ]
+	# A client that leaves while it waits: the job ends all the same,
+	# and memvisor answers the next one.
+	raw leave '{"id":6,"cmd":"rollback","args":{"until":"none","timeout_ms":300,"wait_ms":60000}}'
+	job_ended() { ctl --json job 4 | json_get - 'd["state"]' | grep -qx done; }
+	wait_for 20 job_ended
+	held
+	# Bad values start nothing.
+	for bad in -1 86400001 '"1"' 1.5; do
+		run raw send "{\"id\":7,\"cmd\":\"rollback\",\"args\":{\"wait_ms\":$bad}}"
+		echo "$output"
+		assert_output --partial '"code":"bad_request"'
+		assert_output --partial 'wait_ms'
+	done
+	run raw send '{"id":8,"cmd":"job","args":{"id":4,"wait_ms":-5}}'
+	assert_output --partial 'wait_ms'
+	[ "$(ctl --json jobs | json_get - 'len(d["jobs"])')" = 4 ]
+	# A job already ended: answered at once.
+	run raw pipe '{"id":9,"cmd":"job","args":{"id":2,"wait_ms":60000}}'
+	[ "$(echo "${lines[0]#* }" | json_get - 'd["result"]["state"]')" = done ]
+}
+
 rss_kb() { awk '/^VmRSS/{print $2}' "/proc/$1/status"; }
 
 # RSS of memvisor and of the program after a run of "x" (the same state).

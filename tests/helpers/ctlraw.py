@@ -4,6 +4,9 @@ the byte level for the protocol tests, or in one connection where a ctl
 process a request would be too slow. Usage: ctlraw.py SOCKET ACTION [ARG...]
 
   send LINE...       send each line, print each reply line
+  pipe LINE...       send every line at once, then print each reply line
+                     after the milliseconds it took since they were sent
+  leave LINE         send LINE and disconnect without reading its reply
   huge N LINE        send an N-byte line without newline... then "\\n", then LINE
   partial TEXT       send TEXT without newline and disconnect
   many N LINE        open N connections at once, send LINE on each, print
@@ -111,6 +114,19 @@ def main():
         for line in args:
             s.sendall(line.encode() + b"\n")
             print(readline(f))
+    elif action == "pipe":
+        s = connect(path)
+        f = s.makefile("rb")
+        t0 = time.monotonic()
+        s.sendall("".join(line + "\n" for line in args).encode())
+        for _ in args:
+            line = readline(f)
+            print(f"{(time.monotonic() - t0) * 1000:.0f} {line}")
+    elif action == "leave":
+        s = connect(path)
+        s.sendall(args[0].encode() + b"\n")
+        time.sleep(0.05)
+        s.close()
     elif action == "huge":
         s = connect(path)
         f = s.makefile("rb")
