@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -371,4 +372,27 @@ int mv_reopen_direct(int fd)
 	char p[64];
 	snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
 	return open(p, O_RDONLY | O_CLOEXEC | O_DIRECT);
+}
+
+size_t mv_huge_len(size_t len)
+{
+	const size_t huge = 2u << 20;
+	return (len + huge - 1) & ~(huge - 1);
+}
+
+void *mv_map_huge(size_t len)
+{
+	const size_t huge = 2u << 20;
+	len = mv_huge_len(len ? len : 1);
+	char *m =
+	    mmap(NULL, len + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED)
+		return m;
+	char *a = (char *)(((uintptr_t)m + huge - 1) & ~(uintptr_t)(huge - 1));
+	if (a > m)
+		munmap(m, (size_t)(a - m));
+	if ((size_t)(a - m) < huge)
+		munmap(a + len, huge - (size_t)(a - m));
+	madvise(a, len, MADV_HUGEPAGE);
+	return a;
 }

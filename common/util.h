@@ -129,6 +129,15 @@ char *mv_human_size(uint64_t bytes, char *buf, size_t len);
  * times strlen(s) + 3 always does). Returns buf. */
 char *mv_shell_word(const char *s, char *buf, size_t len);
 
+/* Private anonymous memory of len bytes (rounded up to 2 MiB) at a 2 MiB
+ * boundary, in transparent huge pages where the system gives them
+ * (MADV_HUGEPAGE): on a VM with shadow page tables its first touch costs
+ * one fault and one zeroing a 2 MiB, some 30x less than in 4 KiB pages.
+ * MAP_FAILED with errno on failure; munmap it with the rounded length
+ * (mv_huge_len). */
+size_t mv_huge_len(size_t len);
+void *mv_map_huge(size_t len);
+
 /* Create a new private file beside path to be renamed over it:
  * PATH.tmp.XXXXXX, made with O_CREAT|O_EXCL|O_NOFOLLOW (mode 0600), so
  * nothing planted at a guessable name (a symlink, a file of another user)

@@ -127,22 +127,6 @@ void pagesw_pool_free(struct pagesw_pool *pool)
 	free(pool);
 }
 
-/* len bytes at a 2 MiB boundary (len is a multiple of 2 MiB). */
-static void *map_aligned(size_t len)
-{
-	const size_t huge = 2u << 20;
-	char *m =
-	    mmap(NULL, len + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (m == MAP_FAILED)
-		return m;
-	char *a = (char *)(((uintptr_t)m + huge - 1) & ~(uintptr_t)(huge - 1));
-	if (a > m)
-		munmap(m, (size_t)(a - m));
-	if ((size_t)(a - m) < huge)
-		munmap(a + len, huge - (size_t)(a - m));
-	return a;
-}
-
 static int pool_make(struct pagesw_pool *pool, size_t buffer)
 {
 	size_t n = MV_MAX(buffer / STAGE_BUF, (size_t)N_WRITERS + 1);
@@ -150,17 +134,15 @@ static int pool_make(struct pagesw_pool *pool, size_t buffer)
 		return 0;
 	pool_unmake(pool);
 	size_t len = n * STAGE_BUF;
-	void *mem = fault_hit("ckpt_alloc") ? (errno = ENOMEM, MAP_FAILED) : map_aligned(len);
+	void *mem = fault_hit("ckpt_alloc") ? (errno = ENOMEM, MAP_FAILED) : mv_map_huge(len);
 	if (mem == MAP_FAILED)
 		return -errno;
 	/* Not copied into a child should the supervisor ever fork. */
 	madvise(mem, len, MADV_DONTFORK);
-	/* Huge pages where the system has them to give (THP "madvise", as
-	 * Debian ships): warming 64 MiB then takes 8 ms instead of 290 (one
-	 * fault and one zeroing per 2 MiB), and reading the buffers back
-	 * to checksum them takes 2.5 ms instead of 92 on the VMs measured
-	 * (bench/README.md). */
-	madvise(mem, len, MADV_HUGEPAGE);
+	/* In huge pages (mv_map_huge; THP "madvise", as Debian ships):
+	 * warming 64 MiB then takes 8 ms instead of 290 (one fault and one
+	 * zeroing per 2 MiB), and reading the buffers back to checksum them
+	 * takes 2.5 ms instead of 92 on the VMs measured (bench/README.md). */
 	pool->mem = mem;
 	pool->len = len;
 	pool->n = n;

@@ -77,7 +77,8 @@ struct rb_mark {
 	struct rb_run *run; /* sorted by start */
 	size_t n_run;
 	uint8_t *base;
-	size_t base_len;
+	size_t base_len;   /* the mapping, 2 MiB rounded */
+	size_t base_bytes; /* what the runs hold */
 	json_t *untracked; /* [{start, end, name, why}] */
 	struct rb_fd *fds; /* sorted by readdir's order, not by number */
 	size_t n_fds, n_rewindable;
