@@ -528,13 +528,21 @@ static void render_mark_result(json_t *res)
 {
 	char a[32], b[32], p[32];
 	fmt_ns((uint64_t)jint(res, "pause_ns"), p, sizeof(p));
-	printf("marked process %lld as %s: %lld %s, %lld regions (%lld tracked, %s); %s copied; "
-	       "paused %s\n",
+	json_t *snap = json_object_get(res, "snapshot");
+	char sb[32];
+	printf("marked process %lld as %s: %lld %s, %lld regions (%lld tracked, %s); %s kept",
 	       jint(res, "pid"), jstr(res, "name"), jint(res, "threads"),
 	       mv_plural(jint(res, "threads"), "thread", "threads"), jint(res, "regions"),
 	       jint(res, "tracked_regions"),
 	       hsize(json_object_get(res, "tracked_bytes"), a, sizeof(a)),
-	       hsize(json_object_get(res, "baseline_bytes"), b, sizeof(b)), p);
+	       hsize(json_object_get(res, "baseline_bytes"), b, sizeof(b)));
+	if (json_object_get(snap, "pid"))
+		printf(" (%s in snapshot process %lld, %s copied)",
+		       hsize(json_object_get(snap, "bytes"), a, sizeof(a)), jint(snap, "pid"),
+		       hsize(json_object_get(res, "copied_bytes"), sb, sizeof(sb)));
+	else
+		printf(" (copied)");
+	printf("; paused %s\n", p);
 	if (json_is_true(json_object_get(res, "held")))
 		printf(
 		    "  held stopped at the mark: `memvisor ctl rollback --until CALL` runs it\n");

@@ -525,6 +525,7 @@ static void on_reaper(struct ev_loop *loop, ev_io *w, int revents)
 		break;
 	case REAPER_EXITED:
 		note_exit_status(mv, m.pid, m.status);
+		rollback_process_exited(mv, m.pid);
 		if (m.pid == mv->cmd_pid)
 			command_exited(mv, m.status);
 		break;

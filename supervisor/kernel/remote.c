@@ -180,6 +180,16 @@ int remote_syscall_stopped(struct remote *r, long nr, const long args[6], long *
 	return rc;
 }
 
+int remote_park_stopped(struct remote *r, long nr)
+{
+	struct user_regs_struct regs;
+	if (ptrace(PTRACE_GETREGS, r->t->tid, 0, &regs) < 0)
+		return -errno;
+	const long none[6] = {0};
+	set_call(&regs, r->sc_addr, nr, none);
+	return ptrace(PTRACE_SETREGS, r->t->tid, 0, &regs) < 0 ? -errno : 0;
+}
+
 bool remote_userfaultfd_allowed(pid_t pid, char *why, size_t len)
 {
 	long sysctl = 0;

@@ -56,6 +56,12 @@ int remote_use_thread_stopped(struct remote *r, struct ptrace_thread *t);
  * registers are what they were on every path where it still lives. */
 int remote_syscall_stopped(struct remote *r, long nr, const long args[6], long *ret);
 
+/* Leave r's thread at the `syscall` instruction with call nr (no
+ * arguments) set up, instead of where it was: the call is what it runs
+ * first once let go (a snapshot parked in pause(2)). Its registers are
+ * not put back. */
+int remote_park_stopped(struct remote *r, long nr);
+
 /* userfaultfd(O_CLOEXEC|O_NONBLOCK) run in r's process, the fd fetched
  * into ours (pidfd_getfd on pidfd, the process's) and closed there: the
  * process never holds it. 0 with *out, or -errno with err saying why

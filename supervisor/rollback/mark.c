@@ -82,6 +82,8 @@ void rb_mark_free(struct rb_mark *m)
 	free(m->run);
 	if (m->base)
 		munmap(m->base, m->base_len);
+	rb_snap_drop(&m->snap);
+	free(m->scratch);
 	/* Closing the userfaultfd unregisters its regions and lifts every
 	 * protection it set (fs/userfaultfd.c userfaultfd_release). */
 	if (m->uffd >= 0)
@@ -251,21 +253,56 @@ static int copy_baseline(struct ckpt *c, struct rb_mark *m, pid_t tid)
 		return ckpt_fail(c, rc, MV_E_NO_SUCH_PROCESS,
 				 "reading the pagemap of process %d: %s", m->pid, strerror(-rc));
 	}
+	/* The snapshot holds what it maps of these pages; the rest (a
+	 * region the clone does not get: MADV_DONTFORK, MADV_WIPEONFORK; a
+	 * file mapping whose pages the clone reads from the file again) is
+	 * copied. */
+	struct as_range *in_snap = NULL;
+	size_t n_snap = 0, cap_snap = 0;
+	if (rb_snap_make(c, &m->snap, m->snap_why, sizeof(m->snap_why)) == 0) {
+		struct pagemap spm;
+		rc = pagemap_open(m->snap.pid, true, &spm);
+		for (size_t i = 0; i < n && rc == 0; i++)
+			rc = pagemap_runs(&spm, runs[i].start, runs[i].end,
+					  PAGE_IS_PRESENT | PAGE_IS_SWAPPED, 0, &in_snap, &n_snap,
+					  &cap_snap);
+		if (rc == 0)
+			pagemap_close(&spm);
+		if (rc < 0) {
+			snprintf(m->snap_why, sizeof(m->snap_why),
+				 "reading the pagemap of the clone: %s", strerror(-rc));
+			rb_snap_drop(&m->snap);
+			n_snap = 0;
+			rc = 0;
+		}
+	}
 	uint64_t total = 0;
-	m->run = xcalloc(n ? n : 1, sizeof(*m->run));
+	size_t cap_run = n + 2 * n_snap + 1, si = 0;
+	m->run = xcalloc(cap_run, sizeof(*m->run));
 	for (size_t i = 0; i < n; i++) {
-		if (runs[i].end <= runs[i].start)
-			continue;
-		m->run[m->n_run++] = (struct rb_run){runs[i].start, runs[i].end, total};
-		total += runs[i].end - runs[i].start;
+		for (uint64_t x = runs[i].start; x < runs[i].end;) {
+			while (si < n_snap && in_snap[si].end <= x)
+				si++;
+			bool snap = si < n_snap && in_snap[si].start <= x;
+			uint64_t y = runs[i].end;
+			if (si < n_snap)
+				y = MV_MIN(y, snap ? in_snap[si].end : in_snap[si].start);
+			m->run[m->n_run++] = (struct rb_run){x, y, snap ? RB_IN_SNAP : total};
+			if (snap)
+				m->snap_bytes += y - x;
+			else
+				total += y - x;
+			x = y;
+		}
 	}
 	free(runs);
+	free(in_snap);
 	/* In huge pages: the copy into fresh 4 KiB pages ran at 200-300
 	 * MB/s on this VM (a fault and a shadow page-table update a page),
 	 * and was most of the mark (bench/mark.sh). */
 	m->base_bytes = total;
-	m->base_len = mv_huge_len(total ? total : 4096);
-	m->base = mv_map_huge(m->base_len);
+	m->base_len = total ? mv_huge_len(total) : 0;
+	m->base = total ? mv_map_huge(m->base_len) : NULL;
 	if (m->base == MAP_FAILED) {
 		m->base = NULL;
 		return ckpt_fail(c, -ENOMEM, MV_E_INTERNAL,
@@ -274,6 +311,8 @@ static int copy_baseline(struct ckpt *c, struct rb_mark *m, pid_t tid)
 	}
 	for (size_t i = 0; i < m->n_run; i++) {
 		struct rb_run *u = &m->run[i];
+		if (u->off == RB_IN_SNAP)
+			continue;
 		rc = vm_pread_mem(m->memfd, u->start, m->base + u->off, u->end - u->start);
 		if (rc < 0)
 			return ckpt_fail(c, rc, MV_E_IO, "reading %#llx-%#llx of process %d: %s",
@@ -301,12 +340,17 @@ static json_t *mark_json(const struct rb_mark *m, uint64_t pause_ns, uint64_t el
 			tracked += m->r[i].end - m->r[i].start;
 			n_tracked++;
 		}
-	return json_pack("{s:i, s:i, s:s, s:i, s:i, s:i, s:i, s:I, s:I, s:I, s:O, s:s, s:I, s:I}",
+	json_t *snap = m->snap.pid > 0 ? json_pack("{s:i, s:I}", "pid", m->snap.pid, "bytes",
+						   (json_int_t)m->snap_bytes)
+				       : json_pack("{s:s}", "why", m->snap_why);
+	return json_pack("{s:i, s:i, s:s, s:i, s:i, s:i, s:i, s:I, s:I, s:I, s:o, s:I, s:O, s:s, "
+			 "s:I, s:I}",
 			 "descriptors", (int)m->n_fds, "offsets_kept", (int)m->n_rewindable, "name",
 			 m->name, "pid", m->pid, "threads", (int)m->n_t, "regions", (int)m->n_r,
 			 "tracked_regions", (int)n_tracked, "tracked_bytes", (json_int_t)tracked,
-			 "baseline_bytes", (json_int_t)m->base_bytes, "brk", (json_int_t)m->brk,
-			 "untracked", m->untracked, "tracking",
+			 "baseline_bytes", (json_int_t)(m->base_bytes + m->snap_bytes),
+			 "copied_bytes", (json_int_t)m->base_bytes, "snapshot", snap, "brk",
+			 (json_int_t)m->brk, "untracked", m->untracked, "tracking",
 			 m->user_mode_only ? "uffd-wp-async, user mode only" : "uffd-wp-async",
 			 "pause_ns", (json_int_t)pause_ns, "elapsed_ns", (json_int_t)elapsed_ns);
 }
@@ -391,6 +435,7 @@ int rb_mark_run(struct job *j)
 	m->pid = q->pid;
 	m->mv = mv;
 	m->untracked = json_array();
+	m->snap = (struct rb_snap){.mv = mv, .pidfd = -1, .memfd = -1};
 	snprintf(m->name, sizeof(m->name), "%s", q->name);
 	int rc = 0;
 	m->hold = rb_hold_start(mv, m->pid, m->name, &m->holding, &rc);

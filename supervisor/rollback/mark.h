@@ -14,6 +14,7 @@
 #include "supervisor/checkpoint/checkpoint.h"
 #include "supervisor/checkpoint/job.h"
 #include "supervisor/rollback/hold.h"
+#include "supervisor/rollback/snapshot.h"
 #include "supervisor/rollback/marks.h"
 
 #include <signal.h>
@@ -34,7 +35,9 @@ struct rb_region {
 	char name[48];
 };
 
-/* Pages present at the mark: [start, end), their bytes at base + off. */
+/* Pages present at the mark: [start, end), their bytes at base + off,
+ * or in the snapshot at the same addresses (off RB_IN_SNAP). */
+#define RB_IN_SNAP UINT64_MAX
 struct rb_run {
 	uint64_t start, end, off;
 };
@@ -85,6 +88,10 @@ struct rb_mark {
 	uint64_t marked_wall_ns, rollbacks;
 	bool holding;	      /* the program is held stopped (under mv->lock) */
 	struct rb_hold *hold; /* its tracer thread (hold.c) */
+	struct rb_snap snap;  /* the baseline's copy-on-write snapshot, if any */
+	char snap_why[200];   /* why there is none */
+	uint64_t snap_bytes;  /* the baseline it holds */
+	uint8_t *scratch;     /* for bytes on their way from the snapshot */
 };
 
 struct job;

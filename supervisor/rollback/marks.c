@@ -33,6 +33,14 @@ bool rollback_holding_locked(struct mv *mv)
 	return mv->mark && mv->mark->holding;
 }
 
+void rollback_process_exited(struct mv *mv, pid_t pid)
+{
+	pthread_mutex_lock(&mv->lock);
+	if (mv->mark && mv->mark->pid == pid)
+		rb_snap_kill(&mv->mark->snap);
+	pthread_mutex_unlock(&mv->lock);
+}
+
 void rollback_unhold(struct mv *mv)
 {
 	pthread_mutex_lock(&mv->lock);

@@ -73,6 +73,11 @@ int rollback_start_mark(struct mv *mv, struct rollback_mark_req *q, json_t **res
 int rollback_start(struct mv *mv, const struct rollback_req *q, json_t **result,
 		   struct mv_err *err);
 
+/* Main thread: process pid has exited (the reaper reaped it). The mark's
+ * snapshot of it, if any, is killed: it would keep memvisor's tree from
+ * ever being empty. */
+void rollback_process_exited(struct mv *mv, pid_t pid);
+
 /* Let a program held stopped by the mark run (a signal for it, the end
  * of the supervisor). */
 void rollback_unhold(struct mv *mv);

@@ -9,6 +9,7 @@
 #include "supervisor/kernel/remote.h"
 #include "supervisor/kernel/uffd.h"
 #include "supervisor/kernel/vm.h"
+#include "supervisor/kernel/pidfd.h"
 #include "supervisor/rollback/mark.h"
 #include "supervisor/supervise/mv.h"
 
@@ -97,6 +98,11 @@ static int check_same(struct undo *u)
 				 "process %d ran a new program (execve) since the mark: the mark "
 				 "is gone (`ctl unmark`, then mark again)",
 				 m->pid);
+	if (m->snap.pid > 0 && pidfd_exited(m->snap.pidfd))
+		return ckpt_fail(c, -ESRCH, MV_E_INVALID,
+				 "the mark's snapshot (process %d, which holds its memory) was "
+				 "killed: the mark is lost (`ctl unmark`, then mark again)",
+				 m->snap.pid);
 	struct ptrace_proc *pp = &c->p[0].pt;
 	pid_t *extra = xcalloc(pp->n + 1, sizeof(*extra)),
 	      *gone = xcalloc(m->n_t + 1, sizeof(*gone));
@@ -389,6 +395,26 @@ static size_t run_after(const struct rb_mark *m, uint64_t addr)
 	return lo;
 }
 
+/* The baseline's bytes of [x, y) (within run b) written back. */
+static int put_back(struct rb_mark *m, const struct rb_run *b, uint64_t x, uint64_t y)
+{
+	if (b->off != RB_IN_SNAP)
+		return vm_pwrite_mem(m->memfd, x, m->base + b->off + (x - b->start), y - x);
+	const size_t chunk = 256 << 10;
+	if (!m->scratch)
+		m->scratch = xmalloc(chunk);
+	for (uint64_t a = x; a < y;) {
+		size_t n = (size_t)MV_MIN((uint64_t)chunk, y - a);
+		int rc = rb_snap_read(&m->snap, a, m->scratch, n);
+		if (rc == 0)
+			rc = vm_pwrite_mem(m->memfd, a, m->scratch, n);
+		if (rc < 0)
+			return rc;
+		a += n;
+	}
+	return 0;
+}
+
 /* Region r: every piece is in the baseline or not, and present now
  * (written since or not) or not. Baseline pieces written since, or no
  * longer present (dropped by the program, or mapped again), get their
@@ -420,7 +446,7 @@ static int undo_region(struct undo *u, struct pagemap *pm, const struct rb_regio
 		bool present = in_p && (p->cat & pres),
 		     written = present && (p->cat & PAGE_IS_WRITTEN);
 		if (in_b && (!present || written)) {
-			rc = vm_pwrite_mem(m->memfd, x, m->base + b->off + (x - b->start), y - x);
+			rc = put_back(m, b, x, y);
 			if (rc < 0)
 				return ckpt_fail(u->c, rc, MV_E_IO,
 						 "writing %#llx-%#llx of process %d: %s",

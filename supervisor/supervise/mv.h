@@ -88,6 +88,9 @@ struct mv {
 	 * descendants) is supervised; 0 under run, whose tree is everything
 	 * below the reaper (tree_tops). */
 	pid_t tree_top;
+	/* A mark's snapshot (supervisor/rollback/snapshot.h): a child of
+	 * the reaper that is not a process of the tree. 0: none. */
+	_Atomic pid_t rb_snapshot;
 	ev_io launch_io;
 	int launch_sock;
 	ev_async wake;	/* notify thread -> main: new processes to watch */

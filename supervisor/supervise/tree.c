@@ -5,8 +5,13 @@
 void tree_tops(struct mv *mv, pid_t **v, size_t *n, size_t *cap)
 {
 	if (mv->tree_top <= 0) {
+		size_t from = *n;
 		if (mv->reaper_pid > 0)
 			procfs_children(mv->reaper_pid, v, n, cap);
+		pid_t snap = atomic_load(&mv->rb_snapshot);
+		for (size_t i = from; snap > 0 && i < *n; i++)
+			if ((*v)[i] == snap)
+				(*v)[i--] = (*v)[--*n];
 		return;
 	}
 	if (*n == *cap)

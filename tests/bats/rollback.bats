@@ -40,6 +40,19 @@ rollback() {
 	assert_output --partial "rolled back process $PID"
 }
 
+# Each command changes something from the mark; after a rollback the
+# next input must find the mark ($want) again.
+back_at_mark_after() { # CMD...
+	local cmd
+	for cmd in "$@"; do
+		rollback
+		say "$cmd" '^got 0 '
+		rollback
+		got_for x
+		[ "$GOT" = "$want" ] || { echo "after '$cmd': '$GOT', the mark: '$want'"; return 1; }
+	done
+}
+
 @test "rollback: memory, holes, registers, brk and layout are the mark's again after each kind of change" {
 	start_fed "$WL/rb_target" 16
 	mark
@@ -48,13 +61,7 @@ rollback() {
 	[[ $want =~ ^got\ 0\ [0-9a-f]+\ 0\ ok$ ]]
 	# Each command changes one thing from the mark; then the next input
 	# must find the mark again.
-	for cmd in "w 1 300" m u p z b s "w 2 2000"; do
-		rollback
-		say "$cmd" '^got 0 '
-		rollback
-		got_for x
-		[ "$GOT" = "$want" ] || { echo "after '$cmd': '$GOT', the mark: '$want'"; false; }
-	done
+	back_at_mark_after "w 1 300" m u p z b s "w 2 2000"
 	stop_fed
 }
 
@@ -190,6 +197,110 @@ rollback() {
 	rc=0
 	wait "$MVPID" || rc=$?
 	[ "$rc" = 3 ]
+}
+
+# The mark's baseline is a copy-on-write clone of the program (a sibling,
+# made by a clone run in it) that must never run the program's code nor
+# hold what the program holds.
+snap_of() { json_get "$TMP/mark.json" 'd["result"]["snapshot"].get("pid", 0)'; }
+mark_json() {
+	run ctl --json mark "$@"
+	echo "$output"
+	assert_success
+	echo "$output" | tail -1 >"$TMP/mark.json"
+}
+blocked() { # PID SIGNAL-NUMBER: is the signal in its blocked set?
+	local m
+	m=$(awk '/^SigBlk:/{print $2}' "/proc/$1/status")
+	(((0x$m >> ($2 - 1)) & 1))
+}
+
+@test "mark: the baseline is a snapshot that never runs: no descriptors, signals blocked, its own session, not in the tree; unmark ends it" {
+	start_fed "$WL/rb_target" 16
+	mark_json
+	snap=$(snap_of)
+	[ "$snap" -gt 0 ]
+	r='d["result"]'
+	[ "$(json_get "$TMP/mark.json" "$r['baseline_bytes'] >= 8 << 20 and $r['copied_bytes'] < $r['baseline_bytes'] and $r['snapshot']['bytes'] >= 8 << 20")" = True ]
+	# Asleep in pause(2), with nothing of the program's open.
+	[ "$(cut -d' ' -f1 "/proc/$snap/syscall")" = 34 ]
+	[ -z "$(ls "/proc/$snap/fd")" ]
+	for sig in 1 2 3 15 17 10; do blocked "$snap" $sig; done
+	[ "$(awk '{print $6}' "/proc/$snap/stat")" = "$snap" ]
+	# Out of memory, the kernel kills it before the program.
+	[ "$(cat "/proc/$snap/oom_score_adj")" = 1000 ]
+	# Not the program's child, not a process of the tree.
+	[ "$(awk '{print $4}' "/proc/$snap/stat")" != "$PID" ]
+	[ -z "$(cat "/proc/$PID/task/$PID/children")" ]
+	! ctl --json ps | json_get - '[p["pid"] for p in d["processes"]]' | grep -qw "$snap"
+	# Signals wait, blocked; the program's code never runs in it.
+	kill -TERM "$snap"
+	kill -INT "$snap"
+	kill -USR1 "$snap"
+	sleep 0.2
+	[ "$(cut -d' ' -f1 "/proc/$snap/syscall")" = 34 ]
+	# It holds the mark: written pages come back from it.
+	got_for x
+	want=$GOT
+	back_at_mark_after "w 5 2000" z "w 6 300"
+	# A new mark replaces it; unmark ends the new one.
+	mark_json
+	snap2=$(snap_of)
+	[ "$snap2" -gt 0 ] && [ "$snap2" != "$snap" ]
+	wait_for 10 sh -c "! [ -e /proc/$snap ]"
+	run ctl unmark
+	assert_success
+	wait_for 10 sh -c "! [ -e /proc/$snap2 ]"
+	stop_fed
+}
+
+@test "mark: memory a clone does not get (MADV_DONTFORK, MADV_WIPEONFORK) is copied, and rolled back byte for byte" {
+	RB_NOFORK=1 start_fed "$WL/rb_target" 16
+	mark_json
+	[ "$(snap_of)" -gt 0 ]
+	[ "$(json_get "$TMP/mark.json" 'd["result"]["copied_bytes"] >= 2 << 20')" = True ]
+	got_for x
+	want=$GOT
+	back_at_mark_after "w 8 2000" z "w 9 2000"
+	stop_fed
+}
+
+@test "rollback: a snapshot killed from outside refuses the rollback before anything changes" {
+	start_fed "$WL/rb_target" 16
+	mark_json
+	snap=$(snap_of)
+	kill -KILL "$snap"
+	wait_for 10 sh -c "! [ -e /proc/$snap ]"
+	say "w 3 50" '^got 0 '
+	run ctl rollback
+	echo "$output"
+	assert_failure
+	assert_output --partial "snapshot (process $snap"
+	assert_output --partial "was killed"
+	# Untouched: it runs on from where it was.
+	say x '^got 1 '
+	run ctl unmark
+	assert_success
+	mark
+	stop_fed
+}
+
+@test "mark --pid of a process that is not memvisor's child: the baseline is copied, and the result says why" {
+	start_fed "$WL/rb_target" 16
+	say f '^got 0 '
+	child_of() { pgrep -P "$PID" | head -1; }
+	wait_for 10 child_of
+	kid=$(child_of)
+	mark_json --pid "$kid"
+	[ "$(snap_of)" = 0 ]
+	json_get "$TMP/mark.json" 'd["result"]["snapshot"]["why"]' | grep -q "not a child of memvisor's"
+	[ "$(json_get "$TMP/mark.json" 'd["result"]["copied_bytes"] == d["result"]["baseline_bytes"] > 0')" = True ]
+	run ctl rollback
+	echo "$output"
+	assert_success
+	assert_output --partial "rolled back process $kid"
+	kill "$kid" # it sleeps on, and would keep memvisor running
+	stop_fed
 }
 
 # Failure point ptrace_setregs: the registers cannot be put back after the

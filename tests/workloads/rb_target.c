@@ -29,6 +29,9 @@
  * and prints "read BYTES"; "O" opens /dev/null and prints "opened FD";
  * anything else is just counted.
  *
+ * With RB_NOFORK=1 the filled half's first MiB is MADV_DONTFORK and its
+ * second MADV_WIPEONFORK.
+ *
  * After a rollback to a mark taken while it waited for input, every "got"
  * line must be the mark's: same N, same HASH, HOLES 0, REGS ok. */
 #include "wl.h"
@@ -172,6 +175,12 @@ int main(int argc, char **argv)
 		return 2;
 	for (size_t i = 0; i < filled; i += 8)
 		*(uint64_t *)(heap + i) = mix(i);
+	/* RB_NOFORK=1: the filled half's first MiB is not copied into a
+	 * child (MADV_DONTFORK), its second is a child's zeros
+	 * (MADV_WIPEONFORK): a mark's snapshot holds neither. */
+	if (getenv("RB_NOFORK") && (madvise(heap, 1 << 20, MADV_DONTFORK) < 0 ||
+				    madvise(heap + (1 << 20), 1 << 20, MADV_WIPEONFORK) < 0))
+		return 2;
 	const char *file = getenv("RB_FILE");
 	int ffd = file ? open(file, O_RDONLY | O_CLOEXEC) : -1;
 	unsigned char stack[256];
