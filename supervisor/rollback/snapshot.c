@@ -51,6 +51,23 @@ static bool same_pid_ns(pid_t pid)
 	       a.st_dev == b.st_dev;
 }
 
+/* Seccomp_filters of /proc/PID/status: how many filters the process
+ * runs; -1 when it cannot be read. */
+static int seccomp_filters(pid_t pid)
+{
+	char p[64], line[256];
+	snprintf(p, sizeof(p), "/proc/%d/status", pid);
+	FILE *f = fopen(p, "re");
+	if (!f)
+		return -1;
+	int n = -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Seccomp_filters: %d", &n) == 1)
+			break;
+	fclose(f);
+	return n;
+}
+
 /* The new child's first stop (auto-attached by the clone event), within
  * 2 s. Exits of the process's own threads seen meanwhile are recorded. */
 static int wait_child(pid_t child)
@@ -118,6 +135,15 @@ int rb_snap_make(struct ckpt *c, struct rb_snap *s, char *why, size_t len)
 		return say(why, len, "process %d is not a child of memvisor's", pp->pid);
 	if (!same_pid_ns(pp->pid))
 		return say(why, len, "process %d is in another pid namespace", pp->pid);
+	/* memvisor's filter on top of what the reaper runs: any other is
+	 * the program's own, which may refuse a clone or kill the process
+	 * for one (a sandbox that forbids fork). */
+	int mine = seccomp_filters(mv->reaper_pid), its = seccomp_filters(pp->pid);
+	if (mine < 0 || its != mine + 1)
+		return say(why, len,
+			   "process %d runs seccomp filters of its own: a clone run in it could "
+			   "be refused, or end it",
+			   pp->pid);
 	struct remote r;
 	int rc = remote_open_stopped(&r, pp, &mv->injecting);
 	if (rc < 0)

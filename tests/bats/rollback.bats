@@ -303,6 +303,19 @@ blocked() { # PID SIGNAL-NUMBER: is the signal in its blocked set?
 	stop_fed
 }
 
+# A clone run in a program whose own seccomp filter forbids it would
+# kill the program: its baseline is copied instead.
+@test "mark of a program with seccomp filters of its own: no clone is run in it, the baseline is copied" {
+	RB_NOCLONE=1 start_fed "$WL/rb_target" 16
+	mark_json
+	[ "$(snap_of)" = 0 ]
+	json_get "$TMP/mark.json" 'd["result"]["snapshot"]["why"]' | grep -q "seccomp filters of its own"
+	got_for x
+	want=$GOT
+	back_at_mark_after "w 4 500" z
+	stop_fed
+}
+
 # Failure point ptrace_setregs: the registers cannot be put back after the
 # memory was. The process is neither the mark nor what it was: killed,
 # and the job says so.

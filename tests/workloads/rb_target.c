@@ -30,14 +30,20 @@
  * anything else is just counted.
  *
  * With RB_NOFORK=1 the filled half's first MiB is MADV_DONTFORK and its
- * second MADV_WIPEONFORK.
+ * second MADV_WIPEONFORK. With RB_NOCLONE=1 it runs a seccomp filter of
+ * its own that kills it at a clone(2) that does not make a thread.
  *
  * After a rollback to a mark taken while it waited for input, every "got"
  * line must be the mark's: same N, same HASH, HOLES 0, REGS ok. */
 #include "wl.h"
 
 #include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <pthread.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,6 +171,25 @@ static uint64_t rnd(uint64_t *s)
 	return *s;
 }
 
+/* RB_NOCLONE=1: a seccomp filter of its own that kills the process at
+ * a clone(2) that does not make a thread (as sandboxes forbid fork). */
+static int noclone(void)
+{
+	struct sock_filter f[] = {
+	    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, 1, 0),
+	    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
+	    BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, CLONE_THREAD, 0, 1),
+	    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+	};
+	struct sock_fprog prog = {.len = sizeof(f) / sizeof(f[0]), .filter = f};
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return -1;
+	return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog);
+}
+
 int main(int argc, char **argv)
 {
 	size_t mib = argc > 1 ? strtoul(argv[1], NULL, 0) : 16;
@@ -180,6 +205,8 @@ int main(int argc, char **argv)
 	 * (MADV_WIPEONFORK): a mark's snapshot holds neither. */
 	if (getenv("RB_NOFORK") && (madvise(heap, 1 << 20, MADV_DONTFORK) < 0 ||
 				    madvise(heap + (1 << 20), 1 << 20, MADV_WIPEONFORK) < 0))
+		return 2;
+	if (getenv("RB_NOCLONE") && noclone() < 0)
 		return 2;
 	const char *file = getenv("RB_FILE");
 	int ffd = file ? open(file, O_RDONLY | O_CLOEXEC) : -1;
