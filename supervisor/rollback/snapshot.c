@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -182,8 +183,12 @@ int rb_snap_make(struct ckpt *c, struct rb_snap *s, char *why, size_t len)
 		say(why, len, "PTRACE_SETSIGMASK on the clone: %s", strerror(errno));
 		goto undo;
 	}
+	/* And it dies with its parent, the reaper, should that be killed
+	 * without killing it first. */
+	long pdeath[6] = {PR_SET_PDEATHSIG, SIGKILL};
 	if ((rc = remote_use_thread_stopped(&rs, &ct)) < 0 ||
 	    (rc = remote_syscall_stopped(&rs, SYS_setsid, none, &ret)) < 0 ||
+	    (rc = remote_syscall_stopped(&rs, SYS_prctl, pdeath, &ret)) < 0 ||
 	    (rc = close_all(&rs, s->pid)) < 0) {
 		say(why, len, "making the clone inert: %s", strerror(-rc));
 		goto undo;

@@ -254,6 +254,24 @@ blocked() { # PID SIGNAL-NUMBER: is the signal in its blocked set?
 	stop_fed
 }
 
+dead() { # PID: gone, or a zombie
+	[ ! -e "/proc/$1" ] || [ "$(awk '/^State:/{print $2}' "/proc/$1/status" 2>/dev/null)" = Z ]
+}
+
+# memvisor and its reaper killed at once (an OOM kill of their cgroup, a
+# kill -9 of both): nothing is left to kill the snapshot, which must not
+# sleep on for ever, holding the program's memory.
+@test "mark: the snapshot dies with memvisor's reaper, even when nothing is left to kill it" {
+	start_fed "$WL/rb_target" 16
+	mark_json
+	snap=$(snap_of)
+	[ "$snap" -gt 0 ]
+	remember_pid "$snap" # should the test fail
+	reaper=$(pgrep -P "$MVPID")
+	kill -9 "$MVPID" "$reaper"
+	wait_for 10 dead "$snap"
+}
+
 @test "mark: memory a clone does not get (MADV_DONTFORK, MADV_WIPEONFORK) is copied, and rolled back byte for byte" {
 	RB_NOFORK=1 start_fed "$WL/rb_target" 16
 	mark_json
