@@ -97,6 +97,39 @@ static void kill_traced(struct rb_snap *s)
 		;
 }
 
+/* The injection failed (its thread killed meanwhile, say) after the
+ * clone may have run: a child traced from its start and not ours to
+ * keep is killed, not left for a let-go to detach into the program's
+ * code. */
+static void kill_strays(struct ptrace_proc *pp)
+{
+	for (int i = 0; i < 100; i++) {
+		int st;
+		pid_t w = waitpid(-1, &st, __WALL | __WNOTHREAD | WNOHANG);
+		if (w <= 0) {
+			if (w < 0 && errno != EINTR)
+				return;
+			struct timespec ts = {0, 1000000};
+			nanosleep(&ts, NULL);
+			continue;
+		}
+		bool ours = false;
+		for (size_t k = 0; k < pp->n && !ours; k++)
+			if (pp->t[k].tid == w) {
+				ours = true;
+				if (WIFEXITED(st) || WIFSIGNALED(st))
+					pp->t[k].state = PT_GONE;
+				else if (WIFSTOPPED(st) && (st >> 16) == 0 && !pp->t[k].signal)
+					pp->t[k].signal =
+					    WSTOPSIG(st); /* delivered at the let-go */
+			}
+		if (!ours && WIFSTOPPED(st)) {
+			kill(w, SIGKILL);
+			waitpid(w, &st, __WALL);
+		}
+	}
+}
+
 /* Every descriptor of the stopped child closed by calls run in it. */
 static int close_all(struct remote *r, pid_t child)
 {
@@ -157,6 +190,8 @@ int rb_snap_make(struct ckpt *c, struct rb_snap *s, char *why, size_t len)
 	long args[6] = {CLONE_PARENT | SIGCHLD, 0, 0, 0, 0, 0}, ret = 0;
 	rc = remote_syscall_stopped(&r, SYS_clone, args, &ret);
 	ptrace(PTRACE_SETOPTIONS, r.t->tid, 0, 0);
+	if (rc < 0)
+		kill_strays(pp);
 	if (rc < 0 || ret <= 0)
 		return say(why, len, "clone in process %d: %s", pp->pid,
 			   strerror(rc < 0    ? -rc
