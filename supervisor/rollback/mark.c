@@ -83,7 +83,8 @@ void rb_mark_free(struct rb_mark *m)
 	if (m->base)
 		munmap(m->base, m->base_len);
 	rb_snap_drop(&m->snap);
-	free(m->scratch);
+	if (m->scratch)
+		munmap(m->scratch, mv_huge_len(RB_SCRATCH_BYTES));
 	/* Closing the userfaultfd unregisters its regions and lifts every
 	 * protection it set (fs/userfaultfd.c userfaultfd_release). */
 	if (m->uffd >= 0)

@@ -38,6 +38,8 @@ struct rb_region {
 /* Pages present at the mark: [start, end), their bytes at base + off,
  * or in the snapshot at the same addresses (off RB_IN_SNAP). */
 #define RB_IN_SNAP UINT64_MAX
+/* What a rollback reads from the snapshot at once (undo.c). */
+#define RB_SCRATCH_BYTES (1024 * 4096ul)
 struct rb_run {
 	uint64_t start, end, off;
 };
@@ -91,7 +93,7 @@ struct rb_mark {
 	struct rb_snap snap;  /* the baseline's copy-on-write snapshot, if any */
 	char snap_why[200];   /* why there is none */
 	uint64_t snap_bytes;  /* the baseline it holds */
-	uint8_t *scratch;     /* for bytes on their way from the snapshot */
+	uint8_t *scratch;     /* RB_SCRATCH_BYTES for bytes on their way from the snapshot */
 };
 
 struct job;

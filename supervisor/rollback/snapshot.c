@@ -20,6 +20,7 @@
 #include <sys/ptrace.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -279,7 +280,22 @@ void rb_snap_drop(struct rb_snap *s)
 	*s = (struct rb_snap){.mv = s->mv, .pid = 0, .pidfd = -1, .memfd = -1};
 }
 
-int rb_snap_read(const struct rb_snap *s, uint64_t addr, void *buf, size_t len)
+static int rb_snap_read(const struct rb_snap *s, uint64_t addr, void *buf, size_t len)
 {
 	return vm_pread_mem(s->memfd, addr, buf, len);
+}
+
+int rb_snap_readv(const struct rb_snap *s, const struct iovec *loc, const struct iovec *rem,
+		  size_t n, size_t total)
+{
+	ssize_t got = process_vm_readv(s->pid, loc, n, rem, n, 0);
+	if (got == (ssize_t)total)
+		return 0;
+	for (size_t k = 0; k < n; k++) {
+		int rc = rb_snap_read(s, (uint64_t)(uintptr_t)rem[k].iov_base, loc[k].iov_base,
+				      loc[k].iov_len);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
 }

@@ -42,7 +42,11 @@ void rb_snap_drop(struct rb_snap *s);
  * rollback may be reading it). */
 void rb_snap_kill(struct rb_snap *s);
 
-/* Read len bytes at addr of the snapshot into buf: 0 or -errno. */
-int rb_snap_read(const struct rb_snap *s, uint64_t addr, void *buf, size_t len);
+/* Read the snapshot's rem[0..n) into loc[0..n) (total bytes in all):
+ * one process_vm_readv, or, should it read less (or be refused), each
+ * range through /proc/PID/mem. 0 or -errno. */
+struct iovec;
+int rb_snap_readv(const struct rb_snap *s, const struct iovec *loc, const struct iovec *rem,
+		  size_t n, size_t total);
 
 #endif

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -43,8 +44,8 @@ struct undo {
 	/* Where the pause went: the stop, the checks and what was created
 	 * since, the layout, the memory, the registers, the resume. */
 	uint64_t t_stop, t_check, t_layout, t_memory, t_regs, t_resume;
-	struct as_range *prot, *drop;
-	size_t n_prot, cap_prot, n_drop, cap_drop;
+	struct as_range *prot, *drop, *snap; /* snap: bytes to put back from the snapshot */
+	size_t n_prot, cap_prot, n_drop, cap_drop, n_snap, cap_snap;
 };
 
 static void add_range(struct as_range **v, size_t *n, size_t *cap, uint64_t s, uint64_t e)
@@ -395,22 +396,50 @@ static size_t run_after(const struct rb_mark *m, uint64_t addr)
 	return lo;
 }
 
-/* The baseline's bytes of [x, y) (within run b) written back. */
-static int put_back(struct rb_mark *m, const struct rb_run *b, uint64_t x, uint64_t y)
+/* The snapshot's bytes of the ranges in u->snap written back: read
+ * RB_BATCH_PAGES at a time with one process_vm_readv (a rollback that
+ * puts back 1024 scattered pages made 1024 reads), then each range
+ * written through /proc/PID/mem. */
+#define RB_BATCH_PAGES (RB_SCRATCH_BYTES / 4096)
+static int put_back_snapshot(struct undo *u)
 {
-	if (b->off != RB_IN_SNAP)
-		return vm_pwrite_mem(m->memfd, x, m->base + b->off + (x - b->start), y - x);
-	const size_t chunk = 256 << 10;
-	if (!m->scratch)
-		m->scratch = xmalloc(chunk);
-	for (uint64_t a = x; a < y;) {
-		size_t n = (size_t)MV_MIN((uint64_t)chunk, y - a);
-		int rc = rb_snap_read(&m->snap, a, m->scratch, n);
-		if (rc == 0)
-			rc = vm_pwrite_mem(m->memfd, a, m->scratch, n);
+	struct rb_mark *m = u->m;
+	const size_t cap = RB_SCRATCH_BYTES;
+	if (u->n_snap && !m->scratch) {
+		m->scratch = mv_map_huge(cap);
+		if (m->scratch == MAP_FAILED) {
+			m->scratch = NULL;
+			return -ENOMEM;
+		}
+	}
+	struct iovec loc[RB_BATCH_PAGES], rem[RB_BATCH_PAGES];
+	size_t i = 0;
+	uint64_t at = u->n_snap ? u->snap[0].start : 0;
+	while (i < u->n_snap) {
+		/* A batch: whole ranges, or the piece of a long one that fits. */
+		size_t n = 0, used = 0;
+		uint64_t first_at = at;
+		while (i < u->n_snap && n < RB_BATCH_PAGES && used < cap) {
+			uint64_t len = MV_MIN(u->snap[i].end - at, (uint64_t)(cap - used));
+			loc[n] = (struct iovec){m->scratch + used, len};
+			rem[n] = (struct iovec){(void *)(uintptr_t)at, len};
+			n++;
+			used += len;
+			at += len;
+			if (at == u->snap[i].end && ++i < u->n_snap)
+				at = u->snap[i].start;
+		}
+		int rc = rb_snap_readv(&m->snap, loc, rem, n, used);
+		for (size_t k = 0; k < n && rc == 0; k++)
+			rc = vm_pwrite_mem(m->memfd, (uint64_t)(uintptr_t)rem[k].iov_base,
+					   loc[k].iov_base, loc[k].iov_len);
 		if (rc < 0)
-			return rc;
-		a += n;
+			return ckpt_fail(
+			    u->c, rc, MV_E_IO,
+			    "putting back %#llx-%#llx of process %d from its snapshot: %s",
+			    (unsigned long long)first_at,
+			    (unsigned long long)u->snap[MV_MIN(i, u->n_snap - 1)].end, m->pid,
+			    strerror(-rc));
 	}
 	return 0;
 }
@@ -446,7 +475,11 @@ static int undo_region(struct undo *u, struct pagemap *pm, const struct rb_regio
 		bool present = in_p && (p->cat & pres),
 		     written = present && (p->cat & PAGE_IS_WRITTEN);
 		if (in_b && (!present || written)) {
-			rc = put_back(m, b, x, y);
+			if (b->off == RB_IN_SNAP)
+				add_range(&u->snap, &u->n_snap, &u->cap_snap, x, y);
+			else
+				rc = vm_pwrite_mem(m->memfd, x, m->base + b->off + (x - b->start),
+						   y - x);
 			if (rc < 0)
 				return ckpt_fail(u->c, rc, MV_E_IO,
 						 "writing %#llx-%#llx of process %d: %s",
@@ -475,6 +508,8 @@ static int undo_memory(struct undo *u)
 		if (u->m->r[i].tracked)
 			rc = undo_region(u, &pm, &u->m->r[i]);
 	pagemap_close(&pm);
+	if (rc == 0)
+		rc = put_back_snapshot(u);
 	for (size_t i = 0; i < u->n_drop && rc == 0; i++) {
 		long ret = 0;
 		uint64_t len = u->drop[i].end - u->drop[i].start;
@@ -668,6 +703,7 @@ static int rollback_work(struct job *j, void *arg)
 	}
 	free(u.extra);
 	free(u.prot);
+	free(u.snap);
 	free(u.drop);
 	uint64_t pause;
 	json_t *event = NULL;
