@@ -45,6 +45,10 @@ int parse_status(const char *text, struct proc_status *out)
 	out->vm_size = (uint64_t)num_field(text, "VmSize", &opt) * 1024;
 	out->vm_rss = (uint64_t)num_field(text, "VmRSS", &opt) * 1024;
 	out->seccomp = (int)num_field(text, "Seccomp", &opt);
+	int filters = 0;
+	out->seccomp_filters = (int)num_field(text, "Seccomp_filters", &filters);
+	if (!filters)
+		out->seccomp_filters = -1;
 	const char *cap = field(text, NULL, "CapEff");
 	if (cap)
 		out->cap_eff = strtoull(cap, NULL, 16);

@@ -21,6 +21,7 @@ struct proc_status {
 	uint64_t vm_size;	   /* bytes */
 	uint64_t vm_rss;	   /* bytes */
 	int seccomp;		   /* Seccomp: mode */
+	int seccomp_filters;	   /* Seccomp_filters (Linux 5.9), -1 when absent */
 	uint64_t cap_eff;	   /* CapEff: the effective capabilities (in its user namespace) */
 	uint64_t sig_cgt, sig_ign; /* SigCgt, SigIgn: signals with a handler, ignored */
 	char name[64];

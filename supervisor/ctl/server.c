@@ -253,6 +253,24 @@ static char *raw_reply_line(json_t *id, char *result)
 	return line;
 }
 
+/* Job id as `job` shows it now; NULL once it is forgotten. */
+static json_t *job_now(struct mv *mv, int id)
+{
+	pthread_mutex_lock(&mv->lock);
+	struct job *j = jobs_find_locked(mv, id);
+	json_t *o = j ? job_json_locked(j) : NULL;
+	pthread_mutex_unlock(&mv->lock);
+	return o;
+}
+
+/* A client told a job runs polls for its end, which it is owed
+ * (drain_clients). */
+static void note_following(struct ctl_client *c, json_t *job)
+{
+	json_t *st = json_object_get(job, "state");
+	c->following = json_is_string(st) && strcmp(json_string_value(st), "running") == 0;
+}
+
 /* The events command: the client gets every event line from now on. */
 static void subscribe(struct ctl_client *c)
 {
@@ -321,17 +339,10 @@ static char *request_reply(struct ctl_client *c, const char *line, size_t len)
 			if (call.wait_job) {
 				/* No socket to wait on: the job as it is now. */
 				json_decref(result);
-				pthread_mutex_lock(&c->mv->lock);
-				struct job *j = jobs_find_locked(c->mv, call.wait_job);
-				result = j ? job_json_locked(j) : NULL;
-				pthread_mutex_unlock(&c->mv->lock);
+				result = job_now(c->mv, call.wait_job);
 			}
-			/* A client polling a job is owed its end (drain_clients). */
-			if (strcmp(cc->name, "job") == 0) {
-				json_t *st = json_object_get(result, "state");
-				c->following = json_is_string(st) &&
-					       strcmp(json_string_value(st), "running") == 0;
-			}
+			if (strcmp(cc->name, "job") == 0)
+				note_following(c, result);
 			reply = json_line(json_pack("{s:O?, s:b, s:o}", "id", id, "ok", 1, "result",
 						    result ? result : json_null()));
 		} else {
@@ -496,14 +507,10 @@ static void wait_answer(struct ctl_client *c)
 	c->waiting = false;
 	json_t *id = c->wait_id;
 	c->wait_id = NULL;
-	pthread_mutex_lock(&mv->lock);
-	struct job *j = jobs_find_locked(mv, c->wait_job);
-	json_t *o = j ? job_json_locked(j) : NULL;
-	pthread_mutex_unlock(&mv->lock);
+	json_t *o = job_now(mv, c->wait_job);
 	char *line;
 	if (o) {
-		json_t *st = json_object_get(o, "state");
-		c->following = json_is_string(st) && strcmp(json_string_value(st), "running") == 0;
+		note_following(c, o);
 		line = json_line(json_pack("{s:O?, s:b, s:o}", "id", id, "ok", 1, "result", o));
 	} else {
 		char msg[160];

@@ -14,10 +14,10 @@ int ctl_listen_path(const char *path);
 /* Create the socket and start accepting. 0, or -errno after printing why. */
 int ctl_server_start(struct mv *mv);
 
-/* Close every client and remove the socket file. */
 /* Main thread, when a job may have ended: the requests waiting for it
  * (args.wait_ms) are answered. */
 void ctl_server_jobs_ended(struct mv *mv);
+/* Close every client and remove the socket file. */
 void ctl_server_stop(struct mv *mv);
 /* Free the stopped server (mv->socket_path goes with it). */
 void ctl_server_free(struct mv *mv);

@@ -263,12 +263,13 @@ static int copy_baseline(struct ckpt *c, struct rb_mark *m, pid_t tid)
 	if (rb_snap_make(c, &m->snap, m->snap_why, sizeof(m->snap_why)) == 0) {
 		struct pagemap spm;
 		rc = pagemap_open(m->snap.pid, true, &spm);
-		for (size_t i = 0; i < n && rc == 0; i++)
-			rc = pagemap_runs(&spm, runs[i].start, runs[i].end,
-					  PAGE_IS_PRESENT | PAGE_IS_SWAPPED, 0, &in_snap, &n_snap,
-					  &cap_snap);
-		if (rc == 0)
+		if (rc == 0) {
+			for (size_t i = 0; i < n && rc == 0; i++)
+				rc = pagemap_runs(&spm, runs[i].start, runs[i].end,
+						  PAGE_IS_PRESENT | PAGE_IS_SWAPPED, 0, &in_snap,
+						  &n_snap, &cap_snap);
 			pagemap_close(&spm);
+		}
 		if (rc < 0) {
 			snprintf(m->snap_why, sizeof(m->snap_why),
 				 "reading the pagemap of the clone: %s", strerror(-rc));

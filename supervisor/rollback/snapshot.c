@@ -7,7 +7,6 @@
 #include "supervisor/kernel/vm.h"
 #include "supervisor/supervise/mv.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -51,23 +50,6 @@ static bool same_pid_ns(pid_t pid)
 	snprintf(p, sizeof(p), "/proc/%d/ns/pid", pid);
 	return stat("/proc/self/ns/pid", &a) == 0 && stat(p, &b) == 0 && a.st_ino == b.st_ino &&
 	       a.st_dev == b.st_dev;
-}
-
-/* Seccomp_filters of /proc/PID/status: how many filters the process
- * runs; -1 when it cannot be read. */
-static int seccomp_filters(pid_t pid)
-{
-	char p[64], line[256];
-	snprintf(p, sizeof(p), "/proc/%d/status", pid);
-	FILE *f = fopen(p, "re");
-	if (!f)
-		return -1;
-	int n = -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "Seccomp_filters: %d", &n) == 1)
-			break;
-	fclose(f);
-	return n;
 }
 
 /* The new child's first stop (auto-attached by the clone event), within
@@ -131,6 +113,13 @@ static void kill_strays(struct ptrace_proc *pp)
 	}
 }
 
+static int close_one(void *arg, int dfd, const char *name)
+{
+	long a[6] = {atol(name)}, ret = 0;
+	(void)dfd;
+	return remote_syscall_stopped(arg, SYS_close, a, &ret);
+}
+
 /* Every descriptor of the stopped child closed by calls run in it. */
 static int close_all(struct remote *r, pid_t child)
 {
@@ -138,25 +127,10 @@ static int close_all(struct remote *r, pid_t child)
 	int rc = remote_syscall_stopped(r, SYS_close_range, a, &ret);
 	if (rc < 0)
 		return rc;
-	if (ret == 0)
-		return 0;
 	if (ret != -ENOSYS)
 		return (int)ret;
 	/* Before Linux 5.9: one by one. */
-	char p[64];
-	snprintf(p, sizeof(p), "/proc/%d/fd", child);
-	DIR *d = opendir(p);
-	if (!d)
-		return -errno;
-	struct dirent *e;
-	while (rc == 0 && (e = readdir(d))) {
-		if (e->d_name[0] == '.')
-			continue;
-		long b[6] = {atol(e->d_name)};
-		rc = remote_syscall_stopped(r, SYS_close, b, &ret);
-	}
-	closedir(d);
-	return rc;
+	return procfs_fd_walk(child, close_one, r);
 }
 
 int rb_snap_make(struct ckpt *c, struct rb_snap *s, char *why, size_t len)
@@ -164,8 +138,8 @@ int rb_snap_make(struct ckpt *c, struct rb_snap *s, char *why, size_t len)
 	struct mv *mv = c->mv;
 	struct ptrace_proc *pp = &c->p[0].pt;
 	*s = (struct rb_snap){.mv = mv, .pid = 0, .pidfd = -1, .memfd = -1};
-	struct proc_stat st;
-	if (mv->tree_top > 0 || mv->reaper_pid <= 0 || procfs_task_stat(pp->pid, 0, &st) < 0 ||
+	struct proc_status st, reaper;
+	if (mv->tree_top > 0 || mv->reaper_pid <= 0 || procfs_status(pp->pid, &st) < 0 ||
 	    st.ppid != mv->reaper_pid)
 		return say(why, len, "process %d is not a child of memvisor's", pp->pid);
 	if (!same_pid_ns(pp->pid))
@@ -173,8 +147,8 @@ int rb_snap_make(struct ckpt *c, struct rb_snap *s, char *why, size_t len)
 	/* memvisor's filter on top of what the reaper runs: any other is
 	 * the program's own, which may refuse a clone or kill the process
 	 * for one (a sandbox that forbids fork). */
-	int mine = seccomp_filters(mv->reaper_pid), its = seccomp_filters(pp->pid);
-	if (mine < 0 || its != mine + 1)
+	if (procfs_status(mv->reaper_pid, &reaper) < 0 || reaper.seccomp_filters < 0 ||
+	    st.seccomp_filters != reaper.seccomp_filters + 1)
 		return say(why, len,
 			   "process %d runs seccomp filters of its own: a clone run in it could "
 			   "be refused, or end it",

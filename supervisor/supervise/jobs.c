@@ -112,6 +112,16 @@ static void *job_thread(void *arg)
 	return NULL;
 }
 
+/* Give j its id and list it, newest first. */
+static void add_locked(struct job *j)
+{
+	struct mv *mv = j->mv;
+	j->id = ++mv->jobs.last_id;
+	j->next = mv->jobs.all;
+	mv->jobs.all = j;
+	emit_locked(j);
+}
+
 static struct job *job_new(struct mv *mv, enum job_kind kind, int (*run)(struct job *), void *ctx,
 			   void (*ctx_free)(void *))
 {
@@ -139,10 +149,7 @@ int jobs_start(struct mv *mv, enum job_kind kind, int (*run)(struct job *), void
 	if (!j)
 		return -ESHUTDOWN;
 	pthread_mutex_lock(&mv->lock);
-	j->id = ++mv->jobs.last_id;
-	j->next = mv->jobs.all;
-	mv->jobs.all = j;
-	emit_locked(j);
+	add_locked(j);
 	int rc = pthread_create(&j->thread, NULL, job_thread, j);
 	if (rc) {
 		j->state = JOB_FAILED;
@@ -165,21 +172,15 @@ int jobs_start_posted(struct mv *mv, enum job_kind kind, int (*run)(struct job *
 		return -ESHUTDOWN;
 	j->posted = true;
 	pthread_mutex_lock(&mv->lock);
-	j->id = ++mv->jobs.last_id;
-	j->next = mv->jobs.all;
-	mv->jobs.all = j;
-	emit_locked(j);
+	add_locked(j);
 	pthread_mutex_unlock(&mv->lock);
 	/* The job may end before post returns; it is reaped on this (the
 	 * main) thread only, so j stays valid until the handler returns. */
 	*out = j;
 	int rc = post(j, post_arg);
 	if (rc < 0) {
-		pthread_mutex_lock(&mv->lock);
-		j->state = JOB_FAILED;
-		j->finished_ns = mv_now_ns();
-		mv_err_set(&j->err, rc, MV_E_INTERNAL, "cannot post the job: %s", strerror(-rc));
-		pthread_mutex_unlock(&mv->lock);
+		job_fail(j, MV_E_INTERNAL, "cannot post the job: %s", strerror(-rc));
+		job_ran(j, rc); /* ended as any job ends: its event, the wake-up */
 		*out = NULL;
 	}
 	return rc < 0 ? rc : 0;
@@ -322,7 +323,6 @@ static void prune(struct mv *mv)
 void jobs_reap(struct mv *mv)
 {
 	bool joined = false;
-	static uint64_t last_trim_ns;
 	for (;;) {
 		struct job *found = NULL;
 		pthread_mutex_lock(&mv->lock);
@@ -349,7 +349,7 @@ void jobs_reap(struct mv *mv)
 			 * about 0.1-0.2 ms, once a job. */
 			if (joined) {
 				malloc_trim(0);
-				last_trim_ns = mv_now_ns();
+				mv->jobs.trimmed_ns = mv_now_ns();
 			}
 			return;
 		}
@@ -360,7 +360,7 @@ void jobs_reap(struct mv *mv)
 		if (!found->posted) {
 			joined = true;
 			pthread_join(found->thread, NULL);
-		} else if (mv_now_ns() - last_trim_ns >= 1000000000ull) {
+		} else if (mv_now_ns() - mv->jobs.trimmed_ns >= 1000000000ull) {
 			joined = true;
 		}
 		if (found->ctx_free)

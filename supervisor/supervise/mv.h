@@ -104,7 +104,8 @@ struct mv {
 	struct {
 		struct job *all;
 		int last_id;
-		bool closed; /* jobs_wait_all has begun */
+		bool closed;	     /* jobs_wait_all has begun */
+		uint64_t trimmed_ns; /* malloc_trim's last run (jobs_reap, main thread) */
 		/* Finished jobs no longer kept, by enum job_kind and job_state. */
 		uint64_t forgotten[4][4];
 	} jobs;

@@ -8,10 +8,13 @@ void tree_tops(struct mv *mv, pid_t **v, size_t *n, size_t *cap)
 		size_t from = *n;
 		if (mv->reaper_pid > 0)
 			procfs_children(mv->reaper_pid, v, n, cap);
+		/* A mark's snapshot is the reaper's child, not the tree's. */
 		pid_t snap = atomic_load(&mv->rb_snapshot);
 		for (size_t i = from; snap > 0 && i < *n; i++)
-			if ((*v)[i] == snap)
-				(*v)[i--] = (*v)[--*n];
+			if ((*v)[i] == snap) {
+				(*v)[i] = (*v)[--*n];
+				break;
+			}
 		return;
 	}
 	if (*n == *cap)

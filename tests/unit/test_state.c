@@ -17,13 +17,14 @@ static void test_procparse(void)
 	const char *status = "Name:\tpython3\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t4242\n"
 			     "Ngid:\t0\nPid:\t4243\nPPid:\t4000\nVmSize:\t  10240 kB\nVmRSS:\t   2048 kB\n"
 			     "Threads:\t3\nSigIgn:\t0000000000001000\nSigCgt:\t0000000180004a02\n"
-			     "Seccomp:\t2\n";
+			     "Seccomp:\t2\nSeccomp_filters:\t3\n";
 	ok(parse_status(status, &st) == 0, "status parses");
 	is_u64(st.tgid, 4242, "Tgid");
 	is_u64(st.ppid, 4000, "PPid");
 	is_u64(st.threads, 3, "Threads");
 	is_u64(st.vm_size, 10240 * 1024, "VmSize in bytes");
 	is_u64(st.seccomp, 2, "Seccomp");
+	is_u64(st.seccomp_filters, 3, "Seccomp_filters");
 	is_u64(st.sig_ign, 0x1000, "SigIgn: SIGPIPE");
 	is_u64(st.sig_cgt, 0x180004a02ull, "SigCgt");
 	ok(strcmp(st.name, "python3") == 0, "Name");
