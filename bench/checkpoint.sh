@@ -28,18 +28,8 @@ MV=$BUILD/memvisor
 MIB=${CKPT_MIB:-1024}
 REPS=${CKPT_REPS:-5}
 CASES=${CKPT_CASES:-dense sparse dense_bigbuf}
-T=$(mktemp -d "${TMPDIR:-/tmp}/memvisor-ckpt.XXXXXX")
-DIR=${CKPT_DIR:-$T/images}
-mkdir -p "$DIR"
-PIDS=()
-cleanup() {
-	exec 7>&- 2>/dev/null || true
-	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-	rm -rf "$T" "$DIR"/bench.img
-}
-trap cleanup EXIT
-
-median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
+. "$(dirname "$0")/lib.sh"
+bench_images ckpt bench.img "${CKPT_DIR:-}"
 gbps() { awk -v b="$1" 'BEGIN { printf "%.2f", b / 1e9 }'; }
 
 echo "# memvisor checkpoint benchmark"

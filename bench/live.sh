@@ -34,18 +34,8 @@ MIB=${LIVE_MIB:-1024}
 REPS=${LIVE_REPS:-5}
 THREADS=${LIVE_THREADS:-1}
 MODES=${LIVE_MODES:-stw live}
-T=$(mktemp -d "${TMPDIR:-/tmp}/memvisor-live.XXXXXX")
-DIR=${LIVE_DIR:-$T/images}
-mkdir -p "$DIR"
-PIDS=()
-cleanup() {
-	exec 7>&- 8>&- 2>/dev/null || true
-	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-	rm -rf "$T" "$DIR"/live.img
-}
-trap cleanup EXIT
-
-median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
+. "$(dirname "$0")/lib.sh"
+bench_images live live.img "${LIVE_DIR:-}"
 now() { date +%s.%N; }
 
 echo "# memvisor live checkpoint benchmark"

@@ -18,18 +18,8 @@ BUILD=${1:-build}
 MV=$BUILD/memvisor
 MIBS=${MARK_MIBS:-256 1024}
 REPS=${MARK_REPS:-5}
-T=$(mktemp -d "${TMPDIR:-/tmp}/memvisor-mark.XXXXXX")
-DIR=${MARK_DIR:-$T/images}
-mkdir -p "$DIR"
-PIDS=()
-cleanup() {
-	exec 7>&- 2>/dev/null || true
-	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-	rm -rf "$T" "$DIR"/mark.img
-}
-trap cleanup EXIT
-
-median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
+. "$(dirname "$0")/lib.sh"
+bench_images mark mark.img "${MARK_DIR:-}"
 # field F (Python on the job object d) of a --json job line
 field() { python3 -c 'import json,sys; d=json.loads(sys.stdin.read().strip().splitlines()[-1]); print(eval(sys.argv[1]))' "$1"; }
 
