@@ -89,6 +89,11 @@ static const struct cli_arg rollback_args[] = {
      .kind = CLI_FLAG,
      .key = "close_fds",
      .help = "close the descriptors opened since the mark"},
+    {.name = "hold",
+     .kind = CLI_FLAG,
+     .key = "hold",
+     .help = "keep it stopped at the mark, as mark --hold does, until the next rollback "
+	     "or unmark"},
 };
 
 static const struct cli_arg checkpoint_args[] = {

@@ -625,7 +625,11 @@ static void render_rollback_result(json_t *res)
 		    mv_plural(jint(res, "offsets_rewound"), "file", "files"),
 		    jint(res, "fds_closed"));
 	render_until(json_object_get(res, "until"));
-	if (json_is_true(json_object_get(res, "held")))
+	if (json_is_true(json_object_get(res, "held")) && !json_object_get(res, "until"))
+		printf(
+		    "  held stopped at the mark: `memvisor ctl rollback` lets it run from there, "
+		    "`memvisor ctl unmark` too and drops the mark\n");
+	else if (json_is_true(json_object_get(res, "held")))
 		printf("  held stopped: `memvisor ctl rollback` puts it back again, `memvisor ctl "
 		       "unmark` lets it run\n");
 }

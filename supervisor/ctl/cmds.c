@@ -601,7 +601,7 @@ static const struct ctl_cmd table[] = {
      "\"pid\":N, \"hold\":true, \"wait_ms\":MS}]"},
     {"rollback", ctl_cmd_rollback,
      "put the marked process back to its mark, in place: [{\"name\":NAME, \"until\":POINT, "
-     "\"timeout_ms\":MS, \"close_fds\":true, \"wait_ms\":MS}]"},
+     "\"timeout_ms\":MS, \"close_fds\":true, \"hold\":true, \"wait_ms\":MS}]"},
     {"unmark", ctl_cmd_unmark, "drop the mark and its tracking: [{\"name\":NAME}]"},
     {"metrics", ctl_cmd_metrics, "counters and gauges in the Prometheus text format"},
     {"help", ctl_cmd_help, "the commands and the protocol version: [{\"command\":NAME}]"},

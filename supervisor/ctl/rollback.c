@@ -165,10 +165,15 @@ int ctl_cmd_rollback(struct mv *mv, struct ctl_call *call, json_t *args, json_t 
 	    ctl_arg_string_opt(args, "until", &until, err) < 0 ||
 	    ctl_arg_int_opt(args, "timeout_ms", &timeout, err) < 0 ||
 	    ctl_arg_bool_opt(args, "close_fds", &q.close_fds, err) < 0 ||
+	    ctl_arg_bool_opt(args, "hold", &q.hold, err) < 0 ||
 	    ctl_arg_wait(args, &wait_ms, err) < 0)
 		return -1;
 	if (until && parse_until(until, &q, err) < 0)
 		return -1;
+	if (until && q.hold)
+		return ctl_fail(err, MV_E_BAD_REQUEST,
+				"args.hold: not with args.until, which holds the program where it "
+				"stops it");
 	if (json_object_get(args, "timeout_ms")) {
 		if (!until)
 			return ctl_fail(err, MV_E_BAD_REQUEST,

@@ -58,6 +58,7 @@ struct rollback_req {
 	int until_fd;	     /* its first argument, -1: any */
 	unsigned timeout_ms; /* until: the time limit */
 	bool close_fds;	     /* close the descriptors opened since the mark */
+	bool hold;	     /* keep it stopped at the mark (not with until) */
 };
 
 #define ROLLBACK_UNTIL_TIMEOUT_MS 10000

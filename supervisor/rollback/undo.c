@@ -719,7 +719,10 @@ static int rollback_work(struct job *j, void *arg)
 			m->rollbacks--;
 	} else {
 		bool stopped = c->p != NULL;
-		rb_hold_let_go(m->hold);
+		if (rc == 0 && rj->q.hold)
+			rb_hold_keep(m->hold); /* it runs at the next rollback or unmark */
+		else
+			rb_hold_let_go(m->hold);
 		u.t_resume = lap(&t);
 		pause = c->pause_end > c->pause_start ? c->pause_end - c->pause_start : 0;
 		if (held && stopped)

@@ -406,3 +406,42 @@ rss_at_x() {
 	rss_at_x
 	[ $((RSS_MV * 100)) -le $((mv0 * 101)) ]
 }
+
+# rollback --hold: put back and kept stopped at the mark, so that what it
+# will read can be written first, or its memory looked at; a plain
+# rollback lets it run from there. Not with --until, which holds where it
+# stops it.
+@test "rollback --hold: put back and held at the mark; the next rollback runs it from there" {
+	start_fed "$WL/rb_target" 16
+	run ctl mark
+	assert_success
+	got_line() { say "$1" '^got '; }
+	got_line x
+	want=$LAST
+	got_line "w 3 200"
+	run ctl --json rollback --hold
+	echo "$output"
+	assert_success
+	echo "$output" | tail -1 >"$TMP/r.json"
+	[ "$(json_get "$TMP/r.json" "d['result']['held']")" = True ]
+	held
+	# Held: an input waits in the pipe.
+	n=$(out_lines)
+	echo x >&7
+	sleep 0.3
+	[ "$(out_lines)" = "$n" ]
+	held
+	run ctl rollback --hold
+	assert_success
+	assert_output --partial "held stopped at the mark"
+	held
+	run ctl rollback
+	assert_success
+	refute_output --partial "held"
+	wait_for 30 out_longer_than "$n"
+	[ "$(out_after "$n" | head -1)" = "$want" ]
+	run ctl rollback --hold --until read:0
+	assert_failure
+	assert_output --partial "not with args.until"
+	stop_fed
+}
