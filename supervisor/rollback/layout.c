@@ -98,10 +98,11 @@ void rb_layout_diff(const struct rb_mark *m, const struct rb_region *now, size_t
 
 uint64_t rb_heap_end(const struct rb_region *v, size_t n)
 {
+	uint64_t end = 0;
 	for (size_t i = 0; i < n; i++)
 		if (strcmp(v[i].name, "[heap]") == 0)
-			return v[i].end;
-	return 0;
+			end = MV_MAX(end, v[i].end);
+	return end;
 }
 
 void rb_describe(const struct rb_region *r, uint64_t start, uint64_t end, char *buf, size_t len)

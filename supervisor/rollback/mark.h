@@ -132,7 +132,9 @@ struct rb_change {
 void rb_layout_diff(const struct rb_mark *m, const struct rb_region *now, size_t n_now,
 		    struct rb_change **out, size_t *n);
 
-/* Where the region named [heap] ends in v[0..n), 0 when there is none. */
+/* Where the heap ends in v[0..n) (the end of its last region: a heap
+ * grown since the mark is two regions, the tracked one and the growth),
+ * 0 when there is none. */
 uint64_t rb_heap_end(const struct rb_region *v, size_t n);
 
 /* "0x7f..-0x7f.. (NAME)" for messages. */

@@ -27,6 +27,27 @@ copied (write-protected), over and over; no evict, no reload.
 runs while its memory is copied and is stopped again only to drop the
 pages it did not write since; the reload as usual.
 
+--rollback: every other cycle on average is a mark and a rollback instead
+of an evict and a reload (issue 26), on the program's main process:
+
+  memvisor ctl mark --hold          (held at the mark: the driver notes the
+                                     output's length and hashes every page)
+  memvisor ctl rollback             (held, so nothing changed: it runs on)
+  a random pause of 0-300 ms, maybe a plain checkpoint (which works while
+  a mark is held) and an evict (which must be refused)
+  memvisor ctl rollback --hold      (back at the mark: every readable
+                                     private page must hash as at the mark,
+                                     a hole as zeros, and the layout must be
+                                     the mark's)
+  memvisor ctl unmark               (it runs on from the mark)
+
+The program prints again what it printed between the mark and the
+rollback; the driver cuts those bytes (their offsets in the output file,
+noted while the program was held) out of the output before it compares it
+with the native run's. Only for programs of one process whose outcome
+depends on nothing a rollback leaves alone (file contents, pipes, other
+processes; docs/rollback.md, "What is not rolled back").
+
 --kill: once per run, at a random cycle, memvisor is SIGKILLed at a random
 moment during the evict or the reload. The program must die with it: what
 it printed must be a prefix of the native output, and no process of the
@@ -306,6 +327,98 @@ class Progress:
         return lines
 
 
+def uncut(out, cuts):
+    """The output with the stretches [k, j) cut out: what the program
+    printed between a mark and a rollback, which it prints again."""
+    parts, at = [], 0
+    for k, j in cuts:
+        parts.append(out[at:k])
+        at = j
+    parts.append(out[at:])
+    return b"".join(parts)
+
+
+SPECIAL = ("[vvar]", "[vvar_vclock]", "[vdso]", "[vsyscall]")
+ZERO_PAGE = bytes(4096)
+
+
+def mem_pages(pid, untracked):
+    """The layout of a stopped process (its regions, adjacent ones with the
+    same protections and name merged, since a rollback may leave them split
+    where the mark had one) and a hash of each present page of its
+    readable private regions; None if it is gone."""
+    import hashlib
+    import struct
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            maps = f.read().splitlines()
+        mem = os.open(f"/proc/{pid}/mem", os.O_RDONLY)
+        pm = os.open(f"/proc/{pid}/pagemap", os.O_RDONLY)
+    except OSError:
+        return None
+    layout, pages = [], {}
+    try:
+        for line in maps:
+            f = line.split(None, 5)
+            lo, hi = (int(x, 16) for x in f[0].split("-"))
+            name = f[5] if len(f) > 5 else ""
+            if layout and layout[-1][1] == lo and layout[-1][2:] == (f[1], name):
+                layout[-1] = (layout[-1][0], hi, f[1], name)
+            else:
+                layout.append((lo, hi, f[1], name))
+            if f[1][0] != "r" or f[1][3] != "p" or name in SPECIAL:
+                continue
+            if any(lo < e and s < hi for s, e in untracked):
+                continue
+            n = (hi - lo) >> 12
+            raw = os.pread(pm, n * 8, (lo >> 12) * 8)
+            ents = struct.unpack(f"{len(raw) // 8}Q", raw)
+            i = 0
+            while i < len(ents):
+                if not ents[i] >> 62:
+                    i += 1
+                    continue
+                e = i
+                while e < len(ents) and ents[e] >> 62 and e - i < 256:
+                    e += 1
+                try:
+                    data = os.pread(mem, (e - i) << 12, lo + (i << 12))
+                except OSError:
+                    data = b""
+                for p in range(len(data) >> 12):
+                    pages[lo + ((i + p) << 12)] = hashlib.blake2b(
+                        data[p << 12:(p + 1) << 12], digest_size=12).digest()
+                i = e
+    except OSError:
+        return None
+    finally:
+        os.close(mem)
+        os.close(pm)
+    return layout, pages
+
+
+def compare_pages(a, b):
+    """The first difference between two mem_pages() of one process, or
+    None. A page present in one only must read as zeros in it."""
+    (la, pa), (lb, pb) = a, b
+    if la != lb:
+        ra, rb = set(la), set(lb)
+        return (f"layout: at the mark only {sorted(ra - rb)[:4]}, now only {sorted(rb - ra)[:4]}")
+    zero = hashlib_zero()
+    bad = [addr for addr in set(pa) | set(pb) if pa.get(addr, zero) != pb.get(addr, zero)]
+    if not bad:
+        return None
+    bad.sort()
+    reg = next((r for r in la if r[0] <= bad[0] < r[1]), None)
+    return (f"{len(bad)} pages differ, the first at {bad[0]:#x} (present at the mark "
+            f"{bad[0] in pa}, now {bad[0] in pb}) in {reg}")
+
+
+def hashlib_zero():
+    import hashlib
+    return hashlib.blake2b(ZERO_PAGE, digest_size=12).digest()
+
+
 class Churn:
     def __init__(self, args, cmd):
         self.a = args
@@ -313,7 +426,8 @@ class Churn:
         self.mv = os.environ.get("MEMVISOR") or os.path.join(
             os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "memvisor")
         self.totals = dict(runs=0, cycles=0, evicts=0, busy=0, gone=0, ckpt_err=0, fallbacks=0,
-                           reloads=0, reload_err=0, kills=0)
+                           reloads=0, reload_err=0, kills=0, marks=0, rollbacks=0, rb_busy=0,
+                           rb_refused=0, hashed_mib=0)
         self.errors_seen = {}
 
     # -- control commands, each bounded in time --------------------------
@@ -367,7 +481,8 @@ class Churn:
         d = tempfile.mkdtemp(prefix=f"run{r}.", dir=self.a.workdir)
         sock, outp, errp = f"{d}/ctl.sock", f"{d}/out", f"{d}/log"
         st = dict(cycles=0, evicts=0, busy=0, gone=0, ckpt_err=0, reloads=0, reload_err=0,
-                  fallbacks=0)
+                  fallbacks=0, marks=0, rollbacks=0, rb_busy=0, rb_refused=0, hashed_mib=0)
+        cuts = []  # --rollback: output offsets [k, j) printed again after a rollback
         # Where the time goes: the program stopped by checkpoints, and the
         # faults its threads waited on (from the reload jobs' results).
         tm = dict(ckpt_s=0.0, paused_s=0.0, faults=0, fault_max_ms=0.0)
@@ -431,6 +546,16 @@ class Churn:
                 killed = self.kill_during(mvp, sock, ["checkpoint", img, "--evict", "--wait"],
                                           kill_delay, remember_tree)
                 break
+            if self.a.rollback and rng.random() < 0.5:
+                res = self.rollback_cycle(sock, rng, st, outp, img, cuts, ending)
+                st["cycles"] += 1
+                if res == "gone":
+                    st["gone"] += 1
+                    break
+                if res is not None:
+                    failure = res
+                    break
+                continue
             tc = time.monotonic()
             if self.a.live:
                 rc, msg = self.ctl(sock, "checkpoint", img, "--live", "--wait")
@@ -556,7 +681,12 @@ class Churn:
                     failure = "after memvisor was killed, the program had printed what a native run does not"
             elif rc < 0 or rc == 125:
                 failure = f"memvisor crashed: {describe_status(rc)}"
-            elif out != self.native_out or rc != self.native_rc:
+            elif self.a.rollback and (uncut(out, cuts) != self.native_out or rc != self.native_rc):
+                failure = (f"different from the native run once the {len(cuts)} stretches printed "
+                           f"again after rollbacks are cut out: exit {describe_status(rc)} "
+                           f"(native {self.native_rc})")
+                out = uncut(out, cuts)
+            elif not self.a.rollback and (out != self.native_out or rc != self.native_rc):
                 failure = f"different from the native run: exit {describe_status(rc)} (native {self.native_rc})"
                 if out != self.native_out:
                     failure += ", different output"
@@ -576,6 +706,9 @@ class Churn:
                    f"{st['reload_err']} reload errors"
                    + (f", {st['fallbacks']} live copies given up"
                       if self.a.live or self.a.live_evict else "")
+                   + (f", {st['marks']} marks, {st['rollbacks']} rollbacks checked "
+                      f"({st['hashed_mib']} MiB hashed), {st['rb_busy']} marks busy, "
+                      f"{st['rb_refused']} rollbacks refused" if self.a.rollback else "")
                    + f"), exit {status}")
         timing = (f"  run {r}: {tm['ckpt_s']:.1f} s in checkpoints, the program stopped "
                   f"{tm['paused_s']:.1f} s of them; {tm['faults']} faults served (the slowest "
@@ -601,6 +734,89 @@ class Churn:
         else:
             shutil.rmtree(d, ignore_errors=True)
         return False
+
+    def rollback_cycle(self, sock, rng, st, outp, img, cuts, ending):
+        """A mark, a run, a rollback checked page by page, an unmark (see
+        --rollback). None when done or refused as expected, "gone" when
+        the program ended, else the failure."""
+
+        def over(msg):  # the program ended (a kill by a rollback is a failure)
+            return "was killed" not in msg and ("has exited" in msg or ending(msg))
+
+        rc, msg = self.ctl(sock, "--json", "mark", "--hold")
+        if rc is None:
+            return f"hang: {msg}"
+        if rc != 0:
+            # A job that stops the program runs, or memory is evicted: a
+            # reload (the evict cycle's, with or without --wait) first.
+            if "busy" in msg or "already running" in msg or "evicted" in msg or "running" in msg:
+                st["rb_busy"] += 1
+                m = re.search(r"evicted to (\S+)", msg)
+                if m and st["rb_busy"] % 5 == 0 and os.path.isdir(m.group(1)):
+                    self.ctl(sock, "reload", m.group(1), "--wait")
+                time.sleep(rng.uniform(0.01, 0.1))
+                return None
+            return "gone" if over(msg) else f"mark failed: {msg.strip()[-400:]}"
+        try:
+            res = json.loads(msg.strip().splitlines()[-1])
+            res = res.get("result", res)
+            pid = res["pid"]
+            untracked = [(int(u["start"]), int(u["end"])) for u in res.get("untracked", [])]
+        except (ValueError, KeyError, IndexError, TypeError):
+            return f"mark: an answer without the marked process: {msg.strip()[-400:]}"
+        st["marks"] += 1
+        k = os.path.getsize(outp)
+        at_mark = mem_pages(pid, untracked)
+        if at_mark is None:
+            return "gone"
+        # Held since the mark, nothing to put back: it runs on.
+        rc, msg = self.ctl(sock, "rollback")
+        if rc is None:
+            return f"hang: {msg}"
+        if rc != 0:
+            return "gone" if over(msg) else f"rollback of a held program failed: {msg.strip()[-400:]}"
+        time.sleep(rng.uniform(0, 0.3))
+        if rng.random() < 0.3:
+            rc, msg = self.ctl(sock, "checkpoint", img + "-ev", "--evict", "--wait")
+            shutil.rmtree(img + "-ev", ignore_errors=True)
+            if rc == 0:
+                return "an evict was let through while a mark tracks the memory"
+        if rng.random() < 0.3:
+            rc, msg = self.ctl(sock, "checkpoint", img + "-plain", "--wait")
+            shutil.rmtree(img + "-plain", ignore_errors=True)
+            if rc not in (0, None) and not ("exited" in msg or "busy" in msg or "already" in msg):
+                self.note_error("checkpoint with a mark", msg)
+        rc, msg = self.ctl(sock, "--json", "rollback", "--hold")
+        if rc is None:
+            return f"hang: {msg}"
+        if rc != 0:
+            # Refusals that change nothing: the program ended, ran a new
+            # program, or a thread of the mark ended since. It runs on as
+            # it was, and nothing is printed again.
+            if over(msg):
+                return "gone"
+            if "since the mark" in msg and "was killed" not in msg:
+                st["rb_refused"] += 1
+                self.note_error("rollback refused", msg)
+                self.ctl(sock, "unmark")
+                return None
+            return f"rollback failed: {msg.strip()[-600:]}"
+        j = os.path.getsize(outp)
+        now = mem_pages(pid, untracked)
+        if now is None:
+            return "rolled back and held, the program is gone"
+        bad = compare_pages(at_mark, now)
+        if bad:
+            return f"rolled back to the mark, the program differs from it: {bad}"
+        st["rollbacks"] += 1
+        st["hashed_mib"] += len(at_mark[1]) * 4096 >> 20
+        cuts.append((k, j))
+        rc, msg = self.ctl(sock, "unmark")
+        if rc is None:
+            return f"hang: {msg}"
+        if rc != 0:
+            return "gone" if over(msg) else f"unmark of a held program failed: {msg.strip()[-400:]}"
+        return None
 
     def dump(self, mvp, sock, failure, prog):
         """Before memvisor is killed: where every thread of the run waits
@@ -723,6 +939,7 @@ class Churn:
             f"{t['evicts']} evicts, {t['busy']} busy, {t['gone']} gone, {t['ckpt_err']} checkpoint errors, "
             f"{t['reloads']} reloads, {t['reload_err']} reload errors"
             + (f", {t['kills']} kills" if self.a.kill else "")
+            + (f", {t['marks']} marks, {t['rollbacks']} rollbacks checked" if self.a.rollback else "")
             + f", {time.monotonic() - t0:.0f} s, seed {base}")
         return 0 if ok else 1
 
@@ -738,6 +955,8 @@ def main():
     ap.add_argument("--live", action="store_true", help="live checkpoints, no evict")
     ap.add_argument("--live-evict", action="store_true",
                     help="evict with checkpoint --evict --live")
+    ap.add_argument("--rollback", action="store_true",
+                    help="marks and rollbacks between the evicts, each checked page by page")
     ap.add_argument("--keep", action="store_true", help="keep a failed run's files")
     ap.add_argument("--workdir", default=None)
     ap.add_argument("--cwd", default=None)

@@ -80,6 +80,11 @@ static uint64_t state_hash(const unsigned char *stack, size_t n)
 	h = fnv(h, &grown, sizeof(grown));
 	h = fnv(h, &unmapped, sizeof(unmapped));
 	h = fnv(h, &readonly, sizeof(readonly));
+	/* The kernel's brk, not libc's copy of it: a rollback that took the
+	 * heap's growth away with munmap left it where the run had moved it,
+	 * and malloc's next sbrk "succeeded" into unmapped memory. */
+	long brk = syscall(SYS_brk, 0);
+	h = fnv(h, &brk, sizeof(brk));
 	return h;
 }
 
@@ -195,6 +200,12 @@ int main(int argc, char **argv)
 	size_t mib = argc > 1 ? strtoul(argv[1], NULL, 0) : 16;
 	heap_len = mib << 20;
 	filled = heap_len / 2;
+	/* A heap before the mark, as in any program that called malloc: "b"
+	 * then grows it rather than making it. */
+	char *first = sbrk(PG);
+	if (first == (void *)-1)
+		return 2;
+	memset(first, 1, PG);
 	heap = mmap(NULL, heap_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (heap == MAP_FAILED)
 		return 2;
