@@ -618,12 +618,16 @@ static void render_rollback_result(json_t *res)
 	json_array_foreach(json_object_get(res, "signals_dropped"), i, s)
 	    printf("  signal %lld to thread %lld arrived since the mark: dropped\n",
 		   jint(s, "signal"), jint(s, "tid"));
-	if (jint(res, "offsets_rewound") || jint(res, "fds_closed"))
+	if (jint(res, "offsets_rewound") || jint(res, "fds_closed") || jint(res, "fds_reopened"))
 		printf(
-		    "  descriptors: %lld %s back at the mark's offset, %lld opened since closed\n",
+		    "  descriptors: %lld %s back at the mark's offset, %lld opened since closed, "
+		    "%lld closed since opened again\n",
 		    jint(res, "offsets_rewound"),
 		    mv_plural(jint(res, "offsets_rewound"), "file", "files"),
-		    jint(res, "fds_closed"));
+		    jint(res, "fds_closed"), jint(res, "fds_reopened"));
+	json_array_foreach(json_object_get(res, "fds_lost"), i, s)
+	    printf("  descriptor %lld (%s) was closed since the mark and stays closed: %s\n",
+		   jint(s, "fd"), jstr(s, "kind"), jstr(s, "why"));
 	render_until(json_object_get(res, "until"));
 	if (json_is_true(json_object_get(res, "held")) && !json_object_get(res, "until"))
 		printf(

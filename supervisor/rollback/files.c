@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -36,12 +37,37 @@ static int add_fd(void *arg, int dfd, const char *name)
 		return 0; /* closed meanwhile */
 	if (l->n == l->cap)
 		l->v = xrealloc(l->v, (l->cap = l->cap ? l->cap * 2 : 32) * sizeof(*l->v));
-	l->v[l->n++] = (struct rb_fd){.fd = atoi(name),
-				      .dup = -1,
-				      .dev = st.st_dev,
-				      .ino = st.st_ino,
-				      .regular = S_ISREG(st.st_mode)};
+	struct rb_fd *f = &l->v[l->n++];
+	*f = (struct rb_fd){.fd = atoi(name),
+			    .dup = -1,
+			    .dev = st.st_dev,
+			    .ino = st.st_ino,
+			    .regular = S_ISREG(st.st_mode)};
+	snprintf(f->kind, sizeof(f->kind), "%s",
+		 S_ISREG(st.st_mode)	? "file"
+		 : S_ISFIFO(st.st_mode) ? "pipe"
+		 : S_ISSOCK(st.st_mode) ? "socket"
+		 : S_ISCHR(st.st_mode)	? "device"
+		 : S_ISDIR(st.st_mode)	? "directory"
+					: "other");
 	return 0;
+}
+
+/* FD_CLOEXEC of descriptor fd of tid, from its fdinfo's flags. */
+static bool fd_cloexec(pid_t tid, int fd)
+{
+	char path[64], buf[256];
+	snprintf(path, sizeof(path), "/proc/%d/fdinfo/%d", tid, fd);
+	int d = open(path, O_RDONLY | O_CLOEXEC);
+	if (d < 0)
+		return false;
+	ssize_t n = read(d, buf, sizeof(buf) - 1);
+	close(d);
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	const char *fl = strstr(buf, "flags:");
+	return fl && (strtoul(fl + 6, NULL, 8) & O_CLOEXEC);
 }
 
 /* The open descriptors of pid, in the directory's order, with what each
@@ -80,6 +106,7 @@ int rb_files_mark(struct rb_mark *m, pid_t tid)
 			continue;
 		}
 		f->off = (uint64_t)off;
+		f->cloexec = fd_cloexec(tid, f->fd);
 		m->n_rewindable++;
 	}
 	return 0;
@@ -126,6 +153,27 @@ int rb_files_new(const struct rb_mark *m, pid_t tid, int **out, size_t *n)
 				m->fds[j].ino == now[i].ino;
 		if (!known)
 			v[k++] = now[i].fd;
+	}
+	free(now);
+	*out = v;
+	*n = k;
+	return 0;
+}
+
+int rb_files_closed(const struct rb_mark *m, pid_t tid, size_t **out, size_t *n)
+{
+	struct rb_fd *now = NULL;
+	size_t n_now = 0;
+	int rc = list_fds(tid, &now, &n_now);
+	if (rc < 0)
+		return rc;
+	size_t *v = xcalloc(m->n_fds + 1, sizeof(*v)), k = 0;
+	for (size_t j = 0; j < m->n_fds; j++) {
+		bool open_now = false;
+		for (size_t i = 0; i < n_now && !open_now; i++)
+			open_now = now[i].fd == m->fds[j].fd;
+		if (!open_now)
+			v[k++] = j;
 	}
 	free(now);
 	*out = v;

@@ -134,6 +134,9 @@ static int save_threads(struct ckpt *c, struct rb_mark *m)
 		rt->fp = mv_steal_ptr(t->fpstate);
 		rt->fp_len = t->fpstate_len;
 		rt->fp_note = t->fpstate_note;
+		uint32_t rseq_len;
+		if (ptrace_rseq_stopped(t->tid, &rt->rseq, &rseq_len) < 0 || rseq_len < RB_RSEQ_LEN)
+			rt->rseq = 0; /* before 5.13, or nothing registered */
 		m->n_t++;
 	}
 	return 0;
@@ -342,19 +345,24 @@ static json_t *mark_json(const struct rb_mark *m, uint64_t pause_ns, uint64_t el
 			tracked += m->r[i].end - m->r[i].start;
 			n_tracked++;
 		}
+	json_t *rseq = json_array();
+	for (size_t i = 0; i < m->n_t; i++)
+		if (m->t[i].rseq)
+			json_array_append_new(rseq, json_pack("{s:i, s:I}", "tid", m->t[i].tid,
+							      "addr", (json_int_t)m->t[i].rseq));
 	json_t *snap = m->snap.pid > 0 ? json_pack("{s:i, s:I}", "pid", m->snap.pid, "bytes",
 						   (json_int_t)m->snap_bytes)
 				       : json_pack("{s:s}", "why", m->snap_why);
-	return json_pack("{s:i, s:i, s:s, s:i, s:i, s:i, s:i, s:I, s:I, s:I, s:o, s:I, s:O, s:s, "
-			 "s:I, s:I}",
-			 "descriptors", (int)m->n_fds, "offsets_kept", (int)m->n_rewindable, "name",
-			 m->name, "pid", m->pid, "threads", (int)m->n_t, "regions", (int)m->n_r,
-			 "tracked_regions", (int)n_tracked, "tracked_bytes", (json_int_t)tracked,
-			 "baseline_bytes", (json_int_t)(m->base_bytes + m->snap_bytes),
-			 "copied_bytes", (json_int_t)m->base_bytes, "snapshot", snap, "brk",
-			 (json_int_t)m->brk, "untracked", m->untracked, "tracking",
-			 m->user_mode_only ? "uffd-wp-async, user mode only" : "uffd-wp-async",
-			 "pause_ns", (json_int_t)pause_ns, "elapsed_ns", (json_int_t)elapsed_ns);
+	return json_pack(
+	    "{s:i, s:i, s:s, s:i, s:i, s:i, s:i, s:I, s:I, s:I, s:o, s:I, s:O, s:s, "
+	    "s:I, s:I, s:o}",
+	    "descriptors", (int)m->n_fds, "offsets_kept", (int)m->n_rewindable, "name", m->name,
+	    "pid", m->pid, "threads", (int)m->n_t, "regions", (int)m->n_r, "tracked_regions",
+	    (int)n_tracked, "tracked_bytes", (json_int_t)tracked, "baseline_bytes",
+	    (json_int_t)(m->base_bytes + m->snap_bytes), "copied_bytes", (json_int_t)m->base_bytes,
+	    "snapshot", snap, "brk", (json_int_t)m->brk, "untracked", m->untracked, "tracking",
+	    m->user_mode_only ? "uffd-wp-async, user mode only" : "uffd-wp-async", "pause_ns",
+	    (json_int_t)pause_ns, "elapsed_ns", (json_int_t)elapsed_ns, "rseq", rseq);
 }
 
 /* On the mark's tracer thread: stop, record, track, copy; then resume

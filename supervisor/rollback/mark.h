@@ -40,6 +40,11 @@ struct rb_region {
 #define RB_IN_SNAP UINT64_MAX
 /* What a rollback reads from the snapshot at once (undo.c). */
 #define RB_SCRATCH_BYTES (1024 * 4096ul)
+
+/* struct rseq (linux/rseq.h): the kernel writes cpu_id_start and cpu_id
+ * (bytes 0-7) and node_id and mm_cid (20-27) on the thread's way back to
+ * user space; rseq_cs and flags (8-19) are the program's. */
+#define RB_RSEQ_LEN 32
 struct rb_run {
 	uint64_t start, end, off;
 };
@@ -52,7 +57,9 @@ struct rb_fd {
 	dev_t dev;
 	ino_t ino;
 	bool regular;
+	bool cloexec; /* of a duplicated one: FD_CLOEXEC at the mark */
 	uint64_t off;
+	char kind[16]; /* "pipe", "socket", ... of the others, for messages */
 };
 
 #define RB_FILES_MAX 1024 /* regular files whose offsets go back */
@@ -63,6 +70,7 @@ struct rb_thread {
 	size_t prstatus_len, fp_len;
 	unsigned fp_note;
 	uint64_t sigmask;
+	uint64_t rseq; /* its rseq area (0: none registered, or no way to ask) */
 };
 
 struct rb_mark {
@@ -149,6 +157,9 @@ void rb_files_free(struct rb_mark *m);
 unsigned rb_files_rewind(struct rb_mark *m);
 /* Descriptors open now that were not at the mark, or name another file. */
 int rb_files_new(const struct rb_mark *m, pid_t tid, int **out, size_t *n);
+/* The mark's descriptors (indexes into m->fds) whose number is closed
+ * now. */
+int rb_files_closed(const struct rb_mark *m, pid_t tid, size_t **out, size_t *n);
 
 /* ---- until.c ---- */
 

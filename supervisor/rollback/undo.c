@@ -14,13 +14,17 @@
 #include "supervisor/supervise/mv.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sys/user.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -40,7 +44,8 @@ struct undo {
 	size_t n_extra;
 	unsigned threads_ended, children_killed;
 	bool close_fds;
-	unsigned rewound, fds_closed;
+	unsigned rewound, fds_closed, fds_reopened;
+	json_t *fds_lost; /* [{fd, kind, why}]: closed since, and closed still */
 	/* Where the pause went: the stop, the checks and what was created
 	 * since, the layout, the memory, the registers, the resume. */
 	uint64_t t_stop, t_check, t_layout, t_memory, t_regs, t_resume;
@@ -496,6 +501,36 @@ static int undo_region(struct undo *u, struct pagemap *pm, const struct rb_regio
 	return 0;
 }
 
+/* The fields of each thread's rseq area that the kernel writes (which CPU
+ * and node it runs on, its concurrency id) as they are now, before a
+ * page's bytes from the mark go back over them; then written again. They
+ * are not the program's to roll back: a kernel that writes only what
+ * changed since it last wrote would leave the mark's CPU there, and one
+ * built with CONFIG_DEBUG_RSEQ kills a thread whose fields differ from
+ * what it wrote. */
+static void rseq_fields(struct undo *u, uint8_t (*now)[RB_RSEQ_LEN], bool put)
+{
+	for (size_t i = 0; i < u->m->n_t; i++) {
+		uint64_t a = u->m->t[i].rseq;
+		if (!a)
+			continue;
+		if (!put) {
+			if (pread(u->m->memfd, now[i], RB_RSEQ_LEN, (off_t)a) != RB_RSEQ_LEN)
+				u->m->t[i].rseq = 0; /* unreadable: leave it to the kernel */
+			continue;
+		}
+		uint8_t back[RB_RSEQ_LEN];
+		if (pread(u->m->memfd, back, RB_RSEQ_LEN, (off_t)a) != RB_RSEQ_LEN ||
+		    (!memcmp(back, now[i], 8) && !memcmp(back + 20, now[i] + 20, 8)))
+			continue;
+		if (pwrite(u->m->memfd, now[i], 8, (off_t)a) != 8 ||
+		    pwrite(u->m->memfd, now[i] + 20, 8, (off_t)(a + 20)) != 8)
+			log_warn("process %d: the rseq area of thread %d at %#llx could not be "
+				 "written: the kernel writes it at the thread's next return",
+				 u->m->pid, u->m->t[i].tid, (unsigned long long)a);
+	}
+}
+
 static int undo_memory(struct undo *u)
 {
 	struct pagemap pm;
@@ -504,12 +539,17 @@ static int undo_memory(struct undo *u)
 	if (rc < 0)
 		return ckpt_fail(u->c, rc, MV_E_NO_SUCH_PROCESS,
 				 "reading the pagemap of process %d: %s", u->m->pid, strerror(-rc));
+	uint8_t(*rseq)[RB_RSEQ_LEN] = xcalloc(u->m->n_t ? u->m->n_t : 1, sizeof(*rseq));
+	rseq_fields(u, rseq, false);
 	for (size_t i = 0; i < u->m->n_r && rc == 0; i++)
 		if (u->m->r[i].tracked)
 			rc = undo_region(u, &pm, &u->m->r[i]);
 	pagemap_close(&pm);
 	if (rc == 0)
 		rc = put_back_snapshot(u);
+	if (rc == 0)
+		rseq_fields(u, rseq, true);
+	free(rseq);
 	for (size_t i = 0; i < u->n_drop && rc == 0; i++) {
 		long ret = 0;
 		uint64_t len = u->drop[i].end - u->drop[i].start;
@@ -540,16 +580,143 @@ static int undo_memory(struct undo *u)
 
 /* ---- the descriptors ------------------------------------------------------- */
 
+static int close_new_fds(struct undo *u);
+
+static void fd_lost(struct undo *u, const struct rb_fd *f, const char *why)
+{
+	json_array_append_new(u->fds_lost, json_pack("{s:i, s:s, s:s}", "fd", f->fd, "kind",
+						     f->regular ? "file" : f->kind, "why", why));
+}
+
+/* Where a path can be put for a call in the process: below the marked
+ * stack pointer of the thread the mark names after the process, and its
+ * red zone, in the region that holds it. The memory step that follows
+ * puts those bytes back. 0: no room. */
+static uint64_t path_scratch(const struct undo *u)
+{
+	const struct rb_thread *t = &u->m->t[0];
+	for (size_t i = 0; i < u->m->n_t; i++)
+		if (u->m->t[i].tid == u->m->pid)
+			t = &u->m->t[i];
+	if (!u->m->n_t || t->prstatus_len < sizeof(struct user_regs_struct))
+		return 0;
+	uint64_t sp = ((const struct user_regs_struct *)t->prstatus)->rsp;
+	uint64_t at = (sp - 128 - PATH_MAX) & ~63ull;
+	for (size_t i = 0; i < u->m->n_r; i++) {
+		const struct rb_region *r = &u->m->r[i];
+		if (r->start <= at && sp <= r->end && r->w && !r->shared && r->tracked)
+			return at;
+	}
+	return 0;
+}
+
+/* A regular file open for reading at the mark and closed since, opened
+ * again: by its path (written into the process at scratch), checked to
+ * be the same file, put at its number with its close-on-exec flag, at the
+ * mark's offset. From then on the new open file is the one whose offset
+ * a rollback puts back. A file that cannot be is reported, not guessed. */
+static int reopen_fd(struct undo *u, struct rb_fd *f, uint64_t scratch)
+{
+	char link[64], path[PATH_MAX + 1];
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", f->dup);
+	ssize_t n = readlink(link, path, PATH_MAX);
+	if (n <= 0 || path[0] != '/') {
+		fd_lost(u, f, "its path cannot be read");
+		return 0;
+	}
+	path[n] = 0;
+	if (n > 10 && !strcmp(path + n - 10, " (deleted)")) {
+		fd_lost(u, f, "the file was deleted");
+		return 0;
+	}
+	if (!scratch) {
+		fd_lost(u, f, "no room below the stack pointer for its path");
+		return 0;
+	}
+	if (pwrite(u->m->memfd, path, (size_t)n + 1, (off_t)scratch) != n + 1) {
+		fd_lost(u, f, "its path cannot be written into the process");
+		return 0;
+	}
+	u->changed = true;
+	int fl = fcntl(f->dup, F_GETFL);
+	long flags = (fl & (O_ACCMODE | O_NONBLOCK | O_LARGEFILE)) | (f->cloexec ? O_CLOEXEC : 0);
+	long nfd = 0, ret = 0;
+	int rc = inject(u, SYS_openat, AT_FDCWD, (long)scratch, flags, 0, 0, 0, &nfd);
+	if (rc < 0)
+		return rc;
+	if (nfd < 0) {
+		char why[160];
+		snprintf(why, sizeof(why), "opening %.100s again: %s", path, strerror((int)-nfd));
+		fd_lost(u, f, why);
+		return 0;
+	}
+	int dup = (int)syscall(SYS_pidfd_getfd, u->m->pidfd, (int)nfd, 0);
+	struct stat st;
+	if (dup < 0 || fstat(dup, &st) < 0 || st.st_dev != f->dev || st.st_ino != f->ino) {
+		if (dup >= 0)
+			close(dup);
+		fd_lost(u, f,
+			dup < 0 ? "the file opened again cannot be checked"
+				: "its path names another file now");
+		return inject(u, SYS_close, nfd, 0, 0, 0, 0, 0, &ret);
+	}
+	if (nfd != f->fd) {
+		rc = inject(u, SYS_dup3, nfd, f->fd, f->cloexec ? O_CLOEXEC : 0, 0, 0, 0, &ret);
+		if (rc == 0)
+			rc = inject(u, SYS_close, nfd, 0, 0, 0, 0, 0, &(long){0});
+		if (rc == 0 && ret < 0) {
+			close(dup);
+			fd_lost(u, f, "its number cannot be taken again");
+			return 0;
+		}
+	}
+	if (rc < 0) {
+		close(dup);
+		return rc;
+	}
+	lseek(dup, (off_t)f->off, SEEK_SET);
+	close(f->dup);
+	f->dup = dup;
+	u->fds_reopened++;
+	return 0;
+}
+
 /* Offsets of the regular files open at the mark back as marked (through
  * memvisor's duplicates: no call in the process); with close_fds, the
- * descriptors opened since closed (a close(2) run in the process each). */
+ * descriptors opened since closed (a close(2) run in the process each);
+ * those open at the mark and closed since opened again where they can be
+ * (reopen_fd), the others named in the result. Before the memory: the
+ * paths written into the process go with the rest. */
 static int undo_files(struct undo *u)
 {
 	u->rewound = rb_files_rewind(u->m);
 	if (u->rewound)
 		u->changed = true;
-	if (!u->close_fds)
-		return 0;
+	int rc = 0;
+	if (u->close_fds)
+		rc = close_new_fds(u);
+	size_t *gone = NULL, n_gone = 0;
+	if (rc == 0 &&
+	    (rc = rb_files_closed(u->m, ptrace_reader_tid(&u->c->p[0].pt), &gone, &n_gone)) < 0)
+		rc = ckpt_fail(u->c, rc, MV_E_NO_SUCH_PROCESS,
+			       "reading the descriptors of process %d: %s", u->m->pid,
+			       strerror(-rc));
+	uint64_t scratch = n_gone ? path_scratch(u) : 0;
+	for (size_t i = 0; i < n_gone && rc == 0; i++) {
+		struct rb_fd *f = &u->m->fds[gone[i]];
+		if (f->dup >= 0)
+			rc = reopen_fd(u, f, scratch);
+		else
+			fd_lost(u, f,
+				f->regular ? "a file open for writing is not opened again"
+					   : "only regular files are opened again");
+	}
+	free(gone);
+	return rc;
+}
+
+static int close_new_fds(struct undo *u)
+{
 	int *v = NULL;
 	size_t n = 0;
 	int rc = rb_files_new(u->m, ptrace_reader_tid(&u->c->p[0].pt), &v, &n);
@@ -626,6 +793,8 @@ static json_t *result_json(const struct undo *u, uint64_t pause, uint64_t elapse
 	json_object_set_new(o, "threads_ended", json_integer(u->threads_ended));
 	json_object_set_new(o, "offsets_rewound", json_integer(u->rewound));
 	json_object_set_new(o, "fds_closed", json_integer(u->fds_closed));
+	json_object_set_new(o, "fds_reopened", json_integer(u->fds_reopened));
+	json_object_set(o, "fds_lost", u->fds_lost);
 	json_object_set_new(o, "children_killed", json_integer(u->children_killed));
 	return o;
 }
@@ -648,7 +817,11 @@ static int rollback_work(struct job *j, void *arg)
 	uint64_t t0 = mv_now_ns();
 	bool held;
 	struct ckpt *c = rb_hold_ckpt(m->hold, &held);
-	struct undo u = {.c = c, .m = m, .signals = json_array(), .close_fds = rj->q.close_fds};
+	struct undo u = {.c = c,
+			 .m = m,
+			 .signals = json_array(),
+			 .fds_lost = json_array(),
+			 .close_fds = rj->q.close_fds};
 	int rc = 0;
 	if (held) {
 		c->j = j;
@@ -683,10 +856,10 @@ static int rollback_work(struct job *j, void *arg)
 	u.t_layout = lap(&t);
 	if (rc == 0) {
 		job_progress(j, "memory", 0, 0);
-		rc = undo_memory(&u);
+		rc = undo_files(&u);
 	}
 	if (rc == 0)
-		rc = undo_files(&u);
+		rc = undo_memory(&u);
 	u.t_memory = lap(&t);
 	if (rc == 0)
 		rc = undo_threads(&u);
@@ -732,6 +905,7 @@ static int rollback_work(struct job *j, void *arg)
 	}
 	if (rc < 0) {
 		json_decref(u.signals);
+		json_decref(u.fds_lost);
 		json_decref(event);
 		job_fail_with(j, &c->err);
 		return rc;
@@ -740,6 +914,7 @@ static int rollback_work(struct job *j, void *arg)
 	if (event)
 		json_object_set_new(j->result, "until", event);
 	json_decref(u.signals);
+	json_decref(u.fds_lost);
 	bool now_held;
 	rb_hold_ckpt(m->hold, &now_held);
 	json_object_set_new(j->result, "held", json_boolean(now_held));

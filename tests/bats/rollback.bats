@@ -351,3 +351,40 @@ dead() { # PID: gone, or a zombie
 	wait "$MVPID" || rc=$?
 	[ "$rc" = 137 ]
 }
+
+# The kernel writes a thread's rseq area (which CPU it runs on) on its way
+# back to user space, and it is not the program's to roll back: a kernel
+# that writes it only when the CPU changed since it last did would leave
+# the mark's CPU there, and one built with CONFIG_DEBUG_RSEQ kills the
+# thread. The program marked on CPU 0 moves to CPU 1; the rollback's
+# injected munmap returns on CPU 1; held after it, the area says CPU 1.
+@test "rollback: the rseq area keeps what the kernel wrote last, not the mark's CPU" {
+	[ "$(nproc)" -ge 2 ] || skip "needs two CPUs"
+	skip_unless_cmd taskset
+	MV_ARGS=()
+	start_fed taskset -c 0 "$WL/rb_target" 16
+	run ctl --json mark
+	echo "$output"
+	assert_success
+	addr=$(echo "$output" | tail -1 | json_get - 'd["result"]["rseq"][0]["addr"]')
+	[ -n "$addr" ] && [ "$addr" != None ] || skip "no rseq area registered (libc or kernel)"
+	cpu_at() { python3 -c 'import os,struct,sys; f=os.open(f"/proc/{sys.argv[1]}/mem",os.O_RDONLY); print(struct.unpack("<II",os.pread(f,8,int(sys.argv[2])))[1])' "$PID" "$addr"; }
+	# A drop of a page first touched since (an madvise run in it) after
+	# the bytes went back would have the kernel write the area again:
+	# some rounds have none.
+	for round in 1 2 3 4 5 6 7 8; do
+		taskset -p -c 1 "$PID"
+		say m '^got '
+		run ctl rollback --hold
+		echo "$output"
+		assert_success
+		[ "$(cpu_at)" = 1 ] || { echo "round $round: CPU $(cpu_at) in the rseq area"; false; }
+		taskset -p -c 0 "$PID"
+		run ctl rollback
+		assert_success
+	done
+	run ctl unmark
+	assert_success
+	got_for x
+	stop_fed
+}

@@ -445,3 +445,50 @@ rss_at_x() {
 	assert_output --partial "not with args.until"
 	stop_fed
 }
+
+# A regular file open for reading at the mark and closed since is opened
+# again in the process (same file, number, close-on-exec flag and the
+# mark's offset); what cannot be (a pipe, a file deleted since) is named
+# in the result and stays closed.
+@test "rollback: a file closed since the mark is open again at its number and offset; a pipe is reported" {
+	printf '0123456789abcdefghijklmnop' >"$TMP/file"
+	RB_FILE=$TMP/file start_fed "$WL/rb_target" 16
+	mark_held
+	r='d["result"]'
+	for i in 1 2 3; do
+		n=$(out_lines)
+		echo K >&7
+		until_run read:0
+		# The pipe stays closed after the first time.
+		want="closed 0 0"
+		[ "$i" = 1 ] || want="closed 0 -1"
+		out_after "$n" | grep -qx "$want"
+		n=$(out_lines)
+		echo r >&7
+		until_run read:0
+		out_after "$n" | grep -qx 'read 01234567'
+		[ "$(json_get "$TMP/r.json" "[$r['fds_reopened'], [(f['kind'], f['why']) for f in $r['fds_lost']]]")" = '[1, [["pipe", "only regular files are opened again"]]]' ]
+	done
+	# Its close-on-exec flag is the mark's.
+	n=$(out_lines)
+	echo F >&7
+	until_run read:0
+	out_after "$n" | grep -qx 'flags 1'
+	echo K >&7
+	until_run read:0
+	echo x >&7
+	run ctl rollback --until read:0
+	assert_success
+	assert_output --partial "1 closed since opened again"
+	assert_output --partial "(pipe) was closed since the mark and stays closed"
+	refute_output --partial "(file) was closed"
+	# Deleted since: not opened again, and said so.
+	echo K >&7
+	until_run read:0
+	rm "$TMP/file"
+	n=$(out_lines)
+	echo r >&7
+	until_run read:0
+	[ "$(json_get "$TMP/r.json" "[f['why'] for f in d['result']['fds_lost'] if f['kind'] == 'file']")" = '["the file was deleted"]' ]
+	out_after "$n" | grep -qx 'read -'
+}

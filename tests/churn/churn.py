@@ -339,14 +339,17 @@ def uncut(out, cuts):
 
 
 SPECIAL = ("[vvar]", "[vvar_vclock]", "[vdso]", "[vsyscall]")
+SMALL = 256 << 10
 ZERO_PAGE = bytes(4096)
 
 
-def mem_pages(pid, untracked):
+def mem_pages(pid, untracked, rseq=()):
     """The layout of a stopped process (its regions, adjacent ones with the
     same protections and name merged, since a rollback may leave them split
     where the mark had one) and a hash of each present page of its
-    readable private regions; None if it is gone."""
+    readable private regions; None if it is gone. The fields of the rseq
+    areas that the kernel writes (the CPU, node and concurrency id, on
+    each return to user space; not rolled back) read as zeros."""
     import hashlib
     import struct
     try:
@@ -386,8 +389,16 @@ def mem_pages(pid, untracked):
                 except OSError:
                     data = b""
                 for p in range(len(data) >> 12):
-                    pages[lo + ((i + p) << 12)] = hashlib.blake2b(
-                        data[p << 12:(p + 1) << 12], digest_size=12).digest()
+                    page = data[p << 12:(p + 1) << 12]
+                    at = lo + ((i + p) << 12)
+                    for a in rseq:
+                        if at <= a < at + 4096 - 32:
+                            o = a - at
+                            page = (page[:o] + bytes(8) + page[o + 8:o + 20] + bytes(8)
+                                    + page[o + 28:])
+                    # Small regions keep their bytes, to say which differ.
+                    pages[lo + ((i + p) << 12)] = (page if hi - lo <= SMALL else
+                                                   hashlib.blake2b(page, digest_size=12).digest())
                 i = e
     except OSError:
         return None
@@ -404,14 +415,22 @@ def compare_pages(a, b):
     if la != lb:
         ra, rb = set(la), set(lb)
         return (f"layout: at the mark only {sorted(ra - rb)[:4]}, now only {sorted(rb - ra)[:4]}")
-    zero = hashlib_zero()
-    bad = [addr for addr in set(pa) | set(pb) if pa.get(addr, zero) != pb.get(addr, zero)]
+    def zero(addr):
+        return ZERO_PAGE if any(r[0] <= addr < r[1] and r[1] - r[0] <= SMALL for r in la) \
+            else hashlib_zero()
+    bad = [addr for addr in set(pa) | set(pb) if pa.get(addr, zero(addr)) != pb.get(addr, zero(addr))]
     if not bad:
         return None
     bad.sort()
     reg = next((r for r in la if r[0] <= bad[0] < r[1]), None)
+    what = ""
+    x, y = pa.get(bad[0], zero(bad[0])), pb.get(bad[0], zero(bad[0]))
+    if len(x) == 4096:
+        offs = [o for o in range(4096) if x[o] != y[o]]
+        what = (f"; {len(offs)} bytes, at offsets {[hex(o) for o in offs[:16]]}: "
+                f"{x[offs[0]:offs[0] + 16].hex()} at the mark, {y[offs[0]:offs[0] + 16].hex()} now")
     return (f"{len(bad)} pages differ, the first at {bad[0]:#x} (present at the mark "
-            f"{bad[0] in pa}, now {bad[0] in pb}) in {reg}")
+            f"{bad[0] in pa}, now {bad[0] in pb}) in {reg}{what}")
 
 
 def hashlib_zero():
@@ -762,11 +781,12 @@ class Churn:
             res = res.get("result", res)
             pid = res["pid"]
             untracked = [(int(u["start"]), int(u["end"])) for u in res.get("untracked", [])]
+            rseq = [int(r["addr"]) for r in res.get("rseq", [])]
         except (ValueError, KeyError, IndexError, TypeError):
             return f"mark: an answer without the marked process: {msg.strip()[-400:]}"
         st["marks"] += 1
         k = os.path.getsize(outp)
-        at_mark = mem_pages(pid, untracked)
+        at_mark = mem_pages(pid, untracked, rseq)
         if at_mark is None:
             return "gone"
         # Held since the mark, nothing to put back: it runs on.
@@ -802,7 +822,7 @@ class Churn:
                 return None
             return f"rollback failed: {msg.strip()[-600:]}"
         j = os.path.getsize(outp)
-        now = mem_pages(pid, untracked)
+        now = mem_pages(pid, untracked, rseq)
         if now is None:
             return "rolled back and held, the program is gone"
         bad = compare_pages(at_mark, now)

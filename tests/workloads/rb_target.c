@@ -25,8 +25,11 @@
  * makes system calls in a loop (getppid, sched_yield) and counts them,
  * "D" two of them;
  * "h" hangs (a busy loop);
- * "r" reads 8 bytes of the file named by $RB_FILE (opened at the start)
- * and prints "read BYTES"; "O" opens /dev/null and prints "opened FD";
+ * "r" reads 8 bytes of the file named by $RB_FILE (opened at the start,
+ * close-on-exec) and prints "read BYTES"; "K" closes it and the reading
+ * end of a pipe made at the start, "closed RC RC"; "F" prints "flags N",
+ * the F_GETFD of the file's descriptor; "O" opens /dev/null and prints
+ * "opened FD";
  * anything else is just counted.
  *
  * With RB_NOFORK=1 the filled half's first MiB is MADV_DONTFORK and its
@@ -221,6 +224,9 @@ int main(int argc, char **argv)
 		return 2;
 	const char *file = getenv("RB_FILE");
 	int ffd = file ? open(file, O_RDONLY | O_CLOEXEC) : -1;
+	int pfd[2];
+	if (pipe(pfd) < 0)
+		return 2;
 	unsigned char stack[256];
 	memset(stack, 0x5a, sizeof(stack));
 	unsigned char sent[288], out[288];
@@ -305,6 +311,12 @@ int main(int argc, char **argv)
 		}
 		case 'O':
 			say("opened %d\n", open("/dev/null", O_RDONLY));
+			break;
+		case 'K': /* closes $RB_FILE and the pipe it made at the start */
+			say("closed %d %d\n", close(ffd), close(pfd[0]));
+			break;
+		case 'F': /* which flags the descriptor of $RB_FILE has */
+			say("flags %d\n", fcntl(ffd, F_GETFD));
 			break;
 		case 'T':
 		case 'D': {
