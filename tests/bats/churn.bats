@@ -128,6 +128,34 @@ churn() {
 	churn robust-live-evict --live-evict -- "$WL/churn_robust" --procs 4 --rounds 1000 --threads 3 --ops 1000
 }
 
+# Marks and rollbacks between the evicts and reloads (issue 26): at each
+# rollback, held at the mark, every readable private page of the program
+# must be the mark's and its layout too; the output, with what it printed
+# between each mark and its rollback cut out, must be a native run's.
+# Programs of one process whose outcome depends on nothing a rollback
+# leaves alone (tests/churn/churn.py, --rollback). perl and sqlite3 load
+# modules and read their script through descriptors they close since.
+@test "churn --rollback: perl, marks and rollbacks between evicts, each checked page by page" {
+	skip_unless_cmd perl
+	skip_unless_wp_async
+	churn perl-rollback --rollback -- perl "$CHURN/strings.pl" 3
+}
+
+@test "churn --rollback: sqlite3 reading its script, marks and rollbacks between evicts" {
+	skip_unless_cmd sqlite3
+	skip_unless_wp_async
+	churn sqlite-rollback --rollback -- sqlite3 :memory: ".read $CHURN/queries.sql" ".read $CHURN/queries.sql"
+}
+
+# node's threads (its rseq areas among them) make each run minutes long
+# under rollbacks: in make soak only.
+@test "churn --rollback: node and its threads, marks and rollbacks between evicts" {
+	skip_unless_cmd node
+	skip_unless_wp_async
+	[ "$CHURN_SECONDS" -ge 30 ] || skip "minutes a run: in make soak (CHURN_SECONDS >= 30)"
+	churn node-rollback --rollback -- node "$CHURN/objects.js" 20
+}
+
 # memvisor SIGKILLed during an evict or a reload: the program dies with it,
 # has printed nothing a native run does not, and no process is left.
 # (--skip-wipe: the wipe-on-fork check belongs to the first test.)

@@ -339,7 +339,7 @@ def uncut(out, cuts):
 
 
 SPECIAL = ("[vvar]", "[vvar_vclock]", "[vdso]", "[vsyscall]")
-SMALL = 256 << 10
+SMALL = 16 << 20  # regions up to this keep their bytes, for the failure message
 ZERO_PAGE = bytes(4096)
 
 
@@ -392,7 +392,7 @@ def mem_pages(pid, untracked, rseq=()):
                     page = data[p << 12:(p + 1) << 12]
                     at = lo + ((i + p) << 12)
                     for a in rseq:
-                        if at <= a < at + 4096 - 32:
+                        if at <= a <= at + 4096 - 32:
                             o = a - at
                             page = (page[:o] + bytes(8) + page[o + 8:o + 20] + bytes(8)
                                     + page[o + 28:])
@@ -955,6 +955,10 @@ class Churn:
                 break
             r += 1
         t = self.totals
+        if ok and self.a.rollback and not t["rollbacks"]:
+            log(f"FAIL churn {self.a.name}: no rollback was checked in {t['runs']} runs "
+                f"({t['marks']} marks, {t['rb_busy']} refused as busy)")
+            ok = False
         log(f"churn {self.a.name}: {'OK' if ok else 'FAILED'}, {t['runs']} runs, {t['cycles']} cycles, "
             f"{t['evicts']} evicts, {t['busy']} busy, {t['gone']} gone, {t['ckpt_err']} checkpoint errors, "
             f"{t['reloads']} reloads, {t['reload_err']} reload errors"
