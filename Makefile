@@ -30,7 +30,8 @@ SANITIZE ?=
 DEPS_PKGS := build-essential pkg-config libseccomp-dev libev-dev libjansson-dev \
 	     bats bats-support bats-assert python3 perl sqlite3 git \
 	     clang libclang-rt-14-dev python3-prometheus-client groff-base \
-	     runc crun busybox-static liburing-dev bash-completion zsh fish
+	     runc crun busybox-static liburing-dev bash-completion zsh fish \
+	     python3-yaml systemd
 
 # Pure code (no event loop): linked into the binary and into unit tests.
 CORE_SRC := $(wildcard common/*.c policy/*.c state/*.c tracee/*.c)

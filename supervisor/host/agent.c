@@ -1,4 +1,5 @@
 #include "supervisor/host/agent.h"
+#include "supervisor/host/sdnotify.h"
 #include "supervisor/ctl/server.h"
 #include "common/util.h"
 #include "policy/policy.h"
@@ -18,6 +19,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 
 #define MSG_MAX	     (1u << 20) /* a runtime's state message */
 #define MSG_FDS_MAX  16
@@ -520,7 +522,17 @@ static void on_signal(struct ev_loop *loop, ev_io *w, int revents)
 			continue;
 		}
 		if (si.ssi_signo == SIGHUP) {
+			/* Type=notify-reload (systemd 253) waits for READY=1 after
+			 * RELOADING=1 with the time. */
+			struct timespec ts;
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			char msg[96];
+			snprintf(msg, sizeof(msg), "RELOADING=1\nMONOTONIC_USEC=%llu",
+				 (unsigned long long)ts.tv_sec * 1000000ull +
+				     (unsigned long long)ts.tv_nsec / 1000);
+			sdnotify(msg);
 			reload_policy(ag);
+			sdnotify("READY=1");
 			continue;
 		}
 		log_info("signal %d: stopping; every container is killed", si.ssi_signo);
@@ -588,6 +600,7 @@ int agent_run(const struct agent_opts *o)
 {
 	struct agent a = {.o = o, .listen_fd = -1, .ctl_fd = -1, .sigfd = -1};
 	struct agent *ag = &a;
+	sdnotify_init();
 	/* The keeper first: it must hold nothing of ours but its socket. */
 	ag->keeper_pid = keeper_start(&ag->env.keeper);
 	if (ag->keeper_pid < 0) {
@@ -627,7 +640,12 @@ int agent_run(const struct agent_opts *o)
 		"%s\n",
 		MV_VERSION, (int)getpid(), o->listen, o->socket,
 		o->policy_path ? o->policy_path : "none (every call allowed)");
+	char ready[512];
+	snprintf(ready, sizeof(ready), "READY=1\nSTATUS=runtimes connect to %s; control socket %s",
+		 o->listen, o->socket);
+	sdnotify(ready);
 	ev_run(ag->loop, 0);
+	sdnotify("STOPPING=1");
 	while (ag->runtimes)
 		runtime_free(ag->runtimes);
 	while (ag->clients)

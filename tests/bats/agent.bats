@@ -341,6 +341,39 @@ PY
 	wait "$MVPID"
 }
 
+# Under a systemd unit of Type=notify (contrib/memvisor-agent.service):
+# READY=1 once it listens, RELOADING=1 and READY=1 around a SIGHUP,
+# STOPPING=1 at the end.
+@test "agent: tells the service manager when it is ready, reloading and stopping (sd_notify)" {
+	python3 - "$TMP/notify.sock" "$TMP/notify.log" <<'PY' &
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(sys.argv[1])
+with open(sys.argv[2], "a") as log:
+    while True:
+        m = s.recv(4096).decode()
+        log.write(m.replace("\n", " ") + "\n")
+        log.flush()
+        if m.startswith("STOPPING=1"):
+            break
+PY
+	NPID=$!
+	remember_pid $NPID
+	wait_for 5 test -S "$TMP/notify.sock"
+	NOTIFY_SOCKET=$TMP/notify.sock start_agent
+	wait_for 5 grep -q '^READY=1' "$TMP/notify.log"
+	grep -q "^READY=1 STATUS=runtimes connect to $LISTEN; control socket $ASOCK$" "$TMP/notify.log"
+	kill -HUP "$AGENT"
+	wait_for 5 grep -q '^RELOADING=1 MONOTONIC_USEC=[0-9]*$' "$TMP/notify.log"
+	wait_for 5 sh -c "[ \$(grep -c '^READY=1' '$TMP/notify.log') = 2 ]"
+	kill -0 "$AGENT"
+	kill -TERM "$AGENT"
+	wait "$AGENT" || true
+	AGENT=
+	wait_for 5 grep -q '^STOPPING=1$' "$TMP/notify.log"
+	wait "$NPID"
+}
+
 @test "agent: its control socket and the listen socket are 0600; ctl answers the agent's commands only" {
 	start_agent 2>"$TMP/agent.err"
 	# One line says where it listens, at the default level too.
