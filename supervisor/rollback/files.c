@@ -162,20 +162,27 @@ int rb_files_new(const struct rb_mark *m, pid_t tid, int **out, size_t *n)
 
 int rb_files_closed(const struct rb_mark *m, pid_t tid, size_t **out, size_t *n)
 {
-	struct rb_fd *now = NULL;
-	size_t n_now = 0;
-	int rc = list_fds(tid, &now, &n_now);
-	if (rc < 0)
-		return rc;
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/fd", tid);
+	int dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dir < 0)
+		return -errno;
 	size_t *v = xcalloc(m->n_fds + 1, sizeof(*v)), k = 0;
 	for (size_t j = 0; j < m->n_fds; j++) {
-		bool open_now = false;
-		for (size_t i = 0; i < n_now && !open_now; i++)
-			open_now = now[i].fd == m->fds[j].fd;
-		if (!open_now)
-			v[k++] = j;
+		char name[16];
+		struct stat st;
+		snprintf(name, sizeof(name), "%d", m->fds[j].fd);
+		if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+			continue;
+		if (errno != ENOENT) {
+			int e = errno;
+			free(v);
+			close(dir);
+			return -e; /* ESRCH and the like: the process is gone */
+		}
+		v[k++] = j;
 	}
-	free(now);
+	close(dir);
 	*out = v;
 	*n = k;
 	return 0;

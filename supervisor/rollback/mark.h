@@ -158,7 +158,8 @@ unsigned rb_files_rewind(struct rb_mark *m);
 /* Descriptors open now that were not at the mark, or name another file. */
 int rb_files_new(const struct rb_mark *m, pid_t tid, int **out, size_t *n);
 /* The mark's descriptors (indexes into m->fds) whose number is closed
- * now. */
+ * now (tid: a live thread of the process): a stat of each number, not a
+ * walk of the directory (each rollback asks). */
 int rb_files_closed(const struct rb_mark *m, pid_t tid, size_t **out, size_t *n);
 
 /* ---- until.c ---- */
