@@ -661,6 +661,12 @@ struct mv_rseq_config {
 
 int ptrace_rseq_stopped(pid_t tid, uint64_t *addr, uint32_t *len)
 {
+	uint32_t sig;
+	return ptrace_rseq_sig_stopped(tid, addr, len, &sig);
+}
+
+int ptrace_rseq_sig_stopped(pid_t tid, uint64_t *addr, uint32_t *len, uint32_t *sig)
+{
 	struct mv_rseq_config conf = {0};
 	long n = ptrace((enum __ptrace_request)PTRACE_GET_RSEQ_CONFIGURATION, tid,
 			(void *)sizeof(conf), &conf);
@@ -668,6 +674,7 @@ int ptrace_rseq_stopped(pid_t tid, uint64_t *addr, uint32_t *len)
 		return -errno;
 	*addr = conf.rseq_abi_pointer;
 	*len = conf.rseq_abi_size;
+	*sig = conf.signature;
 	return 0;
 }
 

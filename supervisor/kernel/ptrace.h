@@ -144,6 +144,9 @@ int ptrace_sigmask_stopped(pid_t tid, uint64_t *mask, bool set);
  * it on the thread's way back to user space (kernel/rseq.c). -EIO on a
  * kernel without the request. Called on the seizing thread. */
 int ptrace_rseq_stopped(pid_t tid, uint64_t *addr, uint32_t *len);
+/* The same, with the registration's signature (rseq(2) needs it to
+ * unregister). */
+int ptrace_rseq_sig_stopped(pid_t tid, uint64_t *addr, uint32_t *len, uint32_t *sig);
 
 /* A stopped (or blocked) thread of pp to read its memory and /proc files
  * through (the leader may be a zombie while other threads run), or 0. */

@@ -109,6 +109,7 @@ int remote_use_thread_stopped(struct remote *r, struct ptrace_thread *t)
 static int wait_step(struct remote *r)
 {
 	pid_t tid = r->t->tid;
+	int last = 0, n_sig = 0, n_event = 0;
 	for (int tries = 0; tries < 64; tries++) {
 		int status;
 		pid_t w = waitpid(tid, &status, __WALL);
@@ -125,11 +126,22 @@ static int wait_step(struct remote *r)
 		int sig = WSTOPSIG(status);
 		if (sig == SIGTRAP && (status >> 16) == 0)
 			return 0;
+		last = status;
+		(status >> 16) ? n_event++ : n_sig++;
 		if ((status >> 16) == 0 && !r->t->signal)
 			r->t->signal = sig; /* delivered at detach */
 		if (ptrace(PTRACE_SINGLESTEP, tid, 0, 0) < 0)
 			return -errno;
 	}
+	/* What kept the step from ending, for whoever reads the log. */
+	struct user_regs_struct regs = {0};
+	ptrace(PTRACE_GETREGS, tid, 0, &regs);
+	log_warn(
+	    "remote: thread %d of process %d stopped 64 times without its single step "
+	    "ending: %d signal stops, %d event stops, the last signal %d event %d, at ip %#llx "
+	    "(the call's instruction at %#llx)",
+	    tid, r->pid, n_sig, n_event, WSTOPSIG(last), last >> 16, (unsigned long long)regs.rip,
+	    (unsigned long long)r->sc_addr);
 	return -EIO;
 }
 

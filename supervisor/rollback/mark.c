@@ -134,8 +134,9 @@ static int save_threads(struct ckpt *c, struct rb_mark *m)
 		rt->fp = mv_steal_ptr(t->fpstate);
 		rt->fp_len = t->fpstate_len;
 		rt->fp_note = t->fpstate_note;
-		uint32_t rseq_len;
-		if (ptrace_rseq_stopped(t->tid, &rt->rseq, &rseq_len) < 0 || rseq_len < RB_RSEQ_LEN)
+		rt->rseq_known =
+		    ptrace_rseq_sig_stopped(t->tid, &rt->rseq, &rt->rseq_len, &rt->rseq_sig) == 0;
+		if (!rt->rseq_known || rt->rseq_len < RB_RSEQ_LEN)
 			rt->rseq = 0; /* before 5.13, or nothing registered */
 		m->n_t++;
 	}

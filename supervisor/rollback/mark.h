@@ -71,6 +71,8 @@ struct rb_thread {
 	unsigned fp_note;
 	uint64_t sigmask;
 	uint64_t rseq; /* its rseq area (0: none registered, or no way to ask) */
+	uint32_t rseq_len, rseq_sig;
+	bool rseq_known; /* the kernel answered: rseq is 0 for none */
 };
 
 struct rb_mark {

@@ -44,7 +44,7 @@ struct undo {
 	size_t n_extra;
 	unsigned threads_ended, children_killed;
 	bool close_fds;
-	unsigned rewound, fds_closed, fds_reopened;
+	unsigned rewound, fds_closed, fds_reopened, rseq_undone;
 	json_t *fds_lost; /* [{fd, kind, why}]: closed since, and closed still */
 	/* Where the pause went: the stop, the checks and what was created
 	 * since, the layout, the memory, the registers, the resume. */
@@ -185,6 +185,59 @@ static int end_new_threads(struct undo *u)
 		if (pp->t[k].state == PT_STOPPED)
 			return remote_use_thread_stopped(&u->r, &pp->t[k]) == 0 ? 0 : rc;
 	return rc;
+}
+
+#ifndef RSEQ_FLAG_UNREGISTER
+#define RSEQ_FLAG_UNREGISTER 1
+#endif
+
+/* rseq(2) registrations back as marked, a thread at a time (a call run in
+ * it: a registration is the calling thread's). The kernel's registration
+ * is not memory: a thread marked before glibc registered its area (a
+ * program marked while it starts) would keep the registration, and once
+ * the layout step unmapped the memory that holds it, the kernel would
+ * fault on it at every return to user space (SIGSEGV). Before the layout
+ * step changes anything, once it is known to be doable. */
+static int undo_rseq(struct undo *u)
+{
+	struct ptrace_proc *pp = &u->c->p[0].pt;
+	for (size_t i = 0; i < pp->n; i++) {
+		struct ptrace_thread *t = &pp->t[i];
+		const struct rb_thread *rt = NULL;
+		for (size_t k = 0; k < u->m->n_t && !rt; k++)
+			if (u->m->t[k].tid == t->tid)
+				rt = &u->m->t[k];
+		if (t->state != PT_STOPPED || !rt || !rt->rseq_known)
+			continue;
+		uint64_t addr = 0;
+		uint32_t len = 0, sig = 0;
+		if (ptrace_rseq_sig_stopped(t->tid, &addr, &len, &sig) < 0 || addr == rt->rseq)
+			continue;
+		long ret = 0;
+		int rc = inject(u, SYS_getpid, 0, 0, 0, 0, 0, 0, &ret); /* opens u->r */
+		if (rc == 0)
+			rc = remote_use_thread_stopped(&u->r, t);
+		u->changed = true;
+		if (rc == 0 && addr)
+			rc = inject(u, SYS_rseq, (long)addr, len, RSEQ_FLAG_UNREGISTER, sig, 0, 0,
+				    &ret);
+		if (rc == 0 && addr && ret < 0)
+			return ckpt_fail(u->c, (int)ret, MV_E_INTERNAL,
+					 "unregistering the rseq area of thread %d, registered "
+					 "since the mark: %s",
+					 t->tid, strerror((int)-ret));
+		if (rc == 0 && rt->rseq)
+			rc = inject(u, SYS_rseq, (long)rt->rseq, rt->rseq_len, 0, rt->rseq_sig, 0,
+				    0, &ret);
+		if (rc == 0 && rt->rseq && ret < 0)
+			return ckpt_fail(u->c, (int)ret, MV_E_INTERNAL,
+					 "registering the rseq area of thread %d again: %s", t->tid,
+					 strerror((int)-ret));
+		if (rc < 0)
+			return rc;
+		u->rseq_undone++;
+	}
+	return 0;
 }
 
 /* Children forked since the mark are killed, and reaped by their parent
@@ -340,6 +393,9 @@ static int undo_layout(struct undo *u)
 	int rc = diff_now(u, &ch, &n, &heap_end);
 	if (rc == 0)
 		rc = check_mappable(u, ch, n);
+	/* Known doable: the first change, while every area is still mapped. */
+	if (rc == 0)
+		rc = undo_rseq(u);
 	if (rc == 0 && heap_end != u->m->heap_end)
 		rc = undo_brk(u, ch, n);
 	if (rc < 0 || (!n && !u->brk_moved)) {
@@ -794,6 +850,7 @@ static json_t *result_json(const struct undo *u, uint64_t pause, uint64_t elapse
 	json_object_set_new(o, "offsets_rewound", json_integer(u->rewound));
 	json_object_set_new(o, "fds_closed", json_integer(u->fds_closed));
 	json_object_set_new(o, "fds_reopened", json_integer(u->fds_reopened));
+	json_object_set_new(o, "rseq_undone", json_integer(u->rseq_undone));
 	json_object_set(o, "fds_lost", u->fds_lost);
 	json_object_set_new(o, "children_killed", json_integer(u->children_killed));
 	return o;

@@ -388,3 +388,30 @@ dead() { # PID: gone, or a zombie
 	got_for x
 	stop_fed
 }
+
+# The kernel's rseq registration is not memory. A thread whose area moved
+# since the mark (glibc registers it while a program starts: a program
+# marked then) kept the registration, the layout step unmapped the page
+# it named, and the kernel faulted on it at every return to user space:
+# the rollback's next call never ran, and the process was killed.
+@test "rollback: an rseq area registered since the mark is unregistered, the mark's registered again" {
+	start_fed "$WL/rb_target" 16
+	mark
+	got_for x
+	want=$GOT
+	for round in 1 2 3; do
+		say R '^got '
+		wait_for 10 sh -c "[ \$(grep -c '^rseq' '$TMP/out') = $round ]"
+		rs=$(grep '^rseq' "$TMP/out" | tail -1)
+		[ "$rs" != "rseq -1 -1" ] || skip "no rseq area registered by glibc"
+		[ "$rs" = "rseq 0 0" ] || { echo "$rs"; false; }
+		run ctl --json rollback
+		echo "$output"
+		assert_success
+		[ "$(echo "$output" | tail -1 | json_get - 'd["result"]["rseq_undone"]')" = 1 ]
+		got_for x
+		[ "$GOT" = "$want" ]
+		rollback
+	done
+	stop_fed
+}

@@ -28,7 +28,9 @@
  * "r" reads 8 bytes of the file named by $RB_FILE (opened at the start,
  * close-on-exec) and prints "read BYTES"; "K" closes it and the reading
  * end of a pipe made at the start, "closed RC RC"; "F" prints "flags N",
- * the F_GETFD of the file's descriptor; "O" opens /dev/null and prints
+ * the F_GETFD of the file's descriptor; "R" moves its rseq registration
+ * to a page it maps (unregisters glibc's) and prints "rseq RC RC";
+ * "O" opens /dev/null and prints
  * "opened FD";
  * anything else is just counted.
  *
@@ -46,6 +48,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <sys/prctl.h>
+#include <sys/rseq.h>
 #include <sys/syscall.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -315,6 +318,19 @@ int main(int argc, char **argv)
 		case 'K': /* closes $RB_FILE and the pipe it made at the start */
 			say("closed %d %d\n", close(ffd), close(pfd[0]));
 			break;
+		case 'R': { /* its rseq area moved to a page mapped now */
+			struct rseq *old =
+			    (void *)((char *)__builtin_thread_pointer() + __rseq_offset);
+			long un = -1, re = -1;
+			char *page = mmap(NULL, PG, PROT_READ | PROT_WRITE,
+					  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			if (__rseq_size && page != MAP_FAILED) {
+				un = syscall(SYS_rseq, old, 32, RSEQ_FLAG_UNREGISTER, RSEQ_SIG);
+				re = syscall(SYS_rseq, page, 32, 0, RSEQ_SIG);
+			}
+			say("rseq %ld %ld\n", un, re);
+			break;
+		}
 		case 'F': /* which flags the descriptor of $RB_FILE has */
 			say("flags %d\n", fcntl(ffd, F_GETFD));
 			break;
