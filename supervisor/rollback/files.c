@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/kcmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,27 +161,46 @@ int rb_files_new(const struct rb_mark *m, pid_t tid, int **out, size_t *n)
 	return 0;
 }
 
-int rb_files_closed(const struct rb_mark *m, pid_t tid, size_t **out, size_t *n)
+/* Is descriptor fd of tid another file than f, or, for a duplicated
+ * one, another open of it (kcmp KCMP_FILE: a file closed and opened again
+ * since has its own offset)? */
+static bool replaced(const struct rb_fd *f, pid_t tid, const struct stat *st)
+{
+	if (f->dup >= 0) {
+		long r = syscall(SYS_kcmp, getpid(), tid, KCMP_FILE, f->dup, f->fd);
+		if (r >= 0)
+			return r != 0;
+	}
+	return st->st_dev != f->dev || st->st_ino != f->ino;
+}
+
+int rb_files_closed(const struct rb_mark *m, pid_t tid, struct rb_fd_gone **out, size_t *n)
 {
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/fd", tid);
 	int dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dir < 0)
 		return -errno;
-	size_t *v = xcalloc(m->n_fds + 1, sizeof(*v)), k = 0;
+	struct rb_fd_gone *v = xcalloc(m->n_fds + 1, sizeof(*v));
+	size_t k = 0;
 	for (size_t j = 0; j < m->n_fds; j++) {
 		char name[16];
 		struct stat st;
 		snprintf(name, sizeof(name), "%d", m->fds[j].fd);
-		if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		if (fstatat(dir, name, &st, 0) == 0) {
+			if (replaced(&m->fds[j], tid, &st))
+				v[k++] = (struct rb_fd_gone){j, true};
 			continue;
+		}
+		if (errno != ENOENT && fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+			continue; /* open, but its file cannot be reached from here */
 		if (errno != ENOENT) {
 			int e = errno;
 			free(v);
 			close(dir);
 			return -e; /* ESRCH and the like: the process is gone */
 		}
-		v[k++] = j;
+		v[k++] = (struct rb_fd_gone){j, false};
 	}
 	close(dir);
 	*out = v;

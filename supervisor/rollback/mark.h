@@ -159,10 +159,16 @@ void rb_files_free(struct rb_mark *m);
 unsigned rb_files_rewind(struct rb_mark *m);
 /* Descriptors open now that were not at the mark, or name another file. */
 int rb_files_new(const struct rb_mark *m, pid_t tid, int **out, size_t *n);
-/* The mark's descriptors (indexes into m->fds) whose number is closed
- * now (tid: a live thread of the process): a stat of each number, not a
- * walk of the directory (each rollback asks). */
-int rb_files_closed(const struct rb_mark *m, pid_t tid, size_t **out, size_t *n);
+/* The mark's descriptors that are not what they were: their number
+ * closed now, or open on another file, or (for a duplicated one) on
+ * another open of the same file (tid: a live thread of the process). A
+ * stat of each number (and kcmp), not a walk of the directory: each
+ * rollback asks. */
+struct rb_fd_gone {
+	size_t idx;    /* into m->fds */
+	bool replaced; /* the number is open, on something else */
+};
+int rb_files_closed(const struct rb_mark *m, pid_t tid, struct rb_fd_gone **out, size_t *n);
 
 /* ---- until.c ---- */
 

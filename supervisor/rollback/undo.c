@@ -751,7 +751,8 @@ static int undo_files(struct undo *u)
 	int rc = 0;
 	if (u->close_fds)
 		rc = close_new_fds(u);
-	size_t *gone = NULL, n_gone = 0;
+	struct rb_fd_gone *gone = NULL;
+	size_t n_gone = 0;
 	if (rc == 0 &&
 	    (rc = rb_files_closed(u->m, ptrace_reader_tid(&u->c->p[0].pt), &gone, &n_gone)) < 0)
 		rc = ckpt_fail(u->c, rc, MV_E_NO_SUCH_PROCESS,
@@ -759,9 +760,14 @@ static int undo_files(struct undo *u)
 			       strerror(-rc));
 	uint64_t scratch = n_gone ? path_scratch(u) : 0;
 	for (size_t i = 0; i < n_gone && rc == 0; i++) {
-		struct rb_fd *f = &u->m->fds[gone[i]];
+		struct rb_fd *f = &u->m->fds[gone[i].idx];
+		/* A number open on another file since: the mark's goes back over
+		 * it (the program at the mark knows nothing of the other); one
+		 * that cannot be opened again leaves it as it is. */
 		if (f->dup >= 0)
 			rc = reopen_fd(u, f, scratch);
+		else if (gone[i].replaced)
+			fd_lost(u, f, "its number names another file now, which stays");
 		else
 			fd_lost(u, f,
 				f->regular ? "a file open for writing is not opened again"

@@ -492,3 +492,25 @@ rss_at_x() {
 	[ "$(json_get "$TMP/r.json" "[f['why'] for f in d['result']['fds_lost'] if f['kind'] == 'file']")" = '["the file was deleted"]' ]
 	out_after "$n" | grep -qx 'read -'
 }
+
+# A number open on something else since the mark (another file, or the
+# same file opened again, with an offset of its own): the mark's file
+# goes back over it. perl, rolled back while it loaded its modules, read
+# the next module through the number of one it had closed ("syntax error
+# at EOF").
+@test "rollback: a descriptor whose number names another file, or another open of it, is the mark's again" {
+	printf '0123456789abcdefghijklmnop' >"$TMP/file"
+	RB_FILE=$TMP/file start_fed "$WL/rb_target" 16
+	mark_held
+	for cmd in Y Z Y Z; do
+		n=$(out_lines)
+		echo "$cmd" >&7
+		until_run read:0
+		out_after "$n" | grep -qE '^(replaced|reopened) 0$'
+		n=$(out_lines)
+		echo r >&7
+		until_run read:0
+		[ "$(json_get "$TMP/r.json" 'd["result"]["fds_reopened"]')" = 1 ]
+		out_after "$n" | grep -qx 'read 01234567'
+	done
+}

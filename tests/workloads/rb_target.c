@@ -28,7 +28,9 @@
  * "r" reads 8 bytes of the file named by $RB_FILE (opened at the start,
  * close-on-exec) and prints "read BYTES"; "K" closes it and the reading
  * end of a pipe made at the start, "closed RC RC"; "F" prints "flags N",
- * the F_GETFD of the file's descriptor; "R" moves its rseq registration
+ * the F_GETFD of the file's descriptor; "Y" puts /dev/zero at the
+ * file's number, "Z" closes it and opens it again there, 16 bytes in
+ * ("replaced RC", "reopened RC"); "R" moves its rseq registration
  * to a page it maps (unregisters glibc's) and prints "rseq RC RC";
  * "O" opens /dev/null and prints
  * "opened FD";
@@ -331,6 +333,18 @@ int main(int argc, char **argv)
 			say("rseq %ld %ld\n", un, re);
 			break;
 		}
+		case 'Y': { /* $RB_FILE's number taken by /dev/zero */
+			int z = open("/dev/zero", O_RDONLY);
+			say("replaced %d\n", z >= 0 && dup2(z, ffd) == ffd && close(z) == 0 ? 0 : -1);
+			break;
+		}
+		case 'Z': /* $RB_FILE closed and opened again at its number, 16 bytes in */
+			say("reopened %d\n",
+			    close(ffd) == 0 && open(file, O_RDONLY | O_CLOEXEC) == ffd &&
+				    lseek(ffd, 16, SEEK_SET) == 16
+				? 0
+				: -1);
+			break;
 		case 'F': /* which flags the descriptor of $RB_FILE has */
 			say("flags %d\n", fcntl(ffd, F_GETFD));
 			break;
