@@ -14,6 +14,7 @@
 #include "common/util.h"
 #include "supervisor/kernel/procfs.h"
 #include "supervisor/rollback/mark.h"
+#include "state/procparse.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -57,18 +58,12 @@ static int add_fd(void *arg, int dfd, const char *name)
 /* FD_CLOEXEC of descriptor fd of tid, from its fdinfo's flags. */
 static bool fd_cloexec(pid_t tid, int fd)
 {
-	char path[64], buf[256];
-	snprintf(path, sizeof(path), "/proc/%d/fdinfo/%d", tid, fd);
-	int d = open(path, O_RDONLY | O_CLOEXEC);
-	if (d < 0)
-		return false;
-	ssize_t n = read(d, buf, sizeof(buf) - 1);
-	close(d);
-	if (n <= 0)
-		return false;
-	buf[n] = 0;
-	const char *fl = strstr(buf, "flags:");
-	return fl && (strtoul(fl + 6, NULL, 8) & O_CLOEXEC);
+	char rel[32];
+	_cleanup_free_ char *buf = NULL;
+	unsigned long flags = 0;
+	snprintf(rel, sizeof(rel), "fdinfo/%d", fd);
+	return procfs_read(tid, rel, &buf, NULL) == 0 && parse_fdinfo_flags(buf, &flags) == 0 &&
+	       (flags & O_CLOEXEC);
 }
 
 /* The open descriptors of pid, in the directory's order, with what each

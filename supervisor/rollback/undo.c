@@ -95,6 +95,15 @@ static void tid_list(char *buf, size_t len, const pid_t *v, size_t n)
 		at += (size_t)snprintf(buf + at, len - at, "%s%d", i ? ", " : "", v[i]);
 }
 
+/* The mark's record of thread tid, NULL for one created since. */
+static struct rb_thread *marked_thread(const struct rb_mark *m, pid_t tid)
+{
+	for (size_t k = 0; k < m->n_t; k++)
+		if (m->t[k].tid == tid)
+			return &m->t[k];
+	return NULL;
+}
+
 static int check_same(struct undo *u)
 {
 	struct ckpt *c = u->c;
@@ -126,10 +135,7 @@ static int check_same(struct undo *u)
 				       t->tid, m->pid);
 			goto out;
 		}
-		bool known = false;
-		for (size_t k = 0; k < m->n_t && !known; k++)
-			known = m->t[k].tid == t->tid;
-		if (!known)
+		if (!marked_thread(m, t->tid))
 			extra[n_extra++] = t->tid;
 	}
 	for (size_t k = 0; k < m->n_t; k++) {
@@ -203,10 +209,7 @@ static int undo_rseq(struct undo *u)
 	struct ptrace_proc *pp = &u->c->p[0].pt;
 	for (size_t i = 0; i < pp->n; i++) {
 		struct ptrace_thread *t = &pp->t[i];
-		const struct rb_thread *rt = NULL;
-		for (size_t k = 0; k < u->m->n_t && !rt; k++)
-			if (u->m->t[k].tid == t->tid)
-				rt = &u->m->t[k];
+		const struct rb_thread *rt = marked_thread(u->m, t->tid);
 		if (t->state != PT_STOPPED || !rt || !rt->rseq_known)
 			continue;
 		uint64_t addr = 0;
@@ -564,23 +567,30 @@ static int undo_region(struct undo *u, struct pagemap *pm, const struct rb_regio
  * changed since it last wrote would leave the mark's CPU there, and one
  * built with CONFIG_DEBUG_RSEQ kills a thread whose fields differ from
  * what it wrote. */
-static void rseq_fields(struct undo *u, uint8_t (*now)[RB_RSEQ_LEN], bool put)
+struct rseq_now {
+	uint8_t b[RB_RSEQ_LEN];
+	bool read; /* false: unreadable, left to the kernel */
+};
+
+static void rseq_fields(struct undo *u, struct rseq_now *now, bool put)
 {
 	for (size_t i = 0; i < u->m->n_t; i++) {
 		uint64_t a = u->m->t[i].rseq;
 		if (!a)
 			continue;
 		if (!put) {
-			if (pread(u->m->memfd, now[i], RB_RSEQ_LEN, (off_t)a) != RB_RSEQ_LEN)
-				u->m->t[i].rseq = 0; /* unreadable: leave it to the kernel */
+			now[i].read =
+			    pread(u->m->memfd, now[i].b, RB_RSEQ_LEN, (off_t)a) == RB_RSEQ_LEN;
 			continue;
 		}
+		if (!now[i].read)
+			continue;
 		uint8_t back[RB_RSEQ_LEN];
 		if (pread(u->m->memfd, back, RB_RSEQ_LEN, (off_t)a) != RB_RSEQ_LEN ||
-		    (!memcmp(back, now[i], 8) && !memcmp(back + 20, now[i] + 20, 8)))
+		    (!memcmp(back, now[i].b, 8) && !memcmp(back + 20, now[i].b + 20, 8)))
 			continue;
-		if (pwrite(u->m->memfd, now[i], 8, (off_t)a) != 8 ||
-		    pwrite(u->m->memfd, now[i] + 20, 8, (off_t)(a + 20)) != 8)
+		if (pwrite(u->m->memfd, now[i].b, 8, (off_t)a) != 8 ||
+		    pwrite(u->m->memfd, now[i].b + 20, 8, (off_t)(a + 20)) != 8)
 			log_warn("process %d: the rseq area of thread %d at %#llx could not be "
 				 "written: the kernel writes it at the thread's next return",
 				 u->m->pid, u->m->t[i].tid, (unsigned long long)a);
@@ -595,7 +605,7 @@ static int undo_memory(struct undo *u)
 	if (rc < 0)
 		return ckpt_fail(u->c, rc, MV_E_NO_SUCH_PROCESS,
 				 "reading the pagemap of process %d: %s", u->m->pid, strerror(-rc));
-	uint8_t(*rseq)[RB_RSEQ_LEN] = xcalloc(u->m->n_t ? u->m->n_t : 1, sizeof(*rseq));
+	struct rseq_now *rseq = xcalloc(u->m->n_t ? u->m->n_t : 1, sizeof(*rseq));
 	rseq_fields(u, rseq, false);
 	for (size_t i = 0; i < u->m->n_r && rc == 0; i++)
 		if (u->m->r[i].tracked)
@@ -650,11 +660,12 @@ static void fd_lost(struct undo *u, const struct rb_fd *f, const char *why)
  * puts those bytes back. 0: no room. */
 static uint64_t path_scratch(const struct undo *u)
 {
-	const struct rb_thread *t = &u->m->t[0];
-	for (size_t i = 0; i < u->m->n_t; i++)
-		if (u->m->t[i].tid == u->m->pid)
-			t = &u->m->t[i];
-	if (!u->m->n_t || t->prstatus_len < sizeof(struct user_regs_struct))
+	if (!u->m->n_t)
+		return 0;
+	const struct rb_thread *t = marked_thread(u->m, u->m->pid);
+	if (!t)
+		t = &u->m->t[0];
+	if (t->prstatus_len < sizeof(struct user_regs_struct))
 		return 0;
 	uint64_t sp = ((const struct user_regs_struct *)t->prstatus)->rsp;
 	uint64_t at = (sp - 128 - PATH_MAX) & ~63ull;
@@ -810,10 +821,7 @@ static int undo_threads(struct undo *u)
 		struct ptrace_thread *t = &pp->t[i];
 		if (t->state != PT_STOPPED)
 			continue;
-		const struct rb_thread *rt = NULL;
-		for (size_t k = 0; k < u->m->n_t && !rt; k++)
-			if (u->m->t[k].tid == t->tid)
-				rt = &u->m->t[k];
+		const struct rb_thread *rt = marked_thread(u->m, t->tid);
 		if (!rt)
 			continue; /* check_same refused this before */
 		u->changed = true;
