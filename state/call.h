@@ -15,7 +15,8 @@ struct mv_call {
 	pid_t tid;
 	uint64_t args[6];
 	uint64_t ip;
-	uint64_t id; /* the notification's id (SECCOMP_IOCTL_NOTIF_ID_VALID) */
+	uint64_t id;  /* the notification's id (SECCOMP_IOCTL_NOTIF_ID_VALID) */
+	int listener; /* the listener it came on (one per filter: runc exec adds one) */
 };
 
 /* Bytes the call asks for: mmap/mmap2 length, mremap new length, brk

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
+#include <stdbool.h>
 #include <string.h>
 
 int ocistate_id_ok(const char *s)
@@ -21,10 +22,11 @@ int ocistate_id_ok(const char *s)
 }
 
 /* A pid member: an integer from 1 to the kernel's PID_MAX_LIMIT. */
-static int get_pid(json_t *o, const char *key, pid_t *out)
+/* A process id; 0 where zero_ok (crun exec says 0: not known). */
+static int get_pid(json_t *o, const char *key, bool zero_ok, pid_t *out)
 {
 	json_t *v = json_object_get(o, key);
-	if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+	if (!json_is_integer(v) || json_integer_value(v) < (zero_ok ? 0 : 1) ||
 	    json_integer_value(v) > 4 * 1024 * 1024)
 		return -1;
 	*out = (pid_t)json_integer_value(v);
@@ -81,7 +83,7 @@ static int parse_state(json_t *st, struct oci_msg *m, struct mv_err *err)
 				  "_ + . -)",
 				  OCI_ID_MAX);
 	snprintf(m->id, sizeof(m->id), "%s", json_string_value(id));
-	if (get_pid(st, "pid", &m->pid) < 0)
+	if (get_pid(st, "pid", true, &m->pid) < 0)
 		return mv_err_set(err, -EINVAL, NULL, "state.pid: expected a process id");
 	json_t *status = json_object_get(st, "status");
 	if (json_is_string(status))
@@ -109,11 +111,19 @@ int ocistate_parse(const char *buf, size_t len, struct oci_msg *out, struct mv_e
 		rc = parse_fds(json_object_get(root, "fds"), out, err);
 	if (rc == 0)
 		rc = parse_state(json_object_get(root, "state"), out, err);
-	/* The process the fds came from must be the container's init: the
-	 * agent supervises that tree. */
-	if (rc == 0 && get_pid(root, "pid", &pid) == 0 && pid != out->pid)
-		rc = mv_err_set(err, -EINVAL, NULL, "pid %d is not the container's (state.pid %d)",
-				pid, out->pid);
+	/* The process the fds came from: the container's init, or a process
+	 * `runc exec` starts in it (then the agent adopts it into the
+	 * container's supervision). Absent: the init. crun exec (1.8) says
+	 * 0 here and in state.pid: a process not named. */
+	if (rc == 0) {
+		json_t *pv = json_object_get(root, "pid");
+		if (!pv)
+			out->proc_pid = out->pid;
+		else if (get_pid(root, "pid", true, &pid) == 0)
+			out->proc_pid = pid;
+		else
+			rc = mv_err_set(err, -EINVAL, NULL, "pid: expected a process id");
+	}
 	json_t *md = rc == 0 ? json_object_get(root, "metadata") : NULL;
 	if (json_is_string(md) && json_string_length(md) <= 4096) {
 		out->metadata = xstrdup(json_string_value(md));

@@ -25,7 +25,10 @@
 struct oci_msg {
 	char id[OCI_ID_MAX + 1];
 	char name[OCI_NAME_MAX + 1]; /* metadata's name=NAME, or "" */
-	pid_t pid;		     /* the container's init (state.pid) */
+	pid_t pid;		     /* the container's init (state.pid); 0: not said */
+	pid_t proc_pid;		     /* the process the fds came from ("pid"): the
+				      * init, or one runc exec starts; 0: not said
+				      * (crun exec) */
 	int seccomp_fd;		     /* the index of "seccompFd" in fds */
 	size_t n_fds;		     /* how many fds the message says it carries */
 	char status[16];	     /* state.status: creating, created, running */

@@ -166,6 +166,23 @@ static bool runtime_done(struct runtime *r, bool eof)
 	if ((size_t)m.seccomp_fd >= r->n_fds || m.n_fds != r->n_fds) {
 		log_warn("container %s: the message names %zu fds, %zu came with it: refused", m.id,
 			 m.n_fds, r->n_fds);
+	} else if (m.pid == 0 || m.proc_pid != m.pid) {
+		/* runc exec / crun exec: a process started in a running
+		 * container, with a filter and a listener of its own. crun
+		 * does not say which (0): its first notification does. */
+		int fd = r->fds[m.seccomp_fd];
+		r->fds[m.seccomp_fd] = -1;
+		struct container *c = ag->containers;
+		while (c && (atomic_load(&c->ended) || strcmp(c->msg.id, m.id) != 0))
+			c = c->next;
+		if (c) {
+			container_adopt(c, m.proc_pid, fd);
+		} else {
+			log_warn("container %s: process %d (exec) refused: the container is not "
+				 "supervised here",
+				 m.id, m.proc_pid);
+			close(fd);
+		}
 	} else if (find_container(ag, m.id)) {
 		log_warn("container %s: already supervised: a second listener is refused", m.id);
 	} else {

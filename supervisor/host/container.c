@@ -8,10 +8,12 @@
 #include "supervisor/kernel/listener.h"
 #include "supervisor/reload/evict.h"
 #include "supervisor/supervise/enforce.h"
+#include "supervisor/supervise/notify.h"
 
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 
 static void on_init_exit(struct ev_loop *loop, ev_io *w, int revents)
@@ -64,6 +66,60 @@ static bool evicted_ever(struct mv *mv)
 	return t.spaces > 0 || t.evicted > 0;
 }
 
+/* The queued exec listeners, each with a notify thread of its own. */
+static void on_adopt(struct ev_loop *loop, ev_async *w, int revents)
+{
+	struct container *c = w->data;
+	pthread_mutex_lock(&c->adopt_mu);
+	struct container_exec *v = c->queued;
+	size_t n = c->n_queued;
+	c->queued = NULL;
+	c->n_queued = c->cap_queued = 0;
+	pthread_mutex_unlock(&c->adopt_mu);
+	for (size_t i = 0; i < n; i++) {
+		int rc = notify_adopt(c->mv, v[i].pid, v[i].fd);
+		if (rc < 0) {
+			if (v[i].pid > 0)
+				kill(v[i].pid, SIGKILL);
+			log_error("container %s: process %d (exec) cannot be supervised (%s)%s",
+				  c->msg.id, v[i].pid, strerror(-rc),
+				  v[i].pid > 0 ? ": killed" : "");
+			continue;
+		}
+		log_info("container %s: process %d (exec) supervised", c->msg.id, v[i].pid);
+	}
+	free(v);
+	/* RLIMIT_AS for the newcomers, as for the rest of the tree. */
+	if (n)
+		enforce_attach(c->mv);
+	if (n && !ev_is_active(&c->sweep))
+		ev_timer_again(loop, &c->sweep);
+}
+
+static void on_sweep(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct container *c = w->data;
+	if (notify_adopted_sweep(c->mv) == 0)
+		ev_timer_stop(loop, w);
+}
+
+/* No more exec listeners: close what is queued and kill their processes. */
+static void adopt_close(struct container *c)
+{
+	pthread_mutex_lock(&c->adopt_mu);
+	c->adopt_closed = true;
+	for (size_t i = 0; i < c->n_queued; i++) {
+		/* 0: crun named none (never kill(0): that is our own group). */
+		if (c->queued[i].pid > 0)
+			kill(c->queued[i].pid, SIGKILL);
+		close(c->queued[i].fd);
+	}
+	free(c->queued);
+	c->queued = NULL;
+	c->n_queued = c->cap_queued = 0;
+	pthread_mutex_unlock(&c->adopt_mu);
+}
+
 static void run_container(struct container *c, struct mv *mv)
 {
 	ev_io init_io;
@@ -75,13 +131,25 @@ static void run_container(struct container *c, struct mv *mv)
 	ev_async_init(&c->hup, on_hup);
 	c->hup.data = mv;
 	ev_async_start(c->loop, &c->hup);
+	c->mv = mv;
+	ev_async_init(&c->adopt, on_adopt);
+	c->adopt.data = c;
+	ev_async_start(c->loop, &c->adopt);
+	ev_init(&c->sweep, on_sweep);
+	c->sweep.repeat = 1.0;
+	c->sweep.data = c;
 	host_mv_watch(mv);
 	atomic_store(&c->running, true);
+	/* Listeners queued before the loop ran. */
+	ev_async_send(c->loop, &c->adopt);
 	ev_run(c->loop, 0);
 	atomic_store(&c->running, false);
+	adopt_close(c);
 	ev_io_stop(c->loop, &init_io);
 	ev_async_stop(c->loop, &c->stop);
 	ev_async_stop(c->loop, &c->hup);
+	ev_async_stop(c->loop, &c->adopt);
+	ev_timer_stop(c->loop, &c->sweep);
 	host_mv_finish(mv);
 }
 
@@ -107,6 +175,7 @@ static void *container_thread(void *arg)
 		syscall(SYS_pidfd_send_signal, c->pidfd, SIGKILL, NULL, 0);
 		log_error("container %s: cannot supervise it (%s): killed", c->msg.id,
 			  strerror(-rc));
+		adopt_close(c);
 	} else {
 		enforce_attach(mv);
 		if (ctl_server_start(mv) < 0)
@@ -139,6 +208,7 @@ int container_start(const struct container_env *env, struct oci_msg *msg, int fd
 	c->env = env;
 	c->listener = fd;
 	c->chan = -1;
+	pthread_mutex_init(&c->adopt_mu, NULL);
 	c->started_wall_ns = mv_wall_ns();
 	if (asprintf(&c->socket, "%s/%s.sock", env->sock_dir, c->msg.id) < 0)
 		c->socket = NULL;
@@ -176,6 +246,49 @@ bool container_reload_policy(struct container *c)
 	return true;
 }
 
+/* Is pid in the PID namespace of the container's init? */
+static bool same_pid_ns(pid_t pid, pid_t init)
+{
+	char a[64], b[64];
+	struct stat sa, sb;
+	snprintf(a, sizeof(a), "/proc/%d/ns/pid", (int)pid);
+	snprintf(b, sizeof(b), "/proc/%d/ns/pid", (int)init);
+	return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+	       sa.st_ino == sb.st_ino;
+}
+
+int container_adopt(struct container *c, pid_t pid, int fd)
+{
+	const char *why = NULL;
+	if (!listener_is_one(fd))
+		why = "the fd sent is not a seccomp listener";
+	else if (pid > 0 && !same_pid_ns(pid, c->msg.pid))
+		why = "the process is not in the container's PID namespace";
+	if (!why) {
+		pthread_mutex_lock(&c->adopt_mu);
+		if (c->adopt_closed || atomic_load(&c->ended)) {
+			why = "the container is ending";
+		} else {
+			if (c->n_queued == c->cap_queued)
+				c->queued = xrealloc(
+				    c->queued,
+				    (c->cap_queued = c->cap_queued ? c->cap_queued * 2 : 4) *
+					sizeof(*c->queued));
+			c->queued[c->n_queued++] = (struct container_exec){pid, fd};
+		}
+		pthread_mutex_unlock(&c->adopt_mu);
+	}
+	if (why) {
+		log_warn("container %s: process %d (exec) refused: %s", c->msg.id, pid, why);
+		close(fd);
+		return -EINVAL;
+	}
+	/* Before its loop runs, its own first send takes the queue. */
+	if (atomic_load(&c->running))
+		ev_async_send(c->loop, &c->adopt);
+	return 0;
+}
+
 void container_stop(struct container *c)
 {
 	if (atomic_load(&c->running))
@@ -194,6 +307,10 @@ void container_free(struct container *c)
 		close(c->pidfd);
 	ocistate_free(&c->msg);
 	free(c->socket);
+	for (size_t i = 0; i < c->n_queued; i++)
+		close(c->queued[i].fd);
+	free(c->queued);
+	pthread_mutex_destroy(&c->adopt_mu);
 	free(c);
 }
 

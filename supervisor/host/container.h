@@ -23,14 +23,26 @@ struct container_env {
 	ev_async *ended; /* sent on agent_loop when a container's thread ends */
 };
 
+struct container_exec {
+	pid_t pid;
+	int fd;
+};
+
 struct container {
 	struct oci_msg msg;
 	char *socket; /* its control socket */
 	int listener, pidfd, chan;
 	uint64_t started_wall_ns;
 	pthread_t thread;
-	ev_async stop; /* on the container's loop: end it */
-	ev_async hup;  /* on the container's loop: load the agent's policy again */
+	ev_async stop;	/* on the container's loop: end it */
+	ev_async hup;	/* on the container's loop: load the agent's policy again */
+	ev_async adopt; /* on the container's loop: take the queued exec listeners */
+	ev_timer sweep; /* releases adopted listeners no process uses */
+	struct mv *mv;	/* its supervisor, while its thread runs */
+	pthread_mutex_t adopt_mu;
+	struct container_exec *queued; /* listeners of exec'd processes, under adopt_mu */
+	size_t n_queued, cap_queued;
+	bool adopt_closed; /* under adopt_mu: the thread takes no more */
 	struct ev_loop *loop;
 	atomic_bool running; /* its loop runs: stop may be sent */
 	atomic_bool ended;   /* its thread is done: join it */
@@ -43,6 +55,12 @@ struct container {
  * why (fd closed). */
 int container_start(const struct container_env *env, struct oci_msg *msg, int fd,
 		    struct container **out);
+
+/* A process `runc exec` started in the container came with a listener of
+ * its own: hand it to the container's supervisor (fd taken over). 0, or
+ * -errno after logging why (fd closed, the process killed: its notified
+ * calls would fail with ENOSYS). */
+int container_adopt(struct container *c, pid_t pid, int fd);
 
 /* Ask its thread to end (the agent stops): the container is killed by
  * the keeper then. */

@@ -19,6 +19,7 @@
 
 int host_mv_init(struct mv *mv, struct ev_loop *loop)
 {
+	pthread_mutex_init(&mv->adopt_lock, NULL);
 	mv->exits_epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (mv->exits_epfd < 0)
 		return -errno;
@@ -117,6 +118,7 @@ void host_mv_free(struct mv *mv)
 		close(mv->listener);
 	free(mv->late);
 	pthread_mutex_destroy(&mv->lock);
+	pthread_mutex_destroy(&mv->adopt_lock);
 	free(mv);
 }
 

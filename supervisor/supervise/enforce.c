@@ -803,7 +803,7 @@ static int env_rie(void *envp, bool *yes)
 static int env_exec_image(void *envp, const struct mv_call *c, struct pol_exec_image *out)
 {
 	struct env *x = envp;
-	return execimage_inspect(c, x->mv->listener, &x->mv->faulter, out);
+	return execimage_inspect(c, c->listener, &x->mv->faulter, out);
 }
 
 static const struct pol_env_ops env_ops = {

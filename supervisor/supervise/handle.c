@@ -8,8 +8,9 @@
 #include <errno.h>
 #include <string.h>
 
-static void decode(const struct seccomp_notif *req, struct mv_call *c)
+static void decode(int listener, const struct seccomp_notif *req, struct mv_call *c)
 {
+	c->listener = listener;
 	c->sc = syscalls_decode(req->data.arch, req->data.nr, &c->abi);
 	c->tid = (pid_t)req->pid;
 	c->ip = req->data.instruction_pointer;
@@ -34,11 +35,11 @@ static void record_locked(struct proc *p, const struct mv_call *c, int verdict)
 	as_log_call(p->aslog, c->sc, c->args, mv_wall_ns());
 }
 
-void handle_notification(struct mv *mv, const struct seccomp_notif *req,
+void handle_notification(struct mv *mv, int listener, const struct seccomp_notif *req,
 			 struct seccomp_notif_resp *resp, struct answer *a)
 {
 	struct mv_call c;
-	decode(req, &c);
+	decode(listener, req, &c);
 	resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
 	memset(a, 0, sizeof(*a));
 	a->sc = c.sc;

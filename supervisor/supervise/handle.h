@@ -15,8 +15,9 @@ struct answer {
 	int verdict;
 };
 
-/* Decide req and fill resp (zeroed by the caller, id set). */
-void handle_notification(struct mv *mv, const struct seccomp_notif *req,
+/* Decide req, which came on listener, and fill resp (zeroed by the
+ * caller, id set). */
+void handle_notification(struct mv *mv, int listener, const struct seccomp_notif *req,
 			 struct seccomp_notif_resp *resp, struct answer *a);
 
 /* After the answer went out (send_rc: 0 or -errno), record its cost. */

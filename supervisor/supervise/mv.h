@@ -43,6 +43,7 @@ struct mv_opts {
 	char **argv;
 };
 
+struct adopted;
 struct ctl_server;
 struct events;
 struct enforce;
@@ -70,6 +71,10 @@ struct mv {
 	} notify;
 	pthread_t notify_thread;
 	bool notify_running;
+	/* Listeners adopted since (notify_adopt: runc exec), under
+	 * adopt_lock, which is taken under no other lock. */
+	pthread_mutex_t adopt_lock;
+	struct adopted *adopted;
 	/* The system call a job is injecting (kernel/remote.h): the notify
 	 * thread lets it through. */
 	struct remote_marks injecting;

@@ -6,8 +6,14 @@
 #include "common/util.h"
 #include "supervisor/supervise/handle.h"
 #include "supervisor/kernel/listener.h"
+#include "supervisor/kernel/procfs.h"
 
+#include <errno.h>
+#include <poll.h>
 #include <signal.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
@@ -31,9 +37,8 @@ int notify_setup(struct mv *mv)
 /* One notification: receive, decide, answer, account. The thread that
  * receives answers, so with SYNC_WAKE_UP the whole round trip stays on
  * one CPU. */
-static void handle_one(struct mv *mv)
+static pid_t handle_one(struct mv *mv, struct listener *l, atomic_bool *stopping)
 {
-	struct listener *l = &mv->notify.l;
 	int r = listener_recv(l);
 	if (r < 0) {
 		/* ENOENT: the call was withdrawn (the thread got a signal or
@@ -45,11 +50,11 @@ static void handle_one(struct mv *mv)
 		if (r == -EBADF || r == -EFAULT) {
 			log_error("seccomp notification receive: %s: supervision stops",
 				  strerror(-r));
-			atomic_store(&mv->notify.stopping, true);
+			atomic_store(stopping, true);
 		} else if (r != -ENOENT && r != -EINTR) {
 			log_warn("seccomp notification receive: %s", strerror(-r));
 		}
-		return;
+		return 0;
 	}
 	uint64_t t0 = mv_now_ns();
 	const struct seccomp_notif *req = l->req;
@@ -58,10 +63,10 @@ static void handle_one(struct mv *mv)
 		/* Ours (evict: supervisor/kernel/remote.h), not the program's. */
 		resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
 		listener_send(l);
-		return;
+		return 0;
 	}
 	struct answer a;
-	handle_notification(mv, req, resp, &a);
+	handle_notification(mv, l->fd, req, resp, &a);
 	/* Service time ends at the answer: with SYNC_WAKE_UP the answer may
 	 * run the tracee on this CPU before the ioctl returns to us. */
 	uint64_t dt = mv_now_ns() - t0;
@@ -70,6 +75,7 @@ static void handle_one(struct mv *mv)
 	if (rc < 0 && rc != -ENOENT)
 		log_warn("seccomp answer to %d: %s", req->pid, strerror(-rc));
 	handle_answered(mv, &a, rc, dt);
+	return (pid_t)req->pid;
 }
 
 /* The notify thread sleeps in SECCOMP_IOCTL_NOTIF_RECV itself rather than
@@ -78,9 +84,13 @@ static void handle_one(struct mv *mv)
  * supervisor swap CPUs (27,818 migrations for 14,201 mmap+munmap pairs,
  * against 89 blocking), so that a notified call took 27.7 us instead of
  * 12.5 us. */
-static void *notify_thread(void *arg)
+struct adopted;
+static void adopted_learn(struct adopted *a, pid_t tid);
+
+/* Receive and answer until stopped; an adopted listener whose process was
+ * not named learns it from its first notification. */
+static void notify_loop(struct mv *mv, struct listener *l, atomic_bool *stopping, struct adopted *a)
 {
-	struct mv *mv = arg;
 	sigset_t only_wake;
 	sigfillset(&only_wake);
 	sigdelset(&only_wake, NOTIFY_WAKE_SIGNAL);
@@ -88,8 +98,17 @@ static void *notify_thread(void *arg)
 	/* A thread's first malloc creates its arena (an mmap): pay for it
 	 * now, not in the command's first notification. */
 	free(xmalloc(64 * 1024));
-	while (!atomic_load(&mv->notify.stopping))
-		handle_one(mv);
+	while (!atomic_load(stopping)) {
+		pid_t tid = handle_one(mv, l, stopping);
+		if (a && tid > 0)
+			adopted_learn(a, tid);
+	}
+}
+
+static void *notify_thread(void *arg)
+{
+	struct mv *mv = arg;
+	notify_loop(mv, &mv->notify.l, &mv->notify.stopping, NULL);
 	return NULL;
 }
 
@@ -115,15 +134,28 @@ int notify_start(struct mv *mv)
 	return 0;
 }
 
-void notify_stop(struct mv *mv)
+/* Adopted listeners (runc exec): a thread each, as the first one's. */
+struct adopted {
+	struct mv *mv;
+	pid_t root; /* 0 until known (crun exec names none), under adopt_lock */
+	int pidfd;  /* root's, or -1 */
+	struct listener l;
+	atomic_bool stopping;
+	pthread_t thread;
+	bool running;
+	struct adopted *next;
+};
+
+static void adopted_free(struct adopted *a);
+
+/* Stop a notify thread: set its flag and wake it until it has gone. */
+static void stop_thread(pthread_t t, atomic_bool *stopping)
 {
-	if (!mv->notify_running)
-		return;
-	atomic_store(&mv->notify.stopping, true);
+	atomic_store(stopping, true);
 	/* A signal that arrives before the thread is back in the ioctl is
 	 * lost; so send it again until the thread has gone. */
 	for (;;) {
-		pthread_kill(mv->notify_thread, NOTIFY_WAKE_SIGNAL);
+		pthread_kill(t, NOTIFY_WAKE_SIGNAL);
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_nsec += 10 * 1000 * 1000;
@@ -131,13 +163,146 @@ void notify_stop(struct mv *mv)
 			ts.tv_sec++;
 			ts.tv_nsec -= 1000000000;
 		}
-		if (pthread_timedjoin_np(mv->notify_thread, NULL, &ts) == 0)
+		if (pthread_timedjoin_np(t, NULL, &ts) == 0)
 			break;
 	}
+}
+
+void notify_stop(struct mv *mv)
+{
+	struct adopted *a = NULL;
+	pthread_mutex_lock(&mv->adopt_lock);
+	a = mv->adopted;
+	mv->adopted = NULL;
+	pthread_mutex_unlock(&mv->adopt_lock);
+	while (a) {
+		struct adopted *next = a->next;
+		adopted_free(a);
+		a = next;
+	}
+	if (!mv->notify_running)
+		return;
+	stop_thread(mv->notify_thread, &mv->notify.stopping);
 	mv->notify_running = false;
 }
 
 void notify_free(struct mv *mv)
 {
 	listener_free(&mv->notify.l);
+}
+
+static void adopted_free(struct adopted *a)
+{
+	if (a->running)
+		stop_thread(a->thread, &a->stopping);
+	int fd = a->l.fd;
+	listener_free(&a->l);
+	if (fd >= 0)
+		close(fd);
+	if (a->pidfd >= 0)
+		close(a->pidfd);
+	free(a);
+}
+
+static void *adopted_thread(void *arg)
+{
+	struct adopted *a = arg;
+	notify_loop(a->mv, &a->l, &a->stopping, a);
+	return NULL;
+}
+
+/* The first process to notify on a listener adopted without a process
+ * named is its root (the process crun exec started: its filter is
+ * installed just before its execve, which is notified). */
+static void adopted_learn(struct adopted *a, pid_t tid)
+{
+	if (a->pidfd >= 0)
+		return;
+	struct proc_status st;
+	pid_t pid = procfs_status(tid, &st) == 0 && st.tgid > 0 ? st.tgid : tid;
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pidfd < 0)
+		return;
+	pthread_mutex_lock(&a->mv->adopt_lock);
+	a->root = pid;
+	a->pidfd = pidfd;
+	pthread_mutex_unlock(&a->mv->adopt_lock);
+	log_info("the listener adopted without a process named is process %d's", pid);
+}
+
+int notify_adopt(struct mv *mv, pid_t root, int fd)
+{
+	struct adopted *a = xcalloc(1, sizeof(*a));
+	a->mv = mv;
+	a->root = root;
+	a->l.fd = -1;
+	a->pidfd = -1;
+	bool sync = false;
+	int rc = listener_init(&a->l, fd, &sync);
+	if (root > 0 && (a->pidfd = (int)syscall(SYS_pidfd_open, root, 0)) < 0 && rc == 0)
+		rc = -errno;
+	if (rc == 0)
+		rc = -pthread_create(&a->thread, NULL, adopted_thread, a);
+	if (rc < 0) {
+		if (a->l.fd < 0)
+			close(fd);
+		adopted_free(a);
+		return rc;
+	}
+	a->running = true;
+	pthread_mutex_lock(&mv->adopt_lock);
+	a->next = mv->adopted;
+	mv->adopted = a;
+	pthread_mutex_unlock(&mv->adopt_lock);
+	return 0;
+}
+
+/* No process uses the filter any more: the listener polls as hung up
+ * (Linux 5.8). */
+static bool listener_unused(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = 0};
+	return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR | POLLNVAL));
+}
+
+size_t notify_adopted_sweep(struct mv *mv)
+{
+	struct adopted *gone = NULL;
+	size_t left = 0;
+	pthread_mutex_lock(&mv->adopt_lock);
+	for (struct adopted **pp = &mv->adopted; *pp;) {
+		struct adopted *a = *pp;
+		if (listener_unused(a->l.fd)) {
+			*pp = a->next;
+			a->next = gone;
+			gone = a;
+		} else {
+			pp = &a->next;
+			left++;
+		}
+	}
+	pthread_mutex_unlock(&mv->adopt_lock);
+	while (gone) {
+		struct adopted *next = gone->next;
+		log_info("the listener adopted with process %d is no longer used: released",
+			 gone->root);
+		adopted_free(gone);
+		gone = next;
+	}
+	return left;
+}
+
+void notify_adopted_roots(struct mv *mv, pid_t **v, size_t *n, size_t *cap)
+{
+	pthread_mutex_lock(&mv->adopt_lock);
+	for (struct adopted *a = mv->adopted; a; a = a->next) {
+		/* Signal 0 through the pidfd: alive (or a zombie), never
+		 * another process that took its number. */
+		if (a->pidfd < 0 || syscall(SYS_pidfd_send_signal, a->pidfd, 0, NULL, 0) < 0)
+			continue;
+		if (*n == *cap)
+			*v = xrealloc(*v, (*cap = *cap ? *cap * 2 : 16) * sizeof(**v));
+		(*v)[(*n)++] = a->root;
+	}
+	pthread_mutex_unlock(&mv->adopt_lock);
 }

@@ -14,8 +14,21 @@ void notify_free(struct mv *mv);
  * the result in mv->feat) and learn the notification struct sizes. 0 or -errno. */
 int notify_setup(struct mv *mv);
 
-/* Start / stop the notify thread. */
+/* Start / stop the notify thread. notify_stop stops the adopted
+ * listeners' threads too and closes them. */
 int notify_start(struct mv *mv);
 void notify_stop(struct mv *mv);
+
+/* Adopt a second listener (`runc exec`: the exec'd process root came with
+ * a filter of its own): a notify thread of its own, the same decisions.
+ * fd is taken over, closed on failure. 0 or -errno. */
+int notify_adopt(struct mv *mv, pid_t root, int fd);
+
+/* Release the adopted listeners no process uses any more (their thread
+ * stopped, their fd closed); how many are left. */
+size_t notify_adopted_sweep(struct mv *mv);
+
+/* Append the adopted roots still alive to *v (tree_tops). */
+void notify_adopted_roots(struct mv *mv, pid_t **v, size_t *n, size_t *cap);
 
 #endif

@@ -1,6 +1,7 @@
 #include "supervisor/supervise/tree.h"
 #include "common/util.h"
 #include "supervisor/kernel/procfs.h"
+#include "supervisor/supervise/notify.h"
 
 void tree_tops(struct mv *mv, pid_t **v, size_t *n, size_t *cap)
 {
@@ -20,6 +21,10 @@ void tree_tops(struct mv *mv, pid_t **v, size_t *n, size_t *cap)
 	if (*n == *cap)
 		*v = xrealloc(*v, (*cap = *cap ? *cap * 2 : 16) * sizeof(**v));
 	(*v)[(*n)++] = mv->tree_top;
+	/* Processes that came in by runc exec, with a listener of their own:
+	 * not below the init until they die and their children are
+	 * reparented to it. */
+	notify_adopted_roots(mv, v, n, cap);
 }
 
 pid_t tree_orphan_parent(const struct mv *mv)

@@ -11,8 +11,8 @@
 
 /* Append the tops of the supervised tree to *v (a growable array of *n
  * pids, *cap allocated): the reaper's children under run, the container's
- * init under the agent. Every supervised process is one of them or below
- * one (procfs_children). */
+ * init and the processes adopted by runc exec under the agent. Every supervised process is one of
+ * them or below one (procfs_children). */
 void tree_tops(struct mv *mv, pid_t **v, size_t *n, size_t *cap);
 /* The process orphans of the tree are reparented to: the reaper (child
  * subreaper) under run, the container's init under the agent. */

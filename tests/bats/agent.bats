@@ -247,6 +247,96 @@ t_hup() { # RT
 	grep -q checksum "$TMP/hup1.out"
 }
 
+rt_exec() { # RT ARGS... (runc/crun exec ARGS)
+	local rt=$1
+	shift
+	if [ "$rt" = crun ]; then
+		unshare -m sh -c 'umount /sys/fs/cgroup/unified 2>/dev/null; exec crun exec "$@"' sh "$@"
+	else
+		runc exec "$@"
+	fi
+}
+
+agent_tasks() { ls "/proc/$AGENT/task" | wc -l; }
+agent_fds() { ls "/proc/$AGENT/fd" | wc -l; }
+
+# runc exec (and so kubectl exec) into a supervised container: the exec'd
+# process comes with a listener of its own. It was refused: runc waited
+# 5 s and the process's notified calls failed with ENOSYS.
+t_exec() { # RT
+	need_runtime "$1"
+	runtime_works "$1"
+	mkdir -p "$TMP/native" && touch "$TMP/native/go"
+	"$WL/ctr_mem_static" hold 16 "$TMP/native" >"$TMP/native.out"
+	echo '{"version":1,"limits":{"max_mapping":"64M"}}' >"$TMP/quota.json"
+	make_bundle --policy "$TMP/quota.json"
+	set_cmd "ctr_mem_static hold 16 /tmp"
+	start_agent --policy "$TMP/quota.json"
+	start_ctr "$1" exec1
+	wait_for 20 grep -q filled "$TMP/exec1.out"
+	tasks0=$(agent_tasks) fds0=$(agent_fds)
+	# The container's policy holds in the exec'd process.
+	run rt_exec "$1" exec1 /bin/ctr_mem_static try 32
+	assert_success
+	assert_output --partial "mmap: ok"
+	run rt_exec "$1" exec1 /bin/ctr_mem_static try 128
+	[ "$status" = 12 ]
+	assert_output --partial "mmap: errno 12 (ENOMEM)"
+	grep -q "container exec1: process [0-9]* (exec) supervised" "$TMP/agent.log"
+	# A process exec'd into it is part of the container: listed, and
+	# evicted and reloaded with it, every byte back.
+	mkdir -p "$BUNDLE/rootfs/tmp/x"
+	rt_exec "$1" -d exec1 /bin/ctr_mem_static hold 16 /tmp/x >"$TMP/x.out" 2>&1
+	wait_for 20 grep -q filled "$TMP/x.out"
+	xpid=$(pgrep -f "ctr_mem_static hold 16 /tmp/x" | head -1)
+	[ -n "$xpid" ]
+	actl -c exec1 --json ps | grep -q "\"pid\": *$xpid\b"
+	run actl -c exec1 --json checkpoint "$TMP/img" --evict --wait
+	assert_success
+	rss=$(awk '/VmRSS/ {print $2}' "/proc/$xpid/status")
+	echo "exec'd process's rss after evict: $rss kB"
+	[ "$rss" -lt 8192 ]
+	run actl -c exec1 --json reload "$TMP/img" --wait
+	assert_success
+	touch "$BUNDLE/rootfs/tmp/go" "$BUNDLE/rootfs/tmp/x/go"
+	wait_for 20 grep -q checksum "$TMP/x.out"
+	wait_for 20 test -f "$TMP/exec1.rc"
+	[ "$(cat "$TMP/exec1.rc")" = 0 ]
+	diff <(grep checksum "$TMP/native.out") <(grep checksum "$TMP/x.out")
+	diff <(grep checksum "$TMP/native.out") <(grep checksum "$TMP/exec1.out")
+}
+
+# Execs as a liveness probe makes them: each listener is let go when its
+# process is gone, so the agent keeps no thread or fd per exec.
+t_exec_many() { # RT
+	need_runtime "$1"
+	runtime_works "$1"
+	make_bundle
+	set_cmd "ctr_mem_static hold 16 /tmp"
+	start_agent
+	start_ctr "$1" probe1
+	wait_for 20 grep -q filled "$TMP/probe1.out"
+	tasks0=$(agent_tasks) fds0=$(agent_fds)
+	for i in $(seq 20); do
+		run rt_exec "$1" probe1 /bin/sh -c "echo probe $i"
+		[ "$status" = 0 ] || { echo "$output"; cat "$TMP/agent.log"; false; }
+		assert_output "probe $i"
+	done
+	[ "$(grep -c "container probe1: process [0-9]* (exec) supervised" "$TMP/agent.log")" = 20 ]
+	wait_for 10 sh -c "[ \$(ls /proc/$AGENT/task | wc -l) -le $tasks0 ]" ||
+		{ echo "agent threads: $tasks0 before, $(agent_tasks) after"; false; }
+	wait_for 10 sh -c "[ \$(ls /proc/$AGENT/fd | wc -l) -le $((fds0 + 1)) ]" ||
+		{ echo "agent fds: $fds0 before, $(agent_fds) after"; false; }
+	touch "$BUNDLE/rootfs/tmp/go"
+	wait_for 20 test -f "$TMP/probe1.rc"
+	[ "$(cat "$TMP/probe1.rc")" = 0 ]
+}
+
+@test "runc: exec into a container is supervised by its policy; its memory is evicted and reloaded with it" { t_exec runc; }
+@test "crun: exec into a container is supervised by its policy; its memory is evicted and reloaded with it" { t_exec crun; }
+@test "runc: 20 execs leave no thread or fd behind in the agent" { t_exec_many runc; }
+@test "crun: 20 execs leave no thread or fd behind in the agent" { t_exec_many crun; }
+
 @test "runc: SIGHUP reads the policy again and every container takes it; none is stopped" { t_hup runc; }
 @test "crun: SIGHUP reads the policy again and every container takes it; none is stopped" { t_hup crun; }
 

@@ -40,9 +40,24 @@ static void test_state(void)
 	       strstr(e.msg, "seccompFd"),
 	   "no seccompFd: refused");
 	ok(parse("{\"fds\":[\"seccompFd\"],\"pid\":2,\"state\":{\"id\":\"a\",\"pid\":1}}", &m,
-		 &e) < 0 &&
-	       strstr(e.msg, "not the container's"),
-	   "the sender is not the init: refused");
+		 &e) == 0 &&
+	       m.pid == 1 && m.proc_pid == 2,
+	   "a process that is not the init (runc exec): its pid is kept apart from the init's");
+	ocistate_free(&m);
+	ok(parse("{\"fds\":[\"seccompFd\"],\"state\":{\"id\":\"a\",\"pid\":7}}", &m, &e) == 0 &&
+	       m.proc_pid == 7,
+	   "no pid: the init's");
+	ocistate_free(&m);
+	ok(parse("{\"ociVersion\":\"0.2.0\",\"fds\":[\"seccompFd\"],\"pid\":0,\"state\":{"
+		 "\"ociVersion\":\"0.2.0\",\"id\":\"cx1\",\"status\":\"running\",\"pid\":0,"
+		 "\"bundle\":\".\"}}",
+		 &m, &e) == 0 &&
+	       m.pid == 0 && m.proc_pid == 0 && !strcmp(m.id, "cx1"),
+	   "crun exec's message: no process named (0)");
+	ocistate_free(&m);
+	ok(parse("{\"fds\":[\"seccompFd\"],\"pid\":\"2\",\"state\":{\"id\":\"a\",\"pid\":1}}",
+		 &m, &e) < 0,
+	   "a pid that is not a number is refused");
 	ok(parse("{\"fds\":[\"seccompFd\"],\"state\":{\"id\":\"a\",\"pid\":-3}}", &m, &e) < 0,
 	   "a negative pid is refused");
 	ok(parse("[1,2]", &m, &e) < 0 && parse("{", &m, &e) < 0, "not an object, not JSON");
