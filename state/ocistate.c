@@ -33,23 +33,69 @@ static int get_pid(json_t *o, const char *key, bool zero_ok, pid_t *out)
 	return 0;
 }
 
-/* metadata: words separated by spaces, commas or semicolons; the one
- * "name=NAME" names the container for ctl. Anything else is kept, never
+/* metadata: words separated by spaces, commas or semicolons. The value
+ * of the last word "KEY=VALUE" into out (cap bytes): 1, 0 when there is
+ * none, -1 when it does not fit. Anything else is kept, never
  * interpreted. */
-static void metadata_name(const char *md, char *name, size_t cap)
+static int metadata_word(const char *md, const char *key, char *out, size_t cap)
 {
+	size_t k = strlen(key);
+	int found = 0;
 	const char *p = md;
 	while (*p) {
 		size_t n = strcspn(p, " ,;");
-		if (n > 5 && n - 5 < cap && !strncmp(p, "name=", 5)) {
-			memcpy(name, p + 5, n - 5);
-			name[n - 5] = '\0';
-			if (!ocistate_id_ok(name) || strlen(name) > OCI_NAME_MAX)
-				name[0] = '\0';
+		if (n > k && p[k] == '=' && !strncmp(p, key, k)) {
+			found = n - k - 1 < cap ? 1 : -1;
+			if (found > 0) {
+				memcpy(out, p + k + 1, n - k - 1);
+				out[n - k - 1] = '\0';
+			}
 		}
 		p += n;
 		p += strspn(p, " ,;");
 	}
+	return found;
+}
+
+/* The word "name=NAME" names the container for ctl (a bad one is
+ * ignored: it only names). */
+static void metadata_name(const char *md, char *name, size_t cap)
+{
+	if (metadata_word(md, "name", name, cap) <= 0 || !ocistate_id_ok(name) ||
+	    strlen(name) > OCI_NAME_MAX)
+		name[0] = '\0';
+}
+
+/* The policy the container asks for: state.annotations' "memvisor.policy",
+ * or the metadata's word "memvisor.policy=NAME"; both must agree. A name
+ * that is not one the agent takes is refused, never ignored: the
+ * container would run under another policy than it asked for. */
+static int parse_policy(json_t *root, struct oci_msg *m, struct mv_err *err)
+{
+	char from_md[OCI_NAME_MAX + 2] = "";
+	const char *from_ann = NULL;
+	json_t *ann = json_object_get(json_object_get(root, "state"), "annotations");
+	json_t *v = json_is_object(ann) ? json_object_get(ann, OCI_POLICY_KEY) : NULL;
+	if (v && !json_is_string(v))
+		return mv_err_set(err, -EINVAL, NULL, "state.annotations.%s: expected a string",
+				  OCI_POLICY_KEY);
+	if (v)
+		from_ann = json_string_value(v);
+	int md =
+	    m->metadata ? metadata_word(m->metadata, OCI_POLICY_KEY, from_md, sizeof(from_md)) : 0;
+	const char *want = from_ann ? from_ann : md != 0 ? from_md : NULL;
+	if (!want)
+		return 0;
+	if (md < 0 || strlen(want) > OCI_NAME_MAX || !ocistate_id_ok(want))
+		return mv_err_set(err, -EINVAL, NULL,
+				  "%s: expected a policy name (1 to %d of A-Z a-z 0-9 _ + . -)",
+				  OCI_POLICY_KEY, OCI_NAME_MAX);
+	if (from_ann && md > 0 && strcmp(from_ann, from_md) != 0)
+		return mv_err_set(err, -EINVAL, NULL,
+				  "the annotation asks for policy %s and the metadata for %s",
+				  from_ann, from_md);
+	snprintf(m->policy, sizeof(m->policy), "%s", want);
+	return 0;
 }
 
 static int parse_fds(json_t *fds, struct oci_msg *m, struct mv_err *err)
@@ -129,6 +175,8 @@ int ocistate_parse(const char *buf, size_t len, struct oci_msg *out, struct mv_e
 		out->metadata = xstrdup(json_string_value(md));
 		metadata_name(out->metadata, out->name, sizeof(out->name));
 	}
+	if (rc == 0)
+		rc = parse_policy(root, out, err);
 	json_decref(root);
 	if (rc < 0)
 		ocistate_free(out);

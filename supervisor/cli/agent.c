@@ -10,8 +10,10 @@
 #include "supervisor/cli/options.h"
 #include "supervisor/host/agent.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define DEFAULT_LISTEN	   "/run/memvisor/agent/seccomp.sock"
 #define PODMAN_DEFAULT_SEC "/usr/share/containers/seccomp.json"
@@ -29,7 +31,13 @@ static const struct cli_arg agent_args[] = {
      .arg = "FILE",
      .kind = CLI_STRING,
      .key = "policy",
-     .help = "the policy of every container (docs/policy.md)"},
+     .help = "the policy of a container that names none (docs/policy.md)"},
+    {.name = "policy-dir",
+     .arg = "DIR",
+     .kind = CLI_STRING,
+     .key = "policy_dir",
+     .help = "DIR/NAME.json is the policy of a container whose annotation or listener metadata "
+	     "says memvisor.policy=NAME"},
     {.name = "socket",
      .short_name = 's',
      .arg = "PATH",
@@ -59,8 +67,8 @@ static void agent_usage(FILE *f)
 		   "hand over at the --listen socket (linux.seccomp.listenerPath).\n\n");
 	cli_print_args(f, agent_args, ARRAY_SIZE(agent_args));
 	fprintf(f, "\nStops on SIGINT or SIGTERM; every container it supervises is then killed,\n"
-		   "as it is when the agent dies (docs/agent.md). SIGHUP reads the --policy\n"
-		   "file again and applies it to every container; they run on.\n"
+		   "as it is when the agent dies (docs/agent.md). SIGHUP reads every container's\n"
+		   "policy file again and applies it; they run on.\n"
 		   "Exit status: 0 after a signal; 125 if it cannot start or loses its keeper;\n"
 		   "2 for usage errors.\n");
 }
@@ -97,6 +105,7 @@ int agent_main(int argc, char **argv)
 	    .listen = cli_string(v, "listen") ? cli_string(v, "listen") : DEFAULT_LISTEN,
 	    .socket = cli_string(v, "socket") ? cli_string(v, "socket") : def_socket,
 	    .policy_path = cli_string(v, "policy"),
+	    .policy_dir = cli_string(v, "policy_dir"),
 	    .log_path = cli_string(v, "log"),
 	    .log_level = MV_LOG_WARN,
 	};
@@ -120,6 +129,16 @@ int agent_main(int argc, char **argv)
 	if (o.policy_path && check_policy(o.policy_path) < 0) {
 		fprintf(stderr, "memvisor agent: %s: not a valid policy\n", o.policy_path);
 		return 125;
+	}
+	struct stat st;
+	if (o.policy_dir) {
+		const char *why = stat(o.policy_dir, &st) < 0 ? strerror(errno)
+				  : !S_ISDIR(st.st_mode)      ? "not a directory"
+							      : NULL;
+		if (why) {
+			fprintf(stderr, "memvisor agent: --policy-dir %s: %s\n", o.policy_dir, why);
+			return 125;
+		}
 	}
 	return agent_run(&o);
 }
@@ -245,15 +264,16 @@ void ctl_show_containers(json_t *result, const struct ctl_show_opts *o)
 {
 	json_t *all = json_object_get(result, "containers");
 	if (o->legend)
-		printf("%-20s %-12s %8s  %s\n", "ID", "NAME", "PID", "SOCKET");
+		printf("%-20s %-12s %8s  %-12s %s\n", "ID", "NAME", "PID", "POLICY", "SOCKET");
 	size_t i;
 	json_t *c;
 	json_array_foreach(all, i, c)
 	{
-		json_t *name = json_object_get(c, "name");
-		printf("%-20s %-12s %8lld  %s\n", json_string_value(json_object_get(c, "id")),
+		json_t *name = json_object_get(c, "name"), *pol = json_object_get(c, "policy");
+		printf("%-20s %-12s %8lld  %-12s %s\n", json_string_value(json_object_get(c, "id")),
 		       json_is_string(name) ? json_string_value(name) : "-",
 		       (long long)json_integer_value(json_object_get(c, "pid")),
+		       json_is_string(pol) ? json_string_value(pol) : "(default)",
 		       json_string_value(json_object_get(c, "socket")));
 	}
 	if (o->legend)

@@ -142,6 +142,9 @@ static void show_agent_hello(json_t *r)
 	printf("control socket:      %s\n", jstr(r, "socket"));
 	const char *pol = json_string_value(json_object_get(r, "policy"));
 	printf("policy:              %s\n", pol ? pol : "none (every call allowed)");
+	const char *dir = json_string_value(json_object_get(r, "policy_dir"));
+	if (dir)
+		printf("named policies:      %s/NAME.json (memvisor.policy=NAME)\n", dir);
 	printf("containers:          %lld (ctl -c ID for each one's own commands)\n",
 	       jint(r, "containers"));
 	printf("commands:");

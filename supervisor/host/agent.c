@@ -134,13 +134,40 @@ static void runtime_free(struct runtime *r)
 	free(r);
 }
 
-static struct container *find_container(struct agent *ag, const char *key)
+/* The running container with this id. */
+static struct container *find_id(struct agent *ag, const char *id)
 {
 	for (struct container *c = ag->containers; c; c = c->next)
-		if (!atomic_load(&c->ended) &&
-		    (!strcmp(c->msg.id, key) || (c->msg.name[0] && !strcmp(c->msg.name, key))))
+		if (!atomic_load(&c->ended) && !strcmp(c->msg.id, id))
 			return c;
 	return NULL;
+}
+
+/* The running container with this id, or else the one with this name.
+ * A name two containers carry picks neither: NULL, and *others (when
+ * given) lists their ids, malloc'd. */
+static struct container *find_container(struct agent *ag, const char *key, char **others)
+{
+	struct container *c = find_id(ag, key), *hit = NULL;
+	if (c)
+		return c;
+	size_t n = 0, len = 0;
+	char *ids = NULL;
+	for (c = ag->containers; c; c = c->next) {
+		if (atomic_load(&c->ended) || !c->msg.name[0] || strcmp(c->msg.name, key) != 0)
+			continue;
+		hit = c;
+		n++;
+		size_t l = strlen(c->msg.id);
+		ids = xrealloc(ids, len + l + 3);
+		len += (size_t)sprintf(ids + len, "%s%s", len ? ", " : "", c->msg.id);
+	}
+	if (n > 1 && others) {
+		*others = ids;
+		return NULL;
+	}
+	free(ids);
+	return n > 1 ? NULL : hit;
 }
 
 /* The message so far, if it is whole: supervise the container it names.
@@ -172,9 +199,7 @@ static bool runtime_done(struct runtime *r, bool eof)
 		 * does not say which (0): its first notification does. */
 		int fd = r->fds[m.seccomp_fd];
 		r->fds[m.seccomp_fd] = -1;
-		struct container *c = ag->containers;
-		while (c && (atomic_load(&c->ended) || strcmp(c->msg.id, m.id) != 0))
-			c = c->next;
+		struct container *c = find_id(ag, m.id);
 		if (c) {
 			container_adopt(c, m.proc_pid, fd);
 		} else {
@@ -183,7 +208,7 @@ static bool runtime_done(struct runtime *r, bool eof)
 				 m.id, m.proc_pid);
 			close(fd);
 		}
-	} else if (find_container(ag, m.id)) {
+	} else if (find_id(ag, m.id)) {
 		log_warn("container %s: already supervised: a second listener is refused", m.id);
 	} else {
 		int fd = r->fds[m.seccomp_fd];
@@ -305,10 +330,11 @@ static json_t *hello_json(struct agent *ag)
 	int n = 0;
 	for (struct container *c = ag->containers; c; c = c->next)
 		n += !atomic_load(&c->ended);
-	return json_pack("{s:s, s:s, s:i, s:s, s:s, s:s?, s:i, s:[sss]}", "version", MV_VERSION,
-			 "role", "agent", "pid", (int)getpid(), "listen", ag->o->listen, "socket",
-			 ag->o->socket, "policy", ag->o->policy_path, "containers", n, "commands",
-			 "hello", "containers", "container");
+	return json_pack("{s:s, s:s, s:i, s:s, s:s, s:s?, s:s?, s:i, s:[sss]}", "version",
+			 MV_VERSION, "role", "agent", "pid", (int)getpid(), "listen", ag->o->listen,
+			 "socket", ag->o->socket, "policy", ag->o->policy_path, "policy_dir",
+			 ag->o->policy_dir, "containers", n, "commands", "hello", "containers",
+			 "container");
 }
 
 static json_t *cmd_reply(struct agent *ag, json_t *req, const char **code, const char **why)
@@ -330,7 +356,18 @@ static json_t *cmd_reply(struct agent *ag, json_t *req, const char **code, const
 		const char *id = json_string_value(json_object_get(args, "id"));
 		if (!id)
 			return *code = MV_E_BAD_REQUEST, *why = "args.id: expected a string", NULL;
-		struct container *c = find_container(ag, id);
+		char *ids = NULL;
+		struct container *c = find_container(ag, id, &ids);
+		if (ids) {
+			/* Refused rather than the newest picked: a name is not
+			 * unique, and ctl must not steer the wrong one. */
+			static __thread char msg[1024];
+			snprintf(msg, sizeof(msg),
+				 "the name %s is carried by several containers: %s (give an id)",
+				 id, ids);
+			free(ids);
+			return *code = MV_E_BAD_REQUEST, *why = msg, NULL;
+		}
 		if (!c)
 			return *code = MV_E_NO_SUCH_PROCESS, *why = "no such container", NULL;
 		return container_json(c);
@@ -507,24 +544,29 @@ static int check_policy_file(const char *path, char *msg, size_t len)
  * every container on the node. */
 static void reload_policy(struct agent *ag)
 {
-	if (!ag->o->policy_path) {
-		log_warn("SIGHUP: no --policy to read again; the containers run on");
+	if (!ag->o->policy_path && !ag->o->policy_dir) {
+		log_warn(
+		    "SIGHUP: no --policy or --policy-dir to read again; the containers run on");
 		return;
 	}
 	char msg[512];
-	if (check_policy_file(ag->o->policy_path, msg, sizeof(msg)) < 0) {
-		log_warn("SIGHUP: policy %s does not load, every container keeps the one it "
-			 "had, and a container started now would be refused: %s",
+	bool def_ok = ag->o->policy_path;
+	if (def_ok && check_policy_file(ag->o->policy_path, msg, sizeof(msg)) < 0) {
+		log_warn("SIGHUP: policy %s does not load, every container that runs it keeps the "
+			 "one it had, and a container started now would be refused: %s",
 			 ag->o->policy_path, msg);
-		return;
+		def_ok = false;
 	}
+	/* A container that named its policy reads its own file (and keeps
+	 * what it had if that does not load). */
 	size_t n = 0;
 	for (struct container *c = ag->containers; c; c = c->next)
-		n += container_reload_policy(c);
-	log_warn("SIGHUP: policy %s read again: sent to %zu running container%s (each says "
-		 "whether it can enforce it with the filter it was started with) and used for "
-		 "those started from now on",
-		 ag->o->policy_path, n, n == 1 ? "" : "s");
+		if (c->msg.policy[0] || def_ok)
+			n += container_reload_policy(c);
+	log_warn("SIGHUP: policies read again: sent to %zu running container%s (each says "
+		 "whether it can enforce its policy with the filter it was started with); "
+		 "containers started from now on read theirs when they start",
+		 n, n == 1 ? "" : "s");
 }
 
 static void on_signal(struct ev_loop *loop, ev_io *w, int revents)
@@ -636,6 +678,7 @@ int agent_run(const struct agent_opts *o)
 	ag->sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 	features_probe(&ag->env.feat);
 	ag->env.policy_path = o->policy_path;
+	ag->env.policy_dir = o->policy_dir;
 	/* Not the default loop: it watches SIGCHLD and reaps with
 	 * waitpid(-1, WUNTRACED), which takes the ptrace stops of a
 	 * checkpoint's tracees from the job threads (they belong to the whole
@@ -654,9 +697,10 @@ int agent_run(const struct agent_opts *o)
 	 * it listens and with which policy. */
 	fprintf(stderr,
 		"memvisor agent %s (pid %d): runtimes connect to %s; control socket %s; policy "
-		"%s\n",
+		"%s%s%s\n",
 		MV_VERSION, (int)getpid(), o->listen, o->socket,
-		o->policy_path ? o->policy_path : "none (every call allowed)");
+		o->policy_path ? o->policy_path : "none (every call allowed)",
+		o->policy_dir ? "; named policies in " : "", o->policy_dir ? o->policy_dir : "");
 	char ready[512];
 	snprintf(ready, sizeof(ready), "READY=1\nSTATUS=runtimes connect to %s; control socket %s",
 		 o->listen, o->socket);

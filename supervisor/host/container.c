@@ -49,7 +49,7 @@ static void on_hup(struct ev_loop *loop, ev_async *w, int revents)
  * socket, its name. */
 static void fill_opts(struct container *c, struct mv_opts *o)
 {
-	o->policy_path = c->env->policy_path;
+	o->policy_path = c->policy_path;
 	o->socket_path = c->socket;
 	o->name = c->msg.name[0] ? c->msg.name : c->msg.id;
 	o->log_level = MV_LOG_WARN;
@@ -199,6 +199,41 @@ static void *container_thread(void *arg)
 	return NULL;
 }
 
+/* Its policy file: the one it names (memvisor.policy=NAME) in the
+ * agent's --policy-dir, or the agent's --policy. A name with no file
+ * behind it is refused: the container asked for that policy, and its
+ * filter was made for it. */
+static int pick_policy(struct container *c, const char **why)
+{
+	static __thread char msg[512];
+	const char *name = c->msg.policy;
+	if (!name[0]) {
+		c->policy_path = c->env->policy_path ? xstrdup(c->env->policy_path) : NULL;
+		return 0;
+	}
+	if (!c->env->policy_dir) {
+		snprintf(msg, sizeof(msg),
+			 "it asks for policy %s, and the agent has no --policy-dir", name);
+		*why = msg;
+		return -ENOENT;
+	}
+	if (asprintf(&c->policy_path, "%s/%s.json", c->env->policy_dir, name) < 0) {
+		c->policy_path = NULL;
+		return -ENOMEM;
+	}
+	struct stat st;
+	const char *bad = stat(c->policy_path, &st) < 0 ? strerror(errno)
+			  : !S_ISREG(st.st_mode)	? "not a regular file"
+							: NULL;
+	if (bad) {
+		snprintf(msg, sizeof(msg), "it asks for policy %s: %s: %s", name, c->policy_path,
+			 bad);
+		*why = msg;
+		return -ENOENT;
+	}
+	return 0;
+}
+
 int container_start(const struct container_env *env, struct oci_msg *msg, int fd,
 		    struct container **out)
 {
@@ -207,18 +242,18 @@ int container_start(const struct container_env *env, struct oci_msg *msg, int fd
 	memset(msg, 0, sizeof(*msg));
 	c->env = env;
 	c->listener = fd;
-	c->chan = -1;
+	c->chan = c->pidfd = -1;
 	pthread_mutex_init(&c->adopt_mu, NULL);
 	c->started_wall_ns = mv_wall_ns();
 	if (asprintf(&c->socket, "%s/%s.sock", env->sock_dir, c->msg.id) < 0)
 		c->socket = NULL;
-	int rc = 0;
-	c->pidfd = (int)syscall(SYS_pidfd_open, c->msg.pid, 0);
-	if (c->pidfd < 0)
+	const char *why = NULL;
+	int rc = pick_policy(c, &why);
+	if (rc == 0 && (c->pidfd = (int)syscall(SYS_pidfd_open, c->msg.pid, 0)) < 0)
 		rc = -errno;
-	else if (!listener_is_one(fd))
+	if (rc == 0 && !listener_is_one(fd))
 		rc = -ENOTTY;
-	else
+	if (rc == 0)
 		rc = keeper_add(env->keeper, c->msg.pid, c->pidfd, &c->chan);
 	if (rc == 0 && !(c->loop = ev_loop_new(EVBACKEND_EPOLL | EVFLAG_NOSIGMASK)))
 		rc = -ENOMEM;
@@ -227,7 +262,9 @@ int container_start(const struct container_env *env, struct oci_msg *msg, int fd
 		return 0;
 	}
 	log_error("container %s: refused: %s", c->msg.id,
-		  rc == -ENOTTY ? "the fd sent is not a seccomp listener" : strerror(-rc));
+		  why		  ? why
+		  : rc == -ENOTTY ? "the fd sent is not a seccomp listener"
+				  : strerror(-rc));
 	if (c->chan >= 0)
 		keeper_drop(c->chan);
 	if (c->loop)
@@ -307,6 +344,7 @@ void container_free(struct container *c)
 		close(c->pidfd);
 	ocistate_free(&c->msg);
 	free(c->socket);
+	free(c->policy_path);
 	for (size_t i = 0; i < c->n_queued; i++)
 		close(c->queued[i].fd);
 	free(c->queued);
@@ -316,9 +354,10 @@ void container_free(struct container *c)
 
 json_t *container_json(const struct container *c)
 {
-	return json_pack("{s:s, s:s?, s:i, s:s, s:s?, s:s?, s:I, s:b}", "id", c->msg.id, "name",
-			 c->msg.name[0] ? c->msg.name : NULL, "pid", (int)c->msg.pid, "socket",
-			 c->socket, "bundle", c->msg.bundle, "metadata", c->msg.metadata,
-			 "started_ns", (json_int_t)c->started_wall_ns, "running",
+	return json_pack("{s:s, s:s?, s:i, s:s, s:s?, s:s?, s:s?, s:s?, s:I, s:b}", "id", c->msg.id,
+			 "name", c->msg.name[0] ? c->msg.name : NULL, "pid", (int)c->msg.pid,
+			 "socket", c->socket, "bundle", c->msg.bundle, "metadata", c->msg.metadata,
+			 "policy", c->msg.policy[0] ? c->msg.policy : NULL, "policy_file",
+			 c->policy_path, "started_ns", (json_int_t)c->started_wall_ns, "running",
 			 !atomic_load(&c->ended));
 }

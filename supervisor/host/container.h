@@ -15,8 +15,9 @@
 #include <stdbool.h>
 
 struct container_env {
-	const char *policy_path;
-	const char *sock_dir; /* the containers' control sockets: ID.sock */
+	const char *policy_path; /* a container naming no policy */
+	const char *policy_dir;	 /* NAME.json for one naming NAME */
+	const char *sock_dir;	 /* the containers' control sockets: ID.sock */
 	struct features feat;
 	int keeper; /* the keeper's master socket */
 	struct ev_loop *agent_loop;
@@ -30,7 +31,8 @@ struct container_exec {
 
 struct container {
 	struct oci_msg msg;
-	char *socket; /* its control socket */
+	char *socket;	   /* its control socket */
+	char *policy_path; /* its policy file (env's or the one it named), or NULL */
 	int listener, pidfd, chan;
 	uint64_t started_wall_ns;
 	pthread_t thread;

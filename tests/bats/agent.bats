@@ -298,8 +298,17 @@ t_exec() { # RT
 	[ "$rss" -lt 8192 ]
 	run actl -c exec1 --json reload "$TMP/img" --wait
 	assert_success
-	touch "$BUNDLE/rootfs/tmp/go" "$BUNDLE/rootfs/tmp/x/go"
-	wait_for 20 grep -q checksum "$TMP/x.out"
+	# The exec'd process first: when the init exits, the kernel kills
+	# every other process of its PID namespace.
+	touch "$BUNDLE/rootfs/tmp/x/go"
+	wait_for 20 grep -q checksum "$TMP/x.out" || {
+		cat "$TMP/x.out"
+		grep -E 'State|SigPnd|ShdPnd' "/proc/$xpid/status" || true
+		cat "/proc/$xpid/wchan" "/proc/$xpid/stack" 2>&1 || true
+		tail -30 "$TMP/agent.log"
+		false
+	}
+	touch "$BUNDLE/rootfs/tmp/go"
 	wait_for 20 test -f "$TMP/exec1.rc"
 	[ "$(cat "$TMP/exec1.rc")" = 0 ]
 	diff <(grep checksum "$TMP/native.out") <(grep checksum "$TMP/x.out")
@@ -332,6 +341,77 @@ t_exec_many() { # RT
 	[ "$(cat "$TMP/probe1.rc")" = 0 ]
 }
 
+# Each container runs the policy it names (annotation or listener
+# metadata memvisor.policy=NAME, a file of --policy-dir): there was one
+# policy for every container.
+t_policies() { # RT
+	need_runtime "$1"
+	runtime_works "$1"
+	mkdir -p "$TMP/pols"
+	echo '{"version":1,"limits":{"max_mapping":"64M"}}' >"$TMP/pols/small.json"
+	echo '{"version":1,"limits":{"max_mapping":"512M"}}' >"$TMP/pols/big.json"
+	local script='#!/bin/sh\nctr_mem_static try 128\nexec ctr_mem_static hold 8 /tmp\n'
+	# A: the annotation names small.
+	BUNDLE=$TMP/bA
+	make_bundle --policy "$TMP/pols/small.json"
+	printf "$script" >"$BUNDLE/rootfs/bin/p.sh" && chmod +x "$BUNDLE/rootfs/bin/p.sh"
+	set_cmd p.sh
+	python3 - "$BUNDLE/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c.setdefault("annotations", {})["memvisor.policy"] = "small"
+json.dump(c, open(sys.argv[1], "w"), indent=1)
+PY
+	# B: the listener metadata names big, and the container web.
+	BUNDLE=$TMP/bB
+	make_bundle --policy "$TMP/pols/big.json" --metadata "name=web memvisor.policy=big"
+	printf "$script" >"$BUNDLE/rootfs/bin/p.sh" && chmod +x "$BUNDLE/rootfs/bin/p.sh"
+	set_cmd p.sh
+	# C: names none (the agent's --policy: none here), and is web too.
+	BUNDLE=$TMP/bC
+	make_bundle --metadata "name=web"
+	printf "$script" >"$BUNDLE/rootfs/bin/p.sh" && chmod +x "$BUNDLE/rootfs/bin/p.sh"
+	set_cmd p.sh
+	# D: names a policy the directory does not have.
+	BUNDLE=$TMP/bD
+	make_bundle --metadata "memvisor.policy=nosuch"
+	set_cmd "echo ran"
+	start_agent --policy-dir "$TMP/pols"
+	BUNDLE=$TMP/bA start_ctr "$1" pa
+	BUNDLE=$TMP/bB start_ctr "$1" pb
+	BUNDLE=$TMP/bC start_ctr "$1" pc
+	for id in pa pb pc; do
+		wait_for 20 grep -q filled "$TMP/$id.out" || { cat "$TMP/$id.out" "$TMP/agent.log"; false; }
+	done
+	grep -q "mmap: errno 12 (ENOMEM)" "$TMP/pa.out"
+	grep -q "mmap: ok" "$TMP/pb.out"
+	grep -q "mmap: ok" "$TMP/pc.out"
+	run actl containers
+	assert_success
+	assert_output --regexp "pa +- +[0-9]+ +small "
+	assert_output --regexp "pb +web +[0-9]+ +big "
+	assert_output --regexp "pc +web +[0-9]+ +\(default\) "
+	actl -c pa --json policy | grep -q '"max_mapping":67108864'
+	# Two containers are named web: the name picks neither.
+	run actl -c web ps
+	assert_failure
+	assert_output --regexp "several containers: (pb, pc|pc, pb)"
+	# A policy that is not there: the container is refused, never run
+	# under another policy.
+	BUNDLE=$TMP/bD start_ctr "$1" pd
+	wait_for 20 test -f "$TMP/pd.rc"
+	[ "$(cat "$TMP/pd.rc")" != 0 ]
+	! grep -q ran "$TMP/pd.out"
+	grep -q "container pd: refused: it asks for policy nosuch" "$TMP/agent.log"
+	touch "$TMP/bA/rootfs/tmp/go" "$TMP/bB/rootfs/tmp/go" "$TMP/bC/rootfs/tmp/go"
+	for id in pa pb pc; do
+		wait_for 20 test -f "$TMP/$id.rc"
+		[ "$(cat "$TMP/$id.rc")" = 0 ]
+	done
+}
+
+@test "runc: each container runs the policy its annotation or metadata names" { t_policies runc; }
+@test "crun: each container runs the policy its annotation or metadata names" { t_policies crun; }
 @test "runc: exec into a container is supervised by its policy; its memory is evicted and reloaded with it" { t_exec runc; }
 @test "crun: exec into a container is supervised by its policy; its memory is evicted and reloaded with it" { t_exec crun; }
 @test "runc: 20 execs leave no thread or fd behind in the agent" { t_exec_many runc; }

@@ -102,10 +102,55 @@ static void test_profile(void)
 	policy_free(pol);
 }
 
+/* The policy a container asks for (memvisor.policy): from the state's
+ * annotations or the listener metadata, refused when bad or when the two
+ * disagree. */
+static void test_policy_pick(void)
+{
+	struct oci_msg m;
+	struct mv_err e;
+#define MSG(ANN, MD)                                                                               \
+	"{\"fds\":[\"seccompFd\"],\"pid\":5," MD "\"state\":{\"id\":\"c\",\"pid\":5" ANN "}}"
+	ok(parse(MSG("", ""), &m, &e) == 0 && m.policy[0] == '\0', "none asked: the default");
+	ocistate_free(&m);
+	ok(parse(MSG(",\"annotations\":{\"memvisor.policy\":\"small\",\"x\":\"y\"}", ""), &m, &e) ==
+		   0 &&
+	       !strcmp(m.policy, "small"),
+	   "from the annotations");
+	ocistate_free(&m);
+	ok(parse(MSG("", "\"metadata\":\"name=web memvisor.policy=big\","), &m, &e) == 0 &&
+	       !strcmp(m.policy, "big") && !strcmp(m.name, "web"),
+	   "from the metadata, beside the name");
+	ocistate_free(&m);
+	ok(parse(MSG(",\"annotations\":{\"memvisor.policy\":\"big\"}",
+		     "\"metadata\":\"memvisor.policy=big\","),
+		 &m, &e) == 0 &&
+	       !strcmp(m.policy, "big"),
+	   "both, the same");
+	ocistate_free(&m);
+	ok(parse(MSG(",\"annotations\":{\"memvisor.policy\":\"small\"}",
+		     "\"metadata\":\"memvisor.policy=big\","),
+		 &m, &e) < 0 &&
+	       strstr(e.msg, "small") && strstr(e.msg, "big"),
+	   "both, different: refused, naming both");
+	ok(parse(MSG(",\"annotations\":{\"memvisor.policy\":\"../etc/x\"}", ""), &m, &e) < 0 &&
+	       strstr(e.msg, "policy name"),
+	   "a path is refused, not ignored");
+	ok(parse(MSG("", "\"metadata\":\"memvisor.policy=..\","), &m, &e) < 0,
+	   "'..' from the metadata is refused");
+	ok(parse(MSG(",\"annotations\":{\"memvisor.policy\":7}", ""), &m, &e) < 0,
+	   "not a string: refused");
+	ok(parse(MSG("", "\"metadata\":\"memvisor.policy=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\","),
+		 &m, &e) < 0,
+	   "65 characters: refused");
+#undef MSG
+}
+
 int main(void)
 {
 	syscalls_init();
 	test_state();
+	test_policy_pick();
 	test_profile();
 	return tap_done();
 }
