@@ -45,6 +45,17 @@ static const struct cli_arg agent_args[] = {
      .key = "socket",
      .help = "the agent's control socket (default /run/memvisor/agent/agent.sock); containers' are "
 	     "in PATH.d/ID.sock"},
+    {.name = "metrics-file",
+     .arg = "FILE",
+     .kind = CLI_STRING,
+     .key = "metrics_file",
+     .help = "keep the node's Prometheus metrics (the agent's and every container's) in FILE, "
+	     "rewritten every few seconds"},
+    {.name = "metrics-interval",
+     .arg = "SECONDS",
+     .kind = CLI_STRING,
+     .key = "metrics_interval",
+     .help = "how often --metrics-file is rewritten (default 5)"},
     {.name = "log",
      .short_name = 'l',
      .arg = "FILE",
@@ -106,9 +117,12 @@ int agent_main(int argc, char **argv)
 	    .socket = cli_string(v, "socket") ? cli_string(v, "socket") : def_socket,
 	    .policy_path = cli_string(v, "policy"),
 	    .policy_dir = cli_string(v, "policy_dir"),
+	    .metrics_file = cli_string(v, "metrics_file"),
 	    .log_path = cli_string(v, "log"),
 	    .log_level = MV_LOG_WARN,
 	};
+	if (cli_metrics_interval(v, "memvisor agent", &o.metrics_interval_ms) < 0)
+		return 2;
 	const char *level = cli_string(v, "log_level");
 	if (level && log_parse_level(level, &o.log_level) < 0) {
 		fprintf(stderr,

@@ -411,3 +411,20 @@ void cli_json_freep(json_t **o)
 {
 	json_decref(*o);
 }
+
+int cli_metrics_interval(json_t *v, const char *prog, int *ms)
+{
+	const char *interval = cli_string(v, "metrics_interval");
+	*ms = 5000;
+	if (interval && !cli_string(v, "metrics_file")) {
+		fprintf(stderr, "%s: --metrics-interval needs --metrics-file\n", prog);
+		return -EINVAL;
+	}
+	if (interval && (cli_parse_seconds_ms(interval, ms) < 0 || *ms < 100)) {
+		fprintf(stderr,
+			"%s: --metrics-interval: '%s' is not a number of seconds of at least 0.1\n",
+			prog, interval);
+		return -EINVAL;
+	}
+	return 0;
+}

@@ -16,6 +16,11 @@
 /* Parse a non-negative decimal number of seconds ("2", "0.5") into ms. 0 or -EINVAL. */
 int cli_parse_seconds_ms(const char *s, int *ms);
 
+/* --metrics-interval (key metrics_interval) into *ms: 5000 by default, at
+ * least 0.1 s, and only with --metrics-file (key metrics_file). 0, or
+ * -EINVAL after a message on stderr that begins with prog. */
+int cli_metrics_interval(json_t *v, const char *prog, int *ms);
+
 /* What an option's argument or an operand is: how it is checked and the
  * JSON value it becomes. */
 enum cli_kind {

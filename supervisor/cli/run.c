@@ -147,24 +147,9 @@ static int check_name(json_t *v)
 	return 0;
 }
 
-/* --metrics-interval: at least 0.1 s, and only with --metrics-file. */
 static int check_metrics(json_t *v, struct mv_opts *o)
 {
-	const char *interval = cli_string(v, "metrics_interval");
-	o->metrics_interval_ms = 5000;
-	if (interval && !cli_string(v, "metrics_file")) {
-		fprintf(stderr, "memvisor run: --metrics-interval needs --metrics-file\n");
-		return -EINVAL;
-	}
-	if (interval && (cli_parse_seconds_ms(interval, &o->metrics_interval_ms) < 0 ||
-			 o->metrics_interval_ms < 100)) {
-		fprintf(stderr,
-			"memvisor run: --metrics-interval: '%s' is not a number of seconds of at "
-			"least 0.1\n",
-			interval);
-		return -EINVAL;
-	}
-	return 0;
+	return cli_metrics_interval(v, "memvisor run", &o->metrics_interval_ms);
 }
 
 /* Read run's words into o. 0; CLI_HELP_ASKED after printing the help;

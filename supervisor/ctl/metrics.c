@@ -15,6 +15,7 @@
 #include "supervisor/ctl/metrics.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "state/promtext.h"
 #include "supervisor/reload/evict.h"
 #include "supervisor/supervise/enforce.h"
 #include "supervisor/supervise/jobs.h"
@@ -263,14 +264,9 @@ struct metrics_file {
 	int last_err; /* said once until a write works again */
 };
 
-/* Beside the file, then renamed over it: node_exporter's textfile
- * collector reads only *.prom names, and never a half-written file.
- * Mode 0644: the collector runs as its own user; the directory decides
- * who may reach it. */
-static int write_file(struct mv *mv)
+int metrics_write_file(const char *path, const char *text)
 {
-	const char *path = mv->opts.metrics_file;
-	_cleanup_free_ char *text = metrics_text(mv), *tmp = NULL;
+	_cleanup_free_ char *tmp = NULL;
 	int fd = mv_create_beside(path, &tmp);
 	if (fd < 0)
 		return fd;
@@ -278,10 +274,31 @@ static int write_file(struct mv *mv)
 	return mv_finish_beside(fd, tmp, path, rc);
 }
 
+/* The file's text: every series labelled with the run's name (--name, or
+ * memvisor's pid, as its socket is named), so that the files of two runs
+ * in one collector directory never hold the same series; and memvisor_up,
+ * 0 in the last write, after the command ended. */
+static int write_file(struct mv *mv, bool up)
+{
+	_cleanup_free_ char *text = metrics_text(mv), *label = NULL, *all = NULL;
+	char pid[16];
+	snprintf(pid, sizeof(pid), "%d", (int)mv->self);
+	size_t len = 0;
+	promtext_label(&label, &len, "name", mv->opts.name ? mv->opts.name : pid);
+	char upf[256];
+	snprintf(upf, sizeof(upf),
+		 "# HELP memvisor_up 1 while memvisor supervises its command; 0 in the last "
+		 "write, after it ended.\n# TYPE memvisor_up gauge\nmemvisor_up %d\n",
+		 up ? 1 : 0);
+	const char *texts[] = {upf, text}, *labels[] = {label, label};
+	all = promtext_merge(texts, labels, 2);
+	return metrics_write_file(mv->opts.metrics_file, all);
+}
+
 static void on_timer(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct metrics_file *m = w->data;
-	int rc = write_file(m->mv);
+	int rc = write_file(m->mv, true);
 	if (rc < 0 && rc != m->last_err)
 		log_warn("cannot write --metrics-file %s: %s", m->mv->opts.metrics_file,
 			 strerror(-rc));
@@ -290,7 +307,7 @@ static void on_timer(struct ev_loop *loop, ev_timer *w, int revents)
 
 int metrics_file_start(struct mv *mv)
 {
-	int rc = write_file(mv);
+	int rc = write_file(mv, true);
 	if (rc < 0) {
 		fprintf(stderr, "memvisor: cannot write --metrics-file %s: %s\n",
 			mv->opts.metrics_file, strerror(-rc));
@@ -312,7 +329,7 @@ void metrics_file_stop(struct mv *mv)
 	if (!m)
 		return;
 	ev_timer_stop(mv->loop, &m->timer);
-	int rc = write_file(mv);
+	int rc = write_file(mv, false);
 	if (rc < 0)
 		log_warn("cannot write --metrics-file %s at exit: %s", mv->opts.metrics_file,
 			 strerror(-rc));

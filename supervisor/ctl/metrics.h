@@ -24,7 +24,12 @@ int ctl_cmd_metrics(struct mv *mv, struct ctl_call *call, json_t *args, json_t *
  * the old one, so a reader sees one whole exposition or the other. */
 int metrics_file_start(struct mv *mv);
 
-/* The last write (the final counts), and stop. A failure is logged. */
+/* Write text to path as run --metrics-file does: a file of mode 0644
+ * beside it, renamed over it. 0 or -errno. */
+int metrics_write_file(const char *path, const char *text);
+
+/* The last write (the final counts, memvisor_up 0), and stop. A failure
+ * is logged. */
 void metrics_file_stop(struct mv *mv);
 
 #endif

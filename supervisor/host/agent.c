@@ -1,9 +1,11 @@
 #include "supervisor/host/agent.h"
 #include "supervisor/host/sdnotify.h"
+#include "supervisor/ctl/metrics.h"
 #include "supervisor/ctl/server.h"
 #include "common/util.h"
 #include "policy/policy.h"
 #include "state/ocistate.h"
+#include "state/promtext.h"
 #include "supervisor/host/container.h"
 #include "supervisor/host/keeper.h"
 #include "supervisor/kernel/procfs.h"
@@ -67,7 +69,14 @@ struct agent {
 	int n_runtimes, n_clients;
 	bool stopping;
 	int status;
+	/* For metrics: containers started, and what was refused. */
+	uint64_t started, refused[3]; /* enum refusal */
+	ev_timer metrics_timer;	      /* --metrics-file */
+	int metrics_err;	      /* the last write's, said once */
 };
+
+enum refusal { REFUSED_MESSAGE, REFUSED_CONTAINER, REFUSED_EXEC };
+static const char *const refusal_name[] = {"message", "container", "exec"};
 
 char *agent_default_socket(void)
 {
@@ -188,11 +197,13 @@ static bool runtime_done(struct runtime *r, bool eof)
 		if (!eof)
 			return false;
 		log_warn("runtime message refused: %s", err.msg);
+		ag->refused[REFUSED_MESSAGE]++;
 		return true;
 	}
 	if ((size_t)m.seccomp_fd >= r->n_fds || m.n_fds != r->n_fds) {
 		log_warn("container %s: the message names %zu fds, %zu came with it: refused", m.id,
 			 m.n_fds, r->n_fds);
+		ag->refused[REFUSED_MESSAGE]++;
 	} else if (m.pid == 0 || m.proc_pid != m.pid) {
 		/* runc exec / crun exec: a process started in a running
 		 * container, with a filter and a listener of its own. crun
@@ -201,15 +212,18 @@ static bool runtime_done(struct runtime *r, bool eof)
 		r->fds[m.seccomp_fd] = -1;
 		struct container *c = find_id(ag, m.id);
 		if (c) {
-			container_adopt(c, m.proc_pid, fd);
+			if (container_adopt(c, m.proc_pid, fd) < 0)
+				ag->refused[REFUSED_EXEC]++;
 		} else {
 			log_warn("container %s: process %d (exec) refused: the container is not "
 				 "supervised here",
 				 m.id, m.proc_pid);
 			close(fd);
+			ag->refused[REFUSED_EXEC]++;
 		}
 	} else if (find_id(ag, m.id)) {
 		log_warn("container %s: already supervised: a second listener is refused", m.id);
+		ag->refused[REFUSED_CONTAINER]++;
 	} else {
 		int fd = r->fds[m.seccomp_fd];
 		r->fds[m.seccomp_fd] = -1;
@@ -217,6 +231,9 @@ static bool runtime_done(struct runtime *r, bool eof)
 		if (container_start(&ag->env, &m, fd, &c) == 0) {
 			c->next = ag->containers;
 			ag->containers = c;
+			ag->started++;
+		} else {
+			ag->refused[REFUSED_CONTAINER]++;
 		}
 	}
 	ocistate_free(&m);
@@ -274,8 +291,10 @@ static void on_runtime(struct ev_loop *loop, ev_io *w, int revents)
 
 static void on_runtime_timeout(struct ev_loop *loop, ev_timer *w, int revents)
 {
+	struct runtime *r = w->data;
 	log_warn("runtime connection: no whole message within %.0f s", RUNTIME_SECS);
-	runtime_free(w->data);
+	r->ag->refused[REFUSED_MESSAGE]++;
+	runtime_free(r);
 }
 
 static void on_listen(struct ev_loop *loop, ev_io *w, int revents)
@@ -325,16 +344,107 @@ static bool in_a_container(struct agent *ag, pid_t pid)
 	return false;
 }
 
+/* ---- metrics ------------------------------------------------------------ */
+
+/* A container answering a scrape: no longer than this. */
+#define METRICS_WAIT_MS 2000
+
+/* The node's exposition: the agent's own families, then every running
+ * container's (each made on its own thread), labelled container, name
+ * and policy, each family declared once (state/promtext.h). up: 0 in
+ * --metrics-file's last write, when the agent stops. */
+static char *agent_metrics(struct agent *ag, bool up)
+{
+	size_t n = 0, unanswered = 0, running = 0;
+	for (struct container *c = ag->containers; c; c = c->next)
+		n++;
+	const char **texts = xcalloc(n + 1, sizeof(*texts));
+	char **labels = xcalloc(n + 1, sizeof(*labels));
+	char *own = NULL;
+	size_t k = 1;
+	for (struct container *c = ag->containers; c; c = c->next) {
+		if (atomic_load(&c->ended))
+			continue;
+		running++;
+		char *text = up ? container_metrics(c, METRICS_WAIT_MS) : NULL;
+		if (!text) {
+			unanswered += up;
+			continue;
+		}
+		size_t len = 0;
+		promtext_label(&labels[k], &len, "container", c->msg.id);
+		if (c->msg.name[0])
+			promtext_label(&labels[k], &len, "name", c->msg.name);
+		promtext_label(&labels[k], &len, "policy",
+			       c->msg.policy[0] ? c->msg.policy : "default");
+		texts[k++] = text;
+	}
+	FILE *f = open_memstream(&own, &(size_t){0});
+	fprintf(f,
+		"# HELP memvisor_agent_up 1 while the agent runs; 0 in --metrics-file's last "
+		"write.\n# TYPE memvisor_agent_up gauge\nmemvisor_agent_up %d\n",
+		up ? 1 : 0);
+	fprintf(f,
+		"# HELP memvisor_agent_info The agent's version.\n# TYPE memvisor_agent_info "
+		"gauge\nmemvisor_agent_info{version=\"%s\"} 1\n",
+		MV_VERSION);
+	fprintf(f,
+		"# HELP memvisor_agent_containers Containers supervised now.\n# TYPE "
+		"memvisor_agent_containers gauge\nmemvisor_agent_containers %zu\n",
+		running);
+	fprintf(f,
+		"# HELP memvisor_agent_containers_started_total Containers taken into "
+		"supervision.\n# TYPE memvisor_agent_containers_started_total "
+		"counter\nmemvisor_agent_containers_started_total %llu\n",
+		(unsigned long long)ag->started);
+	fprintf(f, "# HELP memvisor_agent_refused_total What runtimes sent that was refused: "
+		   "a message (malformed, incomplete, its fds), a container, an exec.\n# TYPE "
+		   "memvisor_agent_refused_total counter\n");
+	for (int i = 0; i < 3; i++)
+		fprintf(f, "memvisor_agent_refused_total{what=\"%s\"} %llu\n", refusal_name[i],
+			(unsigned long long)ag->refused[i]);
+	fprintf(f,
+		"# HELP memvisor_agent_containers_unanswered Containers whose series this "
+		"exposition lacks (no answer within %d ms).\n# TYPE "
+		"memvisor_agent_containers_unanswered gauge\nmemvisor_agent_containers_unanswered "
+		"%zu\n",
+		METRICS_WAIT_MS, unanswered);
+	fclose(f);
+	texts[0] = own;
+	char *all = promtext_merge(texts, (const char *const *)labels, k);
+	for (size_t i = 0; i < k; i++) {
+		free((char *)texts[i]);
+		free(labels[i]);
+	}
+	free(texts);
+	free(labels);
+	return all;
+}
+
+static void metrics_file_write(struct agent *ag, bool up)
+{
+	_cleanup_free_ char *text = agent_metrics(ag, up);
+	int rc = metrics_write_file(ag->o->metrics_file, text);
+	if (rc < 0 && rc != ag->metrics_err)
+		log_warn("cannot write --metrics-file %s: %s", ag->o->metrics_file, strerror(-rc));
+	ag->metrics_err = rc;
+}
+
+static void on_metrics_timer(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	metrics_file_write(w->data, true);
+}
+
 static json_t *hello_json(struct agent *ag)
 {
 	int n = 0;
 	for (struct container *c = ag->containers; c; c = c->next)
 		n += !atomic_load(&c->ended);
-	return json_pack("{s:s, s:s, s:i, s:s, s:s, s:s?, s:s?, s:i, s:[sss]}", "version",
+	return json_pack("{s:s, s:s, s:i, s:s, s:s, s:s?, s:s?, s:i, s:[ssss]}", "version",
 			 MV_VERSION, "role", "agent", "pid", (int)getpid(), "listen", ag->o->listen,
 			 "socket", ag->o->socket, "policy", ag->o->policy_path, "policy_dir",
 			 ag->o->policy_dir, "containers", n, "commands", "hello", "containers",
-			 "container");
+			 "container", "metrics");
 }
 
 static json_t *cmd_reply(struct agent *ag, json_t *req, const char **code, const char **why)
@@ -351,6 +461,10 @@ static json_t *cmd_reply(struct agent *ag, json_t *req, const char **code, const
 			if (!atomic_load(&c->ended))
 				json_array_append_new(all, container_json(c));
 		return json_pack("{s:o}", "containers", all);
+	}
+	if (!strcmp(cmd, "metrics")) {
+		_cleanup_free_ char *text = agent_metrics(ag, true);
+		return json_pack("{s:s, s:s}", "content_type", METRICS_CONTENT_TYPE, "text", text);
 	}
 	if (!strcmp(cmd, "container")) {
 		const char *id = json_string_value(json_object_get(args, "id"));
@@ -373,8 +487,8 @@ static json_t *cmd_reply(struct agent *ag, json_t *req, const char **code, const
 		return container_json(c);
 	}
 	*code = MV_E_UNKNOWN_COMMAND;
-	*why = "unknown command (the agent answers hello, containers, container; a container's "
-	       "own socket answers the rest: ctl -c ID)";
+	*why = "unknown command (the agent answers hello, containers, container, metrics; a "
+	       "container's own socket answers the rest: ctl -c ID)";
 	return NULL;
 }
 
@@ -693,6 +807,21 @@ int agent_run(const struct agent_opts *o)
 		return 125;
 	}
 	start_watchers(ag);
+	if (o->metrics_file) {
+		/* A file that cannot be written stops the agent before any
+		 * container, as under run. */
+		_cleanup_free_ char *text = agent_metrics(ag, true);
+		int rc = metrics_write_file(o->metrics_file, text);
+		if (rc < 0) {
+			fprintf(stderr, "memvisor agent: cannot write --metrics-file %s: %s\n",
+				o->metrics_file, strerror(-rc));
+			return 125;
+		}
+		double every = o->metrics_interval_ms / 1000.0;
+		ev_timer_init(&ag->metrics_timer, on_metrics_timer, every, every);
+		ag->metrics_timer.data = ag;
+		ev_timer_start(ag->loop, &ag->metrics_timer);
+	}
 	/* One line at any log level: an operator (and journald) sees where
 	 * it listens and with which policy. */
 	fprintf(stderr,
@@ -707,6 +836,10 @@ int agent_run(const struct agent_opts *o)
 	sdnotify(ready);
 	ev_run(ag->loop, 0);
 	sdnotify("STOPPING=1");
+	if (o->metrics_file) {
+		ev_timer_stop(ag->loop, &ag->metrics_timer);
+		metrics_file_write(ag, false);
+	}
 	while (ag->runtimes)
 		runtime_free(ag->runtimes);
 	while (ag->clients)

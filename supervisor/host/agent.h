@@ -9,10 +9,12 @@
 #include "common/log.h"
 
 struct agent_opts {
-	const char *listen;	 /* where runtimes connect (listenerPath) */
-	const char *socket;	 /* the agent's control socket */
-	const char *policy_path; /* the policy of a container that names none */
-	const char *policy_dir;	 /* NAME.json: the policy of a container naming NAME */
+	const char *listen;	  /* where runtimes connect (listenerPath) */
+	const char *socket;	  /* the agent's control socket */
+	const char *policy_path;  /* the policy of a container that names none */
+	const char *policy_dir;	  /* NAME.json: the policy of a container naming NAME */
+	const char *metrics_file; /* --metrics-file: the node's exposition, rewritten */
+	int metrics_interval_ms;
 	const char *log_path;
 	enum mv_log_level log_level;
 };

@@ -2,6 +2,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "supervisor/ctl/policy.h"
+#include "supervisor/ctl/metrics.h"
 #include "supervisor/ctl/server.h"
 #include "supervisor/host/host.h"
 #include "supervisor/host/keeper.h"
@@ -87,6 +88,7 @@ static void on_adopt(struct ev_loop *loop, ev_async *w, int revents)
 			continue;
 		}
 		log_info("container %s: process %d (exec) supervised", c->msg.id, v[i].pid);
+		c->execs++;
 	}
 	free(v);
 	/* RLIMIT_AS for the newcomers, as for the rest of the tree. */
@@ -94,6 +96,61 @@ static void on_adopt(struct ev_loop *loop, ev_async *w, int revents)
 		enforce_attach(c->mv);
 	if (n && !ev_is_active(&c->sweep))
 		ev_timer_again(loop, &c->sweep);
+}
+
+/* The agent asks for this container's exposition. */
+static void on_metrics(struct ev_loop *loop, ev_async *w, int revents)
+{
+	struct container *c = w->data;
+	pthread_mutex_lock(&c->adopt_mu);
+	bool asked = c->metrics_asked;
+	pthread_mutex_unlock(&c->adopt_mu);
+	if (!asked)
+		return;
+	char *text = metrics_text(c->mv);
+	char line[160];
+	snprintf(line, sizeof(line),
+		 "# HELP memvisor_execs_total Processes exec'd into the container (runc exec), "
+		 "adopted.\n# TYPE memvisor_execs_total counter\nmemvisor_execs_total %llu\n",
+		 (unsigned long long)c->execs);
+	size_t a = strlen(text), b = strlen(line);
+	text = xrealloc(text, a + b + 1);
+	memcpy(text + a, line, b + 1);
+	pthread_mutex_lock(&c->adopt_mu);
+	free(c->metrics_text);
+	c->metrics_text = text;
+	c->metrics_asked = false;
+	pthread_cond_broadcast(&c->metrics_cond);
+	pthread_mutex_unlock(&c->adopt_mu);
+}
+
+char *container_metrics(struct container *c, int timeout_ms)
+{
+	if (!atomic_load(&c->running))
+		return NULL;
+	pthread_mutex_lock(&c->adopt_mu);
+	free(c->metrics_text);
+	c->metrics_text = NULL;
+	c->metrics_asked = true;
+	pthread_mutex_unlock(&c->adopt_mu);
+	ev_async_send(c->loop, &c->metrics_ask);
+	struct timespec until;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += timeout_ms / 1000;
+	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+	if (until.tv_nsec >= 1000000000) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&c->adopt_mu);
+	while (c->metrics_asked && !c->adopt_closed &&
+	       pthread_cond_timedwait(&c->metrics_cond, &c->adopt_mu, &until) == 0)
+		;
+	char *text = c->metrics_text;
+	c->metrics_text = NULL;
+	c->metrics_asked = false;
+	pthread_mutex_unlock(&c->adopt_mu);
+	return text;
 }
 
 static void on_sweep(struct ev_loop *loop, ev_timer *w, int revents)
@@ -108,6 +165,7 @@ static void adopt_close(struct container *c)
 {
 	pthread_mutex_lock(&c->adopt_mu);
 	c->adopt_closed = true;
+	pthread_cond_broadcast(&c->metrics_cond);
 	for (size_t i = 0; i < c->n_queued; i++) {
 		/* 0: crun named none (never kill(0): that is our own group). */
 		if (c->queued[i].pid > 0)
@@ -135,6 +193,9 @@ static void run_container(struct container *c, struct mv *mv)
 	ev_async_init(&c->adopt, on_adopt);
 	c->adopt.data = c;
 	ev_async_start(c->loop, &c->adopt);
+	ev_async_init(&c->metrics_ask, on_metrics);
+	c->metrics_ask.data = c;
+	ev_async_start(c->loop, &c->metrics_ask);
 	ev_init(&c->sweep, on_sweep);
 	c->sweep.repeat = 1.0;
 	c->sweep.data = c;
@@ -149,6 +210,7 @@ static void run_container(struct container *c, struct mv *mv)
 	ev_async_stop(c->loop, &c->stop);
 	ev_async_stop(c->loop, &c->hup);
 	ev_async_stop(c->loop, &c->adopt);
+	ev_async_stop(c->loop, &c->metrics_ask);
 	ev_timer_stop(c->loop, &c->sweep);
 	host_mv_finish(mv);
 }
@@ -244,6 +306,11 @@ int container_start(const struct container_env *env, struct oci_msg *msg, int fd
 	c->listener = fd;
 	c->chan = c->pidfd = -1;
 	pthread_mutex_init(&c->adopt_mu, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->metrics_cond, &ca);
+	pthread_condattr_destroy(&ca);
 	c->started_wall_ns = mv_wall_ns();
 	if (asprintf(&c->socket, "%s/%s.sock", env->sock_dir, c->msg.id) < 0)
 		c->socket = NULL;
@@ -348,6 +415,8 @@ void container_free(struct container *c)
 	for (size_t i = 0; i < c->n_queued; i++)
 		close(c->queued[i].fd);
 	free(c->queued);
+	free(c->metrics_text);
+	pthread_cond_destroy(&c->metrics_cond);
 	pthread_mutex_destroy(&c->adopt_mu);
 	free(c);
 }

@@ -45,6 +45,13 @@ struct container {
 	struct container_exec *queued; /* listeners of exec'd processes, under adopt_mu */
 	size_t n_queued, cap_queued;
 	bool adopt_closed; /* under adopt_mu: the thread takes no more */
+	/* The agent's metrics: asked on the agent's thread, made on the
+	 * container's (metrics_text reads the supervisor's own state). */
+	ev_async metrics_ask;
+	pthread_cond_t metrics_cond; /* with adopt_mu */
+	bool metrics_asked;	     /* under adopt_mu */
+	char *metrics_text;	     /* under adopt_mu: the answer, or NULL */
+	uint64_t execs;		     /* exec'd processes adopted (container thread) */
 	struct ev_loop *loop;
 	atomic_bool running; /* its loop runs: stop may be sent */
 	atomic_bool ended;   /* its thread is done: join it */
@@ -63,6 +70,10 @@ int container_start(const struct container_env *env, struct oci_msg *msg, int fd
  * -errno after logging why (fd closed, the process killed: its notified
  * calls would fail with ENOSYS). */
 int container_adopt(struct container *c, pid_t pid, int fd);
+
+/* Its metrics exposition, made on its thread; NULL when it does not
+ * answer within timeout_ms or ends. malloc'd. Agent thread. */
+char *container_metrics(struct container *c, int timeout_ms);
 
 /* Ask its thread to end (the agent stops): the container is killed by
  * the keeper then. */

@@ -412,6 +412,72 @@ PY
 
 @test "runc: each container runs the policy its annotation or metadata names" { t_policies runc; }
 @test "crun: each container runs the policy its annotation or metadata names" { t_policies crun; }
+# One scrape for the node: each container's socket had to be scraped
+# apart, and no series said which container it was.
+@test "runc: ctl metrics and --metrics-file of the agent: every container's series, labelled, none twice" {
+	need_runtime runc
+	PROMPY=
+	for py in python3 /usr/bin/python3; do
+		"$py" -c 'import prometheus_client' 2>/dev/null && PROMPY=$py && break
+	done
+	[ -n "$PROMPY" ] || skip "python's prometheus_client is missing (make deps)"
+	runtime_works runc
+	mkdir -p "$TMP/pols"
+	echo '{"version":1}' >"$TMP/pols/small.json"
+	BUNDLE=$TMP/bA
+	make_bundle --policy "$TMP/pols/small.json" --metadata "name=web memvisor.policy=small"
+	set_cmd "ctr_mem_static hold 16 /tmp"
+	BUNDLE=$TMP/bB
+	make_bundle
+	set_cmd "ctr_mem_static hold 16 /tmp"
+	start_agent --policy-dir "$TMP/pols" --metrics-file "$TMP/node.prom" --metrics-interval 0.2
+	BUNDLE=$TMP/bA start_ctr runc ma
+	BUNDLE=$TMP/bB start_ctr runc mb
+	wait_for 20 grep -q filled "$TMP/ma.out"
+	wait_for 20 grep -q filled "$TMP/mb.out"
+	run runc exec ma /bin/echo hi
+	assert_success
+	actl metrics >"$TMP/m.txt"
+	"$PROMPY" "$HELPERS/promcheck.py" "$TMP/m.txt" >"$TMP/prom.json"
+	check() { # the parsed exposition $TMP/prom.json
+		python3 - "$1" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+s = {(n, tuple(sorted(l.items()))): v for f in d.values() for n, l, v in f["samples"]}
+def val(metric, **labels):
+    return s.get((metric, tuple(sorted(labels.items()))))
+a = dict(container="ma", name="web", policy="small")
+b = dict(container="mb", policy="default")
+bad = []
+if val("memvisor_agent_containers") != 2: bad.append(f"containers {val('memvisor_agent_containers')}")
+if val("memvisor_agent_up") != 1: bad.append("up")
+if val("memvisor_agent_containers_started_total") != 2: bad.append("started")
+for who in (a, b):
+    if not (val("memvisor_processes", **who) or 0) >= 1: bad.append(f"processes of {who}")
+    if not (val("memvisor_committed_bytes", **who) or 0) >= 16 << 20: bad.append(f"committed of {who}")
+if val("memvisor_execs_total", **a) != 1: bad.append(f"execs of ma: {val('memvisor_execs_total', **a)}")
+if val("memvisor_execs_total", **b) != 0: bad.append("execs of mb")
+# Every container series has its container label.
+for (n, l) in s:
+    if not n.startswith("memvisor_agent_") and "container" not in dict(l):
+        bad.append(f"{n} without container"); break
+print("\n".join(bad)); sys.exit(1 if bad else 0)
+PY
+	}
+	check "$TMP/prom.json"
+	# The file has the same, rewritten every 0.2 s.
+	wait_for 10 eval '"$PROMPY" "$HELPERS/promcheck.py" "$TMP/node.prom" >"$TMP/file.json" && check "$TMP/file.json"'
+	touch "$TMP/bA/rootfs/tmp/go" "$TMP/bB/rootfs/tmp/go"
+	wait_for 20 test -f "$TMP/ma.rc"
+	wait_for 20 test -f "$TMP/mb.rc"
+	kill "$AGENT"
+	wait "$AGENT" || true
+	AGENT=
+	# The last write says the agent is gone.
+	"$PROMPY" "$HELPERS/promcheck.py" "$TMP/node.prom" >"$TMP/last.json"
+	[ "$(json_get "$TMP/last.json" 'd["memvisor_agent_up"]["samples"][0][2]')" = 0.0 ]
+}
+
 @test "runc: exec into a container is supervised by its policy; its memory is evicted and reloaded with it" { t_exec runc; }
 @test "crun: exec into a container is supervised by its policy; its memory is evicted and reloaded with it" { t_exec crun; }
 @test "runc: 20 execs leave no thread or fd behind in the agent" { t_exec_many runc; }

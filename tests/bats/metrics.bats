@@ -112,14 +112,20 @@ PY
 	ino=$(stat -c %i "$F")
 	new_file() { [ "$(stat -c %i "$F" 2>/dev/null)" != "$ino" ]; }
 	wait_for 10 new_file
-	wait_for 10 eval 'prom_parse "$F" && [ "$(prom_val memvisor_processes)" = 1 ]'
+	# Every series carries the run's name: memvisor's pid without --name.
+	L="{'name': '$MVPID'}"
+	wait_for 10 eval 'prom_parse "$F" && [ "$(prom_val memvisor_processes "$L")" = 1 ]'
+	[ "$(prom_val memvisor_up "$L")" = 1 ]
 	[ "$(stat -c %a "$F")" = 644 ]
 	stop_idle
-	# At exit: the final counts, what --stats-json says too.
+	# At exit: the final counts, what --stats-json says too, marked ended.
 	prom_parse "$F"
-	[ "$(prom_val memvisor_processes)" = 0 ]
-	[ "$(prom_val memvisor_notifications_total)" = "$(stat_of 'd["notifications"]')" ]
-	[ "$(prom_val memvisor_processes_seen_total)" = "$(stat_of 'd["processes_seen"]')" ]
+	[ "$(prom_val memvisor_up "$L")" = 0 ]
+	[ "$(prom_val memvisor_processes "$L")" = 0 ]
+	[ "$(prom_val memvisor_notifications_total "$L")" = "$(stat_of 'd["notifications"]')" ]
+	[ "$(prom_val memvisor_processes_seen_total "$L")" = "$(stat_of 'd["processes_seen"]')" ]
+	run json_get "$TMP/prom.json" '[s[0] for f in d.values() for s in f["samples"] if s[1].get("name") != "'$MVPID'"]'
+	assert_output '[]' 
 	# Nothing left beside it.
 	[ "$(ls -A "$TMP/out")" = memvisor.prom ]
 }
@@ -208,4 +214,31 @@ PY
 	run raw send '{"id":1,"cmd":"help","args":{"command":5}}'
 	assert_output --partial '"code":"bad_request","message":"args.command: expected a string"'
 	stop_idle
+}
+
+# Two runs' files in one collector directory held the same series (no
+# label told them apart): node_exporter refuses duplicates. The name label
+# is --name's, and the two files read together have no series twice.
+@test "run --metrics-file: two runs' files read together hold no series twice; --name names them" {
+	need_prom
+	mkdir "$TMP/out"
+	"$MEMVISOR" run --name "mfa$$" --metrics-file "$TMP/out/a.prom" -- true
+	"$MEMVISOR" run --name "mfb$$" --metrics-file "$TMP/out/b.prom" -- true
+	# What node_exporter does: each file parsed, the series pooled.
+	python3 - "$PROMPY" "$HELPERS/promcheck.py" "$$" "$TMP/out/a.prom" "$TMP/out/b.prom" <<'PY'
+import json, subprocess, sys
+seen, dups, names = set(), [], set()
+for f in sys.argv[4:]:
+    d = json.loads(subprocess.run([sys.argv[1], sys.argv[2], f], check=True, capture_output=True, text=True).stdout)
+    for fam in d.values():
+        for name, labels, _ in fam["samples"]:
+            key = (name, tuple(sorted(labels.items())))
+            if key in seen:
+                dups.append(key)
+            seen.add(key)
+            names.add(labels.get("name"))
+print("duplicates:", dups[:5]) if dups else None
+print("names:", sorted(names, key=str))
+sys.exit(1 if dups or sorted(names, key=str) != ["mfa" + sys.argv[3], "mfb" + sys.argv[3]] else 0)
+PY
 }

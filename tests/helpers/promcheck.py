@@ -8,7 +8,8 @@ Parses FILE with prometheus_client (Debian: python3-prometheus-client) and
 checks what that parser lets pass: every sample line belongs to a family
 declared by # HELP and # TYPE before it, no series appears twice, label
 values are well formed, and each histogram's buckets are sorted by le,
-cumulative, end with +Inf, and +Inf equals _count.
+cumulative, end with +Inf, and +Inf equals _count (each series of a
+histogram, by its labels other than le, on its own).
 
 Prints {"FAMILY": {"type": T, "samples": [[NAME, {LABELS}, VALUE], ...]}}
 (family names as the parser gives them: a counter's without _total).
@@ -70,17 +71,26 @@ def lines_check(text):
 
 
 def histogram_check(fam):
+    """Each series of the histogram (its labels but le) on its own."""
     bad = []
-    buckets = [(s.labels["le"], s.value) for s in fam.samples if s.name.endswith("_bucket")]
-    count = [s.value for s in fam.samples if s.name.endswith("_count")]
-    les = [float(le) for le, _ in buckets]
-    if les != sorted(les) or not les or not math.isinf(les[-1]):
-        bad.append(f"{fam.name}: le not sorted or no +Inf: {les}")
-    vals = [v for _, v in buckets]
-    if vals != sorted(vals):
-        bad.append(f"{fam.name}: buckets not cumulative: {vals}")
-    if not count or not buckets or vals[-1] != count[0]:
-        bad.append(f"{fam.name}: +Inf {vals[-1:]} != _count {count}")
+    series = {}
+    for s in fam.samples:
+        key = tuple(sorted((k, v) for k, v in s.labels.items() if k != "le"))
+        series.setdefault(key, ([], []))
+        if s.name.endswith("_bucket"):
+            series[key][0].append((s.labels["le"], s.value))
+        elif s.name.endswith("_count"):
+            series[key][1].append(s.value)
+    for key, (buckets, count) in series.items():
+        what = fam.name + ("{" + ",".join(f"{k}={v}" for k, v in key) + "}" if key else "")
+        les = [float(le) for le, _ in buckets]
+        if les != sorted(les) or not les or not math.isinf(les[-1]):
+            bad.append(f"{what}: le not sorted or no +Inf: {les}")
+        vals = [v for _, v in buckets]
+        if vals != sorted(vals):
+            bad.append(f"{what}: buckets not cumulative: {vals}")
+        if len(count) != 1 or not buckets or vals[-1] != count[0]:
+            bad.append(f"{what}: +Inf {vals[-1:]} != _count {count}")
     return bad
 
 
