@@ -11,6 +11,7 @@
 #include "supervisor/host/agent.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -79,7 +80,8 @@ static void agent_usage(FILE *f)
 	cli_print_args(f, agent_args, ARRAY_SIZE(agent_args));
 	fprintf(f, "\nStops on SIGINT or SIGTERM; every container it supervises is then killed,\n"
 		   "as it is when the agent dies (docs/agent.md). SIGHUP reads every container's\n"
-		   "policy file again and applies it; they run on.\n"
+		   "policy file again and applies it; they run on. SIGUSR2 restarts the agent in\n"
+		   "place (its binary again, a new one after an upgrade); they run on.\n"
 		   "Exit status: 0 after a signal; 125 if it cannot start or loses its keeper;\n"
 		   "2 for usage errors.\n");
 }
@@ -154,7 +156,28 @@ int agent_main(int argc, char **argv)
 			return 125;
 		}
 	}
-	return agent_run(&o);
+	/* A restart (SIGUSR2) runs the binary named so again, with the same
+	 * words: a binary replaced since is an upgrade. */
+	char exe[4096];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	_cleanup_free_ char *cmdline = NULL;
+	size_t len = 0;
+	if (n > 0 && mv_read_file_at(AT_FDCWD, "/proc/self/cmdline", &cmdline, &len) == 0 && len) {
+		exe[n] = '\0';
+		char *del = strstr(exe, " (deleted)");
+		if (del && !del[10])
+			*del = '\0';
+		o.exe = exe;
+		size_t words = 0;
+		for (size_t i = 0; i < len; i++)
+			words += cmdline[i] == '\0';
+		o.argv = xcalloc(words + 2, sizeof(char *));
+		for (size_t i = 0, w = 0; i < len && w <= words; i += strlen(cmdline + i) + 1)
+			o.argv[w++] = cmdline + i;
+	}
+	int rc2 = agent_run(&o);
+	free(o.argv);
+	return rc2;
 }
 
 /* ---- oci-profile --------------------------------------------------------- */

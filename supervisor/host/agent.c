@@ -12,6 +12,7 @@
 
 #include <ev.h>
 #include <jansson.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -626,6 +627,234 @@ static void stop(struct agent *ag)
 	on_ended(ag->loop, &ag->ended, 0);
 }
 
+/* ---- restart in place (SIGUSR2) ---------------------------------------- */
+
+/* The environment variable that tells an agent it was exec'd by the one
+ * before it, and where that one's state is (a memfd's number). */
+#define STATE_ENV "MEMVISOR_AGENT_STATE"
+
+static void keep_across_exec(int fd, bool keep)
+{
+	if (fd >= 0)
+		fcntl(fd, F_SETFD, keep ? 0 : FD_CLOEXEC);
+}
+
+/* The fds a handover keeps open across the exec, or closes on the next
+ * exec once taken back. */
+static void handover_fds(struct container_handover *h, bool keep)
+{
+	keep_across_exec(h->listener, keep);
+	keep_across_exec(h->pidfd, keep);
+	keep_across_exec(h->chan, keep);
+	for (size_t i = 0; i < h->n_adopted; i++)
+		keep_across_exec(h->adopted[i].fd, keep);
+}
+
+static json_t *handover_json(const struct container_handover *h)
+{
+	json_t *ad = json_array();
+	for (size_t i = 0; i < h->n_adopted; i++)
+		json_array_append_new(
+		    ad, json_pack("[i, i]", h->adopted[i].fd, (int)h->adopted[i].pid));
+	return json_pack("{s:s, s:s, s:i, s:s, s:s*, s:s*, s:s, s:s*, s:i, s:i, s:i, s:I, s:I, "
+			 "s:o}",
+			 "id", h->msg.id, "name", h->msg.name, "pid", (int)h->msg.pid, "status",
+			 h->msg.status, "bundle", h->msg.bundle, "metadata", h->msg.metadata,
+			 "policy", h->msg.policy, "policy_file", h->policy_path, "listener",
+			 h->listener, "pidfd", h->pidfd, "chan", h->chan, "started_ns",
+			 (json_int_t)h->started_wall_ns, "execs", (json_int_t)h->execs, "adopted",
+			 ad);
+}
+
+/* One container of the state: into *h. 0, or -1 when a field is wrong. */
+static int handover_from_json(json_t *j, struct container_handover *h)
+{
+	memset(h, 0, sizeof(*h));
+	h->listener = h->pidfd = h->chan = -1;
+	const char *id = NULL, *name = NULL, *status = NULL, *bundle = NULL, *md = NULL,
+		   *pol = NULL, *pfile = NULL;
+	int pid = 0;
+	json_int_t started = 0, execs = 0;
+	json_t *ad = NULL;
+	if (json_unpack(j, "{s:s, s:s, s:i, s:s, s?s, s?s, s:s, s?s, s:i, s:i, s:i, s:I, s:I, s:o}",
+			"id", &id, "name", &name, "pid", &pid, "status", &status, "bundle", &bundle,
+			"metadata", &md, "policy", &pol, "policy_file", &pfile, "listener",
+			&h->listener, "pidfd", &h->pidfd, "chan", &h->chan, "started_ns", &started,
+			"execs", &execs, "adopted", &ad) < 0 ||
+	    !ocistate_id_ok(id) || !json_is_array(ad))
+		return -1;
+	snprintf(h->msg.id, sizeof(h->msg.id), "%s", id);
+	snprintf(h->msg.name, sizeof(h->msg.name), "%s", name);
+	snprintf(h->msg.status, sizeof(h->msg.status), "%s", status);
+	snprintf(h->msg.policy, sizeof(h->msg.policy), "%s", pol);
+	h->msg.pid = h->msg.proc_pid = pid;
+	h->msg.bundle = bundle ? xstrdup(bundle) : NULL;
+	h->msg.metadata = md ? xstrdup(md) : NULL;
+	h->policy_path = pfile ? xstrdup(pfile) : NULL;
+	h->started_wall_ns = (uint64_t)started;
+	h->execs = (uint64_t)execs;
+	h->adopted = xcalloc(json_array_size(ad) + 1, sizeof(*h->adopted));
+	size_t i;
+	json_t *e;
+	json_array_foreach(ad, i, e)
+	{
+		int fd = -1, root = 0;
+		if (json_unpack(e, "[i, i]", &fd, &root) == 0)
+			h->adopted[h->n_adopted++] = (struct container_exec){root, fd, true};
+	}
+	return 0;
+}
+
+/* Supervise the handed-over containers h[0..n) here (after a failed
+ * restart, or in the new agent). */
+static void resume_all(struct agent *ag, struct container_handover *h, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (!h[i].msg.id[0])
+			continue; /* unreadable: freed */
+		handover_fds(&h[i], false);
+		struct container *c;
+		if (container_resume(&ag->env, &h[i], &c) == 0) {
+			c->next = ag->containers;
+			ag->containers = c;
+		}
+		container_handover_free(&h[i]);
+	}
+}
+
+/* SIGUSR2: the agent executes its binary again (a new one, if the file
+ * was replaced: an upgrade) in the same process, and the containers run
+ * on. Each container hands over what keeps it supervised (its listeners,
+ * its init's pidfd, its keeper channel): its notify threads stop and its
+ * notified calls wait in the kernel until the new agent answers them. A
+ * container running a job, holding a mark, or with evicted memory not
+ * loaded back refuses: then nothing is restarted, and the log says which
+ * and why. */
+static void restart(struct agent *ag)
+{
+	if (!ag->o->exe || !ag->o->argv) {
+		log_warn("restart refused: the agent's binary or command line was not readable "
+			 "at start");
+		sdnotify("READY=1");
+		return;
+	}
+	size_t n = 0, k = 0;
+	for (struct container *c = ag->containers; c; c = c->next)
+		n++;
+	struct container_handover *h = xcalloc(n + 1, sizeof(*h));
+	char why[256];
+	bool refused = false;
+	for (struct container **pp = &ag->containers; *pp && !refused;) {
+		struct container *c = *pp;
+		int rc = atomic_load(&c->ended) ? -ESRCH
+						: container_handover(c, &h[k], why, sizeof(why));
+		if (rc == -EBUSY) {
+			log_warn("restart refused: container %s: %s; the agent runs on as it was",
+				 c->msg.id, why);
+			refused = true;
+			break;
+		}
+		if (rc == 0)
+			k++;
+		if (rc == 0 || rc == -ESRCH) {
+			*pp = c->next;
+			container_free(c);
+		} else {
+			pp = &c->next;
+		}
+	}
+	if (refused) {
+		resume_all(ag, h, k);
+		free(h);
+		sdnotify("READY=1");
+		return;
+	}
+	json_t *cs = json_array();
+	for (size_t i = 0; i < k; i++)
+		json_array_append_new(cs, handover_json(&h[i]));
+	json_t *state = json_pack(
+	    "{s:i, s:i, s:i, s:i, s:I, s:[I, I, I], s:o}", "keeper_pid", (int)ag->keeper_pid,
+	    "keeper", ag->env.keeper, "listen", ag->listen_fd, "ctl", ag->ctl_fd, "started",
+	    (json_int_t)ag->started, "refused", (json_int_t)ag->refused[0],
+	    (json_int_t)ag->refused[1], (json_int_t)ag->refused[2], "containers", cs);
+	_cleanup_free_ char *text = json_dumps(state, JSON_COMPACT);
+	json_decref(state);
+	int mfd = (int)syscall(SYS_memfd_create, "memvisor-agent-state", 0);
+	if (mfd < 0 || mv_write_all(mfd, text, strlen(text)) < 0 || lseek(mfd, 0, SEEK_SET) < 0) {
+		log_error("restart: cannot keep the state (%s): the agent runs on as it was",
+			  strerror(errno));
+		if (mfd >= 0)
+			close(mfd);
+		resume_all(ag, h, k);
+		free(h);
+		sdnotify("READY=1");
+		return;
+	}
+	for (size_t i = 0; i < k; i++)
+		handover_fds(&h[i], true);
+	keep_across_exec(ag->env.keeper, true);
+	keep_across_exec(ag->listen_fd, true);
+	keep_across_exec(ag->ctl_fd, true);
+	char num[16];
+	snprintf(num, sizeof(num), "%d", mfd);
+	setenv(STATE_ENV, num, 1);
+	log_warn("restart: executing %s again, %zu container%s handed over", ag->o->exe, k,
+		 k == 1 ? "" : "s");
+	execv(ag->o->exe, ag->o->argv);
+	int err = errno;
+	unsetenv(STATE_ENV);
+	close(mfd);
+	keep_across_exec(ag->env.keeper, false);
+	keep_across_exec(ag->listen_fd, false);
+	keep_across_exec(ag->ctl_fd, false);
+	log_error("restart: cannot execute %s (%s): the containers stay with this agent",
+		  ag->o->exe, strerror(err));
+	resume_all(ag, h, k);
+	free(h);
+	sdnotify("READY=1");
+}
+
+/* The agent before this one handed over its state (restart): its keeper,
+ * its sockets, its containers. 0 (nothing handed over: 1), or -1 after a
+ * message when the state cannot be read (then the agent does not start:
+ * the keeper ends the containers). */
+static int take_state(struct agent *ag, json_t **containers)
+{
+	const char *v = getenv(STATE_ENV);
+	if (!v)
+		return 1;
+	int fd = atoi(v);
+	unsetenv(STATE_ENV);
+	_cleanup_free_ char *text = NULL;
+	size_t len = 0;
+	int rc = mv_read_fd_max(fd, 64u << 20, &text, &len);
+	close(fd);
+	json_error_t jerr;
+	json_t *state = rc == 0 ? json_loadb(text, len, 0, &jerr) : NULL;
+	int keeper_pid = 0;
+	json_int_t started = 0, r0 = 0, r1 = 0, r2 = 0;
+	json_t *cs = NULL;
+	if (!state ||
+	    json_unpack(state, "{s:i, s:i, s:i, s:i, s:I, s:[I, I, I], s:o}", "keeper_pid",
+			&keeper_pid, "keeper", &ag->env.keeper, "listen", &ag->listen_fd, "ctl",
+			&ag->ctl_fd, "started", &started, "refused", &r0, &r1, &r2, "containers",
+			&cs) < 0 ||
+	    !json_is_array(cs)) {
+		fprintf(stderr, "memvisor agent: the state of the agent before cannot be read\n");
+		json_decref(state);
+		return -1;
+	}
+	ag->keeper_pid = keeper_pid;
+	ag->started = (uint64_t)started;
+	ag->refused[0] = (uint64_t)r0, ag->refused[1] = (uint64_t)r1, ag->refused[2] = (uint64_t)r2;
+	keep_across_exec(ag->env.keeper, false);
+	keep_across_exec(ag->listen_fd, false);
+	keep_across_exec(ag->ctl_fd, false);
+	*containers = json_incref(cs);
+	json_decref(state);
+	return 0;
+}
+
 /* Does the policy file at path load? Read as `policy set` reads it (a
  * regular file only: a FIFO would hold the agent's loop). msg: the first
  * errors. */
@@ -708,6 +937,17 @@ static void on_signal(struct ev_loop *loop, ev_io *w, int revents)
 			sdnotify("READY=1");
 			continue;
 		}
+		if (si.ssi_signo == SIGUSR2) {
+			struct timespec ts;
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			char msg[96];
+			snprintf(msg, sizeof(msg), "RELOADING=1\nMONOTONIC_USEC=%llu",
+				 (unsigned long long)ts.tv_sec * 1000000ull +
+				     (unsigned long long)ts.tv_nsec / 1000);
+			sdnotify(msg);
+			restart(ag); /* returns only when it did not restart */
+			continue;
+		}
 		log_info("signal %d: stopping; every container is killed", si.ssi_signo);
 		stop(ag);
 	}
@@ -726,6 +966,8 @@ static void on_keeper(struct ev_loop *loop, ev_io *w, int revents)
 	stop(ag);
 }
 
+static int sock_dir(struct agent *ag);
+
 static int open_sockets(struct agent *ag)
 {
 	const struct agent_opts *o = ag->o;
@@ -741,6 +983,13 @@ static int open_sockets(struct agent *ag)
 			strerror(-ag->ctl_fd));
 		return ag->ctl_fd;
 	}
+	return sock_dir(ag);
+}
+
+/* The directory of the containers' sockets, SOCKET.d. */
+static int sock_dir(struct agent *ag)
+{
+	const struct agent_opts *o = ag->o;
 	char *dir;
 	if (asprintf(&dir, "%s.d", o->socket) < 0)
 		return -ENOMEM;
@@ -774,8 +1023,13 @@ int agent_run(const struct agent_opts *o)
 	struct agent a = {.o = o, .listen_fd = -1, .ctl_fd = -1, .sigfd = -1};
 	struct agent *ag = &a;
 	sdnotify_init();
+	json_t *handed = NULL;
+	int taken = take_state(ag, &handed);
+	if (taken < 0)
+		return 125;
 	/* The keeper first: it must hold nothing of ours but its socket. */
-	ag->keeper_pid = keeper_start(&ag->env.keeper);
+	if (taken > 0)
+		ag->keeper_pid = keeper_start(&ag->env.keeper);
 	if (ag->keeper_pid < 0) {
 		fprintf(stderr, "memvisor agent: cannot fork the keeper: %s\n",
 			strerror(-ag->keeper_pid));
@@ -786,6 +1040,7 @@ int agent_run(const struct agent_opts *o)
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGUSR2);
 	sigaddset(&set, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
@@ -802,11 +1057,29 @@ int agent_run(const struct agent_opts *o)
 	ag->loop = ev_loop_new(EVBACKEND_EPOLL | EVFLAG_NOSIGMASK);
 	ag->env.agent_loop = ag->loop;
 	ag->env.ended = &ag->ended;
-	if (ag->sigfd < 0 || open_sockets(ag) < 0) {
-		close(ag->env.keeper); /* the keeper exits: it holds nothing */
+	if (ag->sigfd < 0 || (taken > 0 ? open_sockets(ag) : sock_dir(ag)) < 0) {
+		close(ag->env.keeper); /* the keeper exits (ending what it holds) */
 		return 125;
 	}
 	start_watchers(ag);
+	if (handed) {
+		size_t n = json_array_size(handed), i;
+		struct container_handover *h = xcalloc(n + 1, sizeof(*h));
+		json_t *e;
+		json_array_foreach(handed, i, e)
+		{
+			if (handover_from_json(e, &h[i]) < 0) {
+				log_error("restart: container %zu of the state cannot be read: the "
+					  "keeper ends it",
+					  i);
+				container_handover_free(&h[i]);
+			}
+		}
+		resume_all(ag, h, n);
+		free(h);
+		json_decref(handed);
+		log_warn("restarted: %zu container%s supervised again", n, n == 1 ? "" : "s");
+	}
 	if (o->metrics_file) {
 		/* A file that cannot be written stops the agent before any
 		 * container, as under run. */

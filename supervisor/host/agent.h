@@ -16,6 +16,8 @@ struct agent_opts {
 	const char *metrics_file; /* --metrics-file: the node's exposition, rewritten */
 	int metrics_interval_ms;
 	const char *log_path;
+	const char *exe; /* the binary, as it was named at start (a restart runs it again) */
+	char **argv;	 /* the whole command line, for the same */
 	enum mv_log_level log_level;
 };
 

@@ -9,6 +9,7 @@
 #include "supervisor/kernel/listener.h"
 #include "supervisor/reload/evict.h"
 #include "supervisor/supervise/enforce.h"
+#include "supervisor/supervise/jobs.h"
 #include "supervisor/supervise/notify.h"
 
 #include <signal.h>
@@ -79,6 +80,11 @@ static void on_adopt(struct ev_loop *loop, ev_async *w, int revents)
 	pthread_mutex_unlock(&c->adopt_mu);
 	for (size_t i = 0; i < n; i++) {
 		int rc = notify_adopt(c->mv, v[i].pid, v[i].fd);
+		if (rc == 0 && v[i].resumed) {
+			log_info("container %s: process %d (exec) supervised again", c->msg.id,
+				 v[i].pid);
+			continue;
+		}
 		if (rc < 0) {
 			if (v[i].pid > 0)
 				kill(v[i].pid, SIGKILL);
@@ -153,6 +159,43 @@ char *container_metrics(struct container *c, int timeout_ms)
 	return text;
 }
 
+/* The agent asks to hand the container over (container_handover). */
+static void on_handover(struct ev_loop *loop, ev_async *w, int revents)
+{
+	struct container *c = w->data;
+	struct mv *mv = c->mv;
+	pthread_mutex_lock(&c->adopt_mu);
+	bool asked = c->handover_asked;
+	pthread_mutex_unlock(&c->adopt_mu);
+	if (!asked)
+		return;
+	/* On this thread no job can start meanwhile: ctl runs here. */
+	const char *why = NULL;
+	pthread_mutex_lock(&mv->lock);
+	for (int k = 0; k < JOB_KINDS && !why; k++)
+		if (jobs_running_locked(mv, (enum job_kind)k))
+			why = "a job is running";
+	if (!why && mv->mark)
+		why = "it holds a mark (ctl unmark)";
+	pthread_mutex_unlock(&mv->lock);
+	struct evict_totals t;
+	evict_totals(mv->evict, &t);
+	if (!why && t.spaces > 0)
+		why = "it has evicted memory not loaded back (ctl reload --wait)";
+	pthread_mutex_lock(&c->adopt_mu);
+	c->handover_asked = false;
+	if (why) {
+		snprintf(c->handover_why, sizeof(c->handover_why), "%s", why);
+		c->handover_rc = -EBUSY;
+		c->handover_done = true;
+		pthread_cond_broadcast(&c->metrics_cond);
+	} else {
+		c->handing_over = true;
+		ev_break(loop, EVBREAK_ALL);
+	}
+	pthread_mutex_unlock(&c->adopt_mu);
+}
+
 static void on_sweep(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct container *c = w->data;
@@ -178,6 +221,26 @@ static void adopt_close(struct container *c)
 	pthread_mutex_unlock(&c->adopt_mu);
 }
 
+/* Handing over: the adopted listeners (and those still queued) go with
+ * the container, their threads stopped, none closed. */
+static void hand_over_adopted(struct container *c, struct mv *mv)
+{
+	struct container_handover *h = c->handover_out;
+	int *fds = NULL;
+	pid_t *roots = NULL;
+	size_t n = notify_detach_adopted(mv, &fds, &roots);
+	pthread_mutex_lock(&c->adopt_mu);
+	h->adopted = xcalloc(n + c->n_queued + 1, sizeof(*h->adopted));
+	for (size_t i = 0; i < n; i++)
+		h->adopted[h->n_adopted++] = (struct container_exec){roots[i], fds[i], false};
+	for (size_t i = 0; i < c->n_queued; i++)
+		h->adopted[h->n_adopted++] = c->queued[i];
+	c->n_queued = 0;
+	pthread_mutex_unlock(&c->adopt_mu);
+	free(fds);
+	free(roots);
+}
+
 static void run_container(struct container *c, struct mv *mv)
 {
 	ev_io init_io;
@@ -196,6 +259,9 @@ static void run_container(struct container *c, struct mv *mv)
 	ev_async_init(&c->metrics_ask, on_metrics);
 	c->metrics_ask.data = c;
 	ev_async_start(c->loop, &c->metrics_ask);
+	ev_async_init(&c->handover_ask, on_handover);
+	c->handover_ask.data = c;
+	ev_async_start(c->loop, &c->handover_ask);
 	ev_init(&c->sweep, on_sweep);
 	c->sweep.repeat = 1.0;
 	c->sweep.data = c;
@@ -205,12 +271,15 @@ static void run_container(struct container *c, struct mv *mv)
 	ev_async_send(c->loop, &c->adopt);
 	ev_run(c->loop, 0);
 	atomic_store(&c->running, false);
+	if (c->handing_over)
+		hand_over_adopted(c, mv);
 	adopt_close(c);
 	ev_io_stop(c->loop, &init_io);
 	ev_async_stop(c->loop, &c->stop);
 	ev_async_stop(c->loop, &c->hup);
 	ev_async_stop(c->loop, &c->adopt);
 	ev_async_stop(c->loop, &c->metrics_ask);
+	ev_async_stop(c->loop, &c->handover_ask);
 	ev_timer_stop(c->loop, &c->sweep);
 	host_mv_finish(mv);
 }
@@ -246,7 +315,28 @@ static void *container_thread(void *arg)
 			 c->socket);
 		run_container(c, mv);
 	}
-	if (mv->evict && evicted_ever(mv)) {
+	if (c->handing_over) {
+		/* Nothing closed that keeps it supervised: its listener, its
+		 * init's pidfd, its keeper channel go to the next agent. */
+		struct container_handover *h = c->handover_out;
+		h->listener = mv->listener;
+		mv->listener = -1;
+		h->chan = c->chan;
+		h->pidfd = c->pidfd;
+		c->pidfd = -1;
+		h->msg = c->msg;
+		memset(&c->msg, 0, sizeof(c->msg));
+		snprintf(c->msg.id, sizeof(c->msg.id), "%s", h->msg.id);
+		h->policy_path = c->policy_path;
+		c->policy_path = NULL;
+		h->started_wall_ns = c->started_wall_ns;
+		h->execs = c->execs;
+		if (mv->evict && evicted_ever(mv))
+			ctl_server_stop(mv); /* fault workers may hold it: kept */
+		else
+			host_mv_free(mv);
+		log_info("container %s: handed over", h->msg.id);
+	} else if (mv->evict && evicted_ever(mv)) {
 		ctl_server_stop(mv);
 		close(mv->listener);
 		mv->listener = -1;
@@ -256,6 +346,10 @@ static void *container_thread(void *arg)
 		host_mv_free(mv);
 	}
 	c->chan = -1;
+	pthread_mutex_lock(&c->adopt_mu);
+	c->thread_over = true;
+	pthread_cond_broadcast(&c->metrics_cond);
+	pthread_mutex_unlock(&c->adopt_mu);
 	atomic_store(&c->ended, true);
 	ev_async_send(c->env->agent_loop, c->env->ended);
 	return NULL;
@@ -296,8 +390,9 @@ static int pick_policy(struct container *c, const char **why)
 	return 0;
 }
 
-int container_start(const struct container_env *env, struct oci_msg *msg, int fd,
-		    struct container **out)
+/* A container for msg (taken over) with listener fd, not started. */
+static struct container *container_alloc(const struct container_env *env, struct oci_msg *msg,
+					 int fd)
 {
 	struct container *c = xcalloc(1, sizeof(*c));
 	c->msg = *msg;
@@ -314,6 +409,70 @@ int container_start(const struct container_env *env, struct oci_msg *msg, int fd
 	c->started_wall_ns = mv_wall_ns();
 	if (asprintf(&c->socket, "%s/%s.sock", env->sock_dir, c->msg.id) < 0)
 		c->socket = NULL;
+	return c;
+}
+
+int container_resume(const struct container_env *env, struct container_handover *h,
+		     struct container **out)
+{
+	struct container *c = container_alloc(env, &h->msg, h->listener);
+	c->pidfd = h->pidfd;
+	c->chan = h->chan;
+	h->listener = h->pidfd = h->chan = -1;
+	c->policy_path = h->policy_path;
+	h->policy_path = NULL;
+	c->started_wall_ns = h->started_wall_ns;
+	c->execs = h->execs;
+	/* Its exec'd processes' listeners: adopted again when its loop runs. */
+	c->queued = h->adopted;
+	c->n_queued = c->cap_queued = h->n_adopted;
+	for (size_t i = 0; i < c->n_queued; i++)
+		c->queued[i].resumed = true;
+	h->adopted = NULL;
+	h->n_adopted = 0;
+	int rc = 0;
+	if (!(c->loop = ev_loop_new(EVBACKEND_EPOLL | EVFLAG_NOSIGMASK)))
+		rc = -ENOMEM;
+	if (rc == 0 && (rc = -pthread_create(&c->thread, NULL, container_thread, c)) == 0) {
+		*out = c;
+		return 0;
+	}
+	/* Its listener is closed with it: it must not run on unsupervised.
+	 * Its keeper channel closes without a word: the keeper ends it too. */
+	if (c->pidfd >= 0)
+		syscall(SYS_pidfd_send_signal, c->pidfd, SIGKILL, NULL, 0);
+	log_error("container %s: cannot supervise it again (%s): killed", c->msg.id, strerror(-rc));
+	if (c->chan >= 0)
+		close(c->chan);
+	if (c->loop)
+		ev_loop_destroy(c->loop);
+	c->loop = NULL;
+	c->thread = 0;
+	container_free(c);
+	return rc;
+}
+
+void container_handover_free(struct container_handover *h)
+{
+	ocistate_free(&h->msg);
+	free(h->policy_path);
+	for (size_t i = 0; i < h->n_adopted; i++)
+		close(h->adopted[i].fd);
+	free(h->adopted);
+	if (h->listener >= 0)
+		close(h->listener);
+	if (h->pidfd >= 0)
+		close(h->pidfd);
+	if (h->chan >= 0)
+		close(h->chan);
+	memset(h, 0, sizeof(*h));
+	h->listener = h->pidfd = h->chan = -1;
+}
+
+int container_start(const struct container_env *env, struct oci_msg *msg, int fd,
+		    struct container **out)
+{
+	struct container *c = container_alloc(env, msg, fd);
 	const char *why = NULL;
 	int rc = pick_policy(c, &why);
 	if (rc == 0 && (c->pidfd = (int)syscall(SYS_pidfd_open, c->msg.pid, 0)) < 0)
@@ -350,6 +509,33 @@ bool container_reload_policy(struct container *c)
 	return true;
 }
 
+int container_handover(struct container *c, struct container_handover *h, char *why, size_t len)
+{
+	memset(h, 0, sizeof(*h));
+	h->listener = h->pidfd = h->chan = -1;
+	if (!atomic_load(&c->running)) {
+		snprintf(why, len, "it is not running");
+		return -ESRCH;
+	}
+	pthread_mutex_lock(&c->adopt_mu);
+	c->handover_out = h;
+	c->handover_done = false;
+	c->handover_asked = true;
+	pthread_mutex_unlock(&c->adopt_mu);
+	ev_async_send(c->loop, &c->handover_ask);
+	pthread_mutex_lock(&c->adopt_mu);
+	/* Its thread refuses, or ends: handed over, or its init exited. */
+	while (!c->handover_done && !c->thread_over)
+		pthread_cond_wait(&c->metrics_cond, &c->adopt_mu);
+	int rc = c->handover_done ? c->handover_rc : c->handing_over ? 0 : -ESRCH;
+	if (rc < 0)
+		snprintf(why, len, "%s", rc == -ESRCH ? "it ended" : c->handover_why);
+	c->handover_asked = false;
+	c->handover_out = NULL;
+	pthread_mutex_unlock(&c->adopt_mu);
+	return rc;
+}
+
 /* Is pid in the PID namespace of the container's init? */
 static bool same_pid_ns(pid_t pid, pid_t init)
 {
@@ -378,7 +564,7 @@ int container_adopt(struct container *c, pid_t pid, int fd)
 				    c->queued,
 				    (c->cap_queued = c->cap_queued ? c->cap_queued * 2 : 4) *
 					sizeof(*c->queued));
-			c->queued[c->n_queued++] = (struct container_exec){pid, fd};
+			c->queued[c->n_queued++] = (struct container_exec){pid, fd, false};
 		}
 		pthread_mutex_unlock(&c->adopt_mu);
 	}

@@ -27,6 +27,19 @@ struct container_env {
 struct container_exec {
 	pid_t pid;
 	int fd;
+	bool resumed; /* handed over from the agent before: adopted again */
+};
+
+/* What a container is made of when the agent hands it over to its next
+ * self (agent.c: a restart in place): its state and the fds that keep it
+ * supervised, none closed between. */
+struct container_handover {
+	struct oci_msg msg;
+	char *policy_path; /* malloc'd, or NULL */
+	int listener, pidfd, chan;
+	uint64_t started_wall_ns, execs;
+	struct container_exec *adopted; /* listeners of exec'd processes, malloc'd */
+	size_t n_adopted;
 };
 
 struct container {
@@ -52,6 +65,14 @@ struct container {
 	bool metrics_asked;	     /* under adopt_mu */
 	char *metrics_text;	     /* under adopt_mu: the answer, or NULL */
 	uint64_t execs;		     /* exec'd processes adopted (container thread) */
+	/* A handover (container_handover): asked on the agent's thread,
+	 * done on the container's, all under adopt_mu. */
+	ev_async handover_ask;
+	bool handover_asked, handover_done, handing_over;
+	bool thread_over; /* its thread is past everything (under adopt_mu) */
+	int handover_rc;
+	char handover_why[256];
+	struct container_handover *handover_out;
 	struct ev_loop *loop;
 	atomic_bool running; /* its loop runs: stop may be sent */
 	atomic_bool ended;   /* its thread is done: join it */
@@ -74,6 +95,24 @@ int container_adopt(struct container *c, pid_t pid, int fd);
 /* Its metrics exposition, made on its thread; NULL when it does not
  * answer within timeout_ms or ends. malloc'd. Agent thread. */
 char *container_metrics(struct container *c, int timeout_ms);
+
+/* Hand the container over: on its thread, if it runs no job, holds no
+ * mark and has no evicted memory owed, its notify threads stop (calls
+ * wait in the kernel), its thread ends without a word to the keeper, and
+ * *h gets everything that keeps it supervised. 0 (then join and free c),
+ * or -EBUSY with why (it runs on, as before), -ESRCH if it ended. Agent
+ * thread. */
+int container_handover(struct container *c, struct container_handover *h, char *why, size_t len);
+
+/* Supervise again a container handed over (by this agent or the one
+ * before it): as container_start, with h's fds (taken over). 0 with *out,
+ * or -errno after logging why (the container is killed). */
+int container_resume(const struct container_env *env, struct container_handover *h,
+		     struct container **out);
+
+/* Close and free what h holds (a handover that is not resumed: the
+ * keeper then ends the container). */
+void container_handover_free(struct container_handover *h);
 
 /* Ask its thread to end (the agent stops): the container is killed by
  * the keeper then. */

@@ -195,7 +195,7 @@ static void adopted_free(struct adopted *a)
 {
 	if (a->running)
 		stop_thread(a->thread, &a->stopping);
-	int fd = a->l.fd;
+	int fd = a->l.fd; /* -1 when detached */
 	listener_free(&a->l);
 	if (fd >= 0)
 		close(fd);
@@ -290,6 +290,31 @@ size_t notify_adopted_sweep(struct mv *mv)
 		gone = next;
 	}
 	return left;
+}
+
+size_t notify_detach_adopted(struct mv *mv, int **fds, pid_t **roots)
+{
+	pthread_mutex_lock(&mv->adopt_lock);
+	struct adopted *a = mv->adopted;
+	mv->adopted = NULL;
+	pthread_mutex_unlock(&mv->adopt_lock);
+	size_t n = 0;
+	for (struct adopted *x = a; x; x = x->next)
+		n++;
+	*fds = xcalloc(n + 1, sizeof(**fds));
+	*roots = xcalloc(n + 1, sizeof(**roots));
+	for (size_t i = 0; a; i++) {
+		struct adopted *next = a->next;
+		if (a->running)
+			stop_thread(a->thread, &a->stopping);
+		a->running = false;
+		(*fds)[i] = a->l.fd;
+		(*roots)[i] = a->root;
+		a->l.fd = -1;
+		adopted_free(a);
+		a = next;
+	}
+	return n;
 }
 
 void notify_adopted_roots(struct mv *mv, pid_t **v, size_t *n, size_t *cap)

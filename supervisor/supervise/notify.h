@@ -28,6 +28,10 @@ int notify_adopt(struct mv *mv, pid_t root, int fd);
  * stopped, their fd closed); how many are left. */
 size_t notify_adopted_sweep(struct mv *mv);
 
+/* Take the adopted listeners away, their threads stopped, their fds not
+ * closed: *fds and *roots (malloc'd) get them; how many. A handover. */
+size_t notify_detach_adopted(struct mv *mv, int **fds, pid_t **roots);
+
 /* Append the adopted roots still alive to *v (tree_tops). */
 void notify_adopted_roots(struct mv *mv, pid_t **v, size_t *n, size_t *cap);
 

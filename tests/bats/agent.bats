@@ -478,6 +478,81 @@ PY
 	[ "$(json_get "$TMP/last.json" 'd["memvisor_agent_up"]["samples"][0][2]')" = 0.0 ]
 }
 
+restarts() { grep -c "restarted: " "$TMP/agent.log" || true; }
+
+# An upgrade or a restart of the agent killed every container. SIGUSR2
+# now runs the agent's binary again in place (a new one if the file was
+# replaced) and every container runs on, supervised: calls in flight
+# wait in the kernel, the policy still holds, an exec'd process too.
+t_restart() { # RT
+	need_runtime "$1"
+	runtime_works "$1"
+	mkdir -p "$TMP/native" && touch "$TMP/native/go"
+	"$WL/ctr_mem_static" hold 16 "$TMP/native" >"$TMP/native.out"
+	echo '{"version":1,"limits":{"max_mapping":"64M"}}' >"$TMP/quota.json"
+	make_bundle --policy "$TMP/quota.json"
+	# Notified calls all the time (an exec and mmaps a round), a process
+	# holding memory, and the policy asked again at the end.
+	printf '%s\n' '#!/bin/sh' 'ctr_mem_static hold 16 /tmp &' \
+		'while [ ! -e /tmp/stop ]; do ctr_mem_static try 32 || echo FAILED; done' \
+		'ctr_mem_static try 128' 'wait' >"$BUNDLE/rootfs/bin/busy.sh"
+	chmod +x "$BUNDLE/rootfs/bin/busy.sh"
+	set_cmd busy.sh
+	mkdir -p "$BUNDLE/rootfs/tmp/x" "$TMP/bin"
+	cp "$MEMVISOR" "$TMP/bin/memvisor"
+	MEMVISOR=$TMP/bin/memvisor start_agent --policy "$TMP/quota.json"
+	start_ctr "$1" rs1
+	wait_for 20 grep -q filled "$TMP/rs1.out"
+	rt_exec "$1" -d rs1 /bin/ctr_mem_static hold 8 /tmp/x >"$TMP/x.out" 2>&1
+	wait_for 20 grep -q filled "$TMP/x.out"
+	pid=$(ctr_pid rs1)
+	for i in $(seq 20); do
+		if [ "$i" = 10 ]; then
+			# An upgrade: the binary replaced by another file.
+			cp "$MEMVISOR" "$TMP/bin/memvisor.new"
+			mv -f "$TMP/bin/memvisor.new" "$TMP/bin/memvisor"
+		fi
+		kill -USR2 "$AGENT"
+		wait_for 20 eval '[ "$(restarts)" -ge '"$i"' ]' || { tail -20 "$TMP/agent.log"; false; }
+	done
+	# The same process, now running the new file; the container the same.
+	[ "$(stat -L -c %i "/proc/$AGENT/exe")" = "$(stat -c %i "$TMP/bin/memvisor")" ]
+	[ "$(ctr_pid rs1)" = "$pid" ]
+	grep -q "restart: executing $TMP/bin/memvisor again, 1 container handed over" "$TMP/agent.log"
+	# Supervised still: the policy holds for a new exec, calls are counted.
+	run rt_exec "$1" rs1 /bin/ctr_mem_static try 128
+	[ "$status" = 12 ]
+	n=$(actl -c rs1 --json status | json_get - 'd["totals"]["notifications"]')
+	[ "$n" -gt 0 ]
+	# Evicted memory: the restart is refused, nothing changes.
+	run actl -c rs1 --json checkpoint "$TMP/img" --evict --wait
+	assert_success
+	kill -USR2 "$AGENT"
+	wait_for 10 grep -q "restart refused: container rs1: it has evicted memory" "$TMP/agent.log"
+	[ "$(restarts)" = 20 ]
+	run actl -c rs1 --json reload "$TMP/img" --wait
+	assert_success
+	kill -USR2 "$AGENT"
+	wait_for 20 eval '[ "$(restarts)" = 21 ]'
+	touch "$BUNDLE/rootfs/tmp/x/go"
+	wait_for 20 grep -q checksum "$TMP/x.out"
+	touch "$BUNDLE/rootfs/tmp/stop" "$BUNDLE/rootfs/tmp/go"
+	wait_for 30 test -f "$TMP/rs1.rc"
+	cat "$TMP/rs1.out" | sort | uniq -c
+	[ "$(cat "$TMP/rs1.rc")" = 0 ]
+	# Nothing failed, the policy held at the end, every byte is back.
+	! grep -q FAILED "$TMP/rs1.out"
+	grep -q "mmap: errno 12 (ENOMEM)" "$TMP/rs1.out"
+	[ "$(grep -c "mmap: ok" "$TMP/rs1.out")" -gt 10 ]
+	diff <(grep checksum "$TMP/native.out") <(grep checksum "$TMP/rs1.out")
+	"$WL/ctr_mem_static" hold 8 "$TMP/native" >"$TMP/native8.out"
+	diff <(grep checksum "$TMP/native8.out") <(grep checksum "$TMP/x.out")
+	kill -0 "$AGENT"
+}
+
+@test "runc: 20 agent restarts and an upgrade: the container runs on, supervised, every byte kept" { t_restart runc; }
+@test "crun: 20 agent restarts and an upgrade: the container runs on, supervised, every byte kept" { t_restart crun; }
+
 @test "runc: exec into a container is supervised by its policy; its memory is evicted and reloaded with it" { t_exec runc; }
 @test "crun: exec into a container is supervised by its policy; its memory is evicted and reloaded with it" { t_exec crun; }
 @test "runc: 20 execs leave no thread or fd behind in the agent" { t_exec_many runc; }
