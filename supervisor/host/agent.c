@@ -629,6 +629,10 @@ static void stop(struct agent *ag)
 
 /* ---- restart in place (SIGUSR2) ---------------------------------------- */
 
+/* How long a restart waits for containers to ready themselves (jobs to
+ * end, evicted memory to load back) before it is refused. */
+#define RESTART_WAIT_NS (300ull * 1000000000ull)
+
 /* The environment variable that tells an agent it was exec'd by the one
  * before it, and where that one's state is (a memfd's number). */
 #define STATE_ENV "MEMVISOR_AGENT_STATE"
@@ -726,10 +730,10 @@ static void resume_all(struct agent *ag, struct container_handover *h, size_t n)
  * was replaced: an upgrade) in the same process, and the containers run
  * on. Each container hands over what keeps it supervised (its listeners,
  * its init's pidfd, its keeper channel): its notify threads stop and its
- * notified calls wait in the kernel until the new agent answers them. A
- * container running a job, holding a mark, or with evicted memory not
- * loaded back refuses: then nothing is restarted, and the log says which
- * and why. */
+ * notified calls wait in the kernel until the new agent answers them.
+ * Before that, jobs are waited for and evicted memory is loaded back (the
+ * agent's loop waits, up to RESTART_WAIT_NS); a container holding a mark
+ * refuses: then nothing is restarted, and the log says which and why. */
 static void restart(struct agent *ag)
 {
 	if (!ag->o->exe || !ag->o->argv) {
@@ -744,11 +748,40 @@ static void restart(struct agent *ag)
 	struct container_handover *h = xcalloc(n + 1, sizeof(*h));
 	char why[256];
 	bool refused = false;
+	uint64_t deadline = mv_now_ns() + RESTART_WAIT_NS;
+	/* First every container readies itself, running on meanwhile: jobs
+	 * end, evicted memory is loaded back. Only then does any hand over,
+	 * so that no container's calls wait while another drains. */
+	for (bool ready = false; !ready && !refused;) {
+		ready = true;
+		for (struct container *c = ag->containers; c && !refused; c = c->next) {
+			int rc = atomic_load(&c->ended)
+				     ? -ESRCH
+				     : container_handover(c, NULL, why, sizeof(why));
+			if (rc == -EAGAIN) {
+				log_info("restart: container %s: %s", c->msg.id, why);
+				ready = false;
+			}
+			if (rc == -EBUSY || (rc == -EAGAIN && mv_now_ns() > deadline)) {
+				log_warn(
+				    "restart refused: container %s: %s%s; the agent runs on as "
+				    "it was",
+				    c->msg.id, why, rc == -EAGAIN ? " (waited too long)" : "");
+				refused = true;
+			}
+		}
+		if (!ready && !refused)
+			usleep(50 * 1000);
+	}
 	for (struct container **pp = &ag->containers; *pp && !refused;) {
 		struct container *c = *pp;
 		int rc = atomic_load(&c->ended) ? -ESRCH
 						: container_handover(c, &h[k], why, sizeof(why));
-		if (rc == -EBUSY) {
+		if (rc == -EAGAIN && mv_now_ns() <= deadline) {
+			usleep(10 * 1000); /* a job begun since: wait for it */
+			continue;
+		}
+		if (rc == -EBUSY || rc == -EAGAIN) {
 			log_warn("restart refused: container %s: %s; the agent runs on as it was",
 				 c->msg.id, why);
 			refused = true;
@@ -756,12 +789,8 @@ static void restart(struct agent *ag)
 		}
 		if (rc == 0)
 			k++;
-		if (rc == 0 || rc == -ESRCH) {
-			*pp = c->next;
-			container_free(c);
-		} else {
-			pp = &c->next;
-		}
+		*pp = c->next;
+		container_free(c);
 	}
 	if (refused) {
 		resume_all(ag, h, k);

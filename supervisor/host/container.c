@@ -8,6 +8,7 @@
 #include "supervisor/host/keeper.h"
 #include "supervisor/kernel/listener.h"
 #include "supervisor/reload/evict.h"
+#include "supervisor/reload/reload.h"
 #include "supervisor/supervise/enforce.h"
 #include "supervisor/supervise/jobs.h"
 #include "supervisor/supervise/notify.h"
@@ -169,24 +170,45 @@ static void on_handover(struct ev_loop *loop, ev_async *w, int revents)
 	pthread_mutex_unlock(&c->adopt_mu);
 	if (!asked)
 		return;
-	/* On this thread no job can start meanwhile: ctl runs here. */
-	const char *why = NULL;
+	/* On this thread no job can start meanwhile: ctl runs here. A mark
+	 * refuses; a job is waited for; evicted memory is loaded back
+	 * first (the next agent would have no one serving its faults). */
+	char why[sizeof(c->handover_why)] = "";
+	int rc = 0;
+	bool busy = false;
 	pthread_mutex_lock(&mv->lock);
-	for (int k = 0; k < JOB_KINDS && !why; k++)
-		if (jobs_running_locked(mv, (enum job_kind)k))
-			why = "a job is running";
-	if (!why && mv->mark)
-		why = "it holds a mark (ctl unmark)";
+	for (int k = 0; k < JOB_KINDS && !busy; k++)
+		busy = jobs_running_locked(mv, (enum job_kind)k);
+	bool marked = mv->mark != NULL;
 	pthread_mutex_unlock(&mv->lock);
 	struct evict_totals t;
 	evict_totals(mv->evict, &t);
-	if (!why && t.spaces > 0)
-		why = "it has evicted memory not loaded back (ctl reload --wait)";
+	char id[40], dir[4096];
+	if (marked) {
+		rc = -EBUSY;
+		snprintf(why, sizeof(why), "it holds a mark (ctl unmark first)");
+	} else if (busy) {
+		rc = -EAGAIN;
+		snprintf(why, sizeof(why), "a job is running");
+	} else if (t.spaces > 0 && evict_some_image(mv->evict, id, sizeof(id), dir, sizeof(dir))) {
+		struct job *j;
+		struct mv_err err = {0};
+		rc = -EAGAIN;
+		if (reload_start(mv, dir, 0, &j, id, sizeof(id), &err) == 0) {
+			snprintf(why, sizeof(why),
+				 "loading its evicted memory back from %.150s (job %d)", dir,
+				 j->id);
+		} else {
+			rc = -EBUSY;
+			snprintf(why, sizeof(why),
+				 "its evicted memory cannot be loaded back: %.150s", err.msg);
+		}
+	}
 	pthread_mutex_lock(&c->adopt_mu);
 	c->handover_asked = false;
-	if (why) {
+	if (rc < 0 || c->handover_check_only) {
 		snprintf(c->handover_why, sizeof(c->handover_why), "%s", why);
-		c->handover_rc = -EBUSY;
+		c->handover_rc = rc;
 		c->handover_done = true;
 		pthread_cond_broadcast(&c->metrics_cond);
 	} else {
@@ -511,14 +533,17 @@ bool container_reload_policy(struct container *c)
 
 int container_handover(struct container *c, struct container_handover *h, char *why, size_t len)
 {
-	memset(h, 0, sizeof(*h));
-	h->listener = h->pidfd = h->chan = -1;
+	if (h) {
+		memset(h, 0, sizeof(*h));
+		h->listener = h->pidfd = h->chan = -1;
+	}
 	if (!atomic_load(&c->running)) {
 		snprintf(why, len, "it is not running");
 		return -ESRCH;
 	}
 	pthread_mutex_lock(&c->adopt_mu);
 	c->handover_out = h;
+	c->handover_check_only = !h;
 	c->handover_done = false;
 	c->handover_asked = true;
 	pthread_mutex_unlock(&c->adopt_mu);

@@ -68,7 +68,7 @@ struct container {
 	/* A handover (container_handover): asked on the agent's thread,
 	 * done on the container's, all under adopt_mu. */
 	ev_async handover_ask;
-	bool handover_asked, handover_done, handing_over;
+	bool handover_asked, handover_done, handing_over, handover_check_only;
 	bool thread_over; /* its thread is past everything (under adopt_mu) */
 	int handover_rc;
 	char handover_why[256];
@@ -99,9 +99,11 @@ char *container_metrics(struct container *c, int timeout_ms);
 /* Hand the container over: on its thread, if it runs no job, holds no
  * mark and has no evicted memory owed, its notify threads stop (calls
  * wait in the kernel), its thread ends without a word to the keeper, and
- * *h gets everything that keeps it supervised. 0 (then join and free c),
- * or -EBUSY with why (it runs on, as before), -ESRCH if it ended. Agent
- * thread. */
+ * *h gets everything that keeps it supervised: 0 (then join and free c).
+ * h NULL only asks whether it could: 0 when it could now. -EAGAIN with
+ * why when it could later (a job runs; or it has evicted memory, and a
+ * reload of it is started), -EBUSY when it cannot (a mark), -ESRCH if it
+ * ended; it runs on as before. Agent thread. */
 int container_handover(struct container *c, struct container_handover *h, char *why, size_t len);
 
 /* Supervise again a container handed over (by this agent or the one

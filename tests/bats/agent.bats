@@ -524,16 +524,21 @@ t_restart() { # RT
 	[ "$status" = 12 ]
 	n=$(actl -c rs1 --json status | json_get - 'd["totals"]["notifications"]')
 	[ "$n" -gt 0 ]
-	# Evicted memory: the restart is refused, nothing changes.
+	# Memory evicted at the restart: loaded back first, then handed over.
 	run actl -c rs1 --json checkpoint "$TMP/img" --evict --wait
 	assert_success
 	kill -USR2 "$AGENT"
-	wait_for 10 grep -q "restart refused: container rs1: it has evicted memory" "$TMP/agent.log"
-	[ "$(restarts)" = 20 ]
-	run actl -c rs1 --json reload "$TMP/img" --wait
+	wait_for 30 eval '[ "$(restarts)" = 21 ]'
+	grep -q "restart: container rs1: loading its evicted memory back from $TMP/img" "$TMP/agent.log"
+	# A mark cannot be handed over: refused, nothing changes.
+	run actl -c rs1 --json mark --pid "$(ctr_pid rs1)"
 	assert_success
 	kill -USR2 "$AGENT"
-	wait_for 20 eval '[ "$(restarts)" = 21 ]'
+	wait_for 10 grep -q "restart refused: container rs1: it holds a mark" "$TMP/agent.log"
+	[ "$(restarts)" = 21 ]
+	actl -c rs1 unmark
+	kill -USR2 "$AGENT"
+	wait_for 20 eval '[ "$(restarts)" = 22 ]'
 	touch "$BUNDLE/rootfs/tmp/x/go"
 	wait_for 20 grep -q checksum "$TMP/x.out"
 	touch "$BUNDLE/rootfs/tmp/stop" "$BUNDLE/rootfs/tmp/go"
