@@ -71,9 +71,10 @@ struct agent {
 	bool stopping;
 	int status;
 	/* For metrics: containers started, and what was refused. */
-	uint64_t started, refused[3]; /* enum refusal */
-	ev_timer metrics_timer;	      /* --metrics-file */
-	int metrics_err;	      /* the last write's, said once */
+	uint64_t started, refused[3];	     /* enum refusal */
+	uint64_t restarts, restarts_refused; /* SIGUSR2 */
+	ev_timer metrics_timer;		     /* --metrics-file */
+	int metrics_err;		     /* the last write's, said once */
 };
 
 enum refusal { REFUSED_MESSAGE, REFUSED_CONTAINER, REFUSED_EXEC };
@@ -404,6 +405,12 @@ static char *agent_metrics(struct agent *ag, bool up)
 	for (int i = 0; i < 3; i++)
 		fprintf(f, "memvisor_agent_refused_total{what=\"%s\"} %llu\n", refusal_name[i],
 			(unsigned long long)ag->refused[i]);
+	fprintf(f,
+		"# HELP memvisor_agent_restarts_total Restarts in place (SIGUSR2) that handed "
+		"every container over; refused ones apart.\n# TYPE memvisor_agent_restarts_total "
+		"counter\nmemvisor_agent_restarts_total{outcome=\"done\"} "
+		"%llu\nmemvisor_agent_restarts_total{outcome=\"refused\"} %llu\n",
+		(unsigned long long)ag->restarts, (unsigned long long)ag->restarts_refused);
 	fprintf(f,
 		"# HELP memvisor_agent_containers_unanswered Containers whose series this "
 		"exposition lacks (no answer within %d ms).\n# TYPE "
@@ -739,6 +746,7 @@ static void restart(struct agent *ag)
 	if (!ag->o->exe || !ag->o->argv) {
 		log_warn("restart refused: the agent's binary or command line was not readable "
 			 "at start");
+		ag->restarts_refused++;
 		sdnotify("READY=1");
 		return;
 	}
@@ -793,6 +801,7 @@ static void restart(struct agent *ag)
 		container_free(c);
 	}
 	if (refused) {
+		ag->restarts_refused++;
 		resume_all(ag, h, k);
 		free(h);
 		sdnotify("READY=1");
@@ -801,11 +810,13 @@ static void restart(struct agent *ag)
 	json_t *cs = json_array();
 	for (size_t i = 0; i < k; i++)
 		json_array_append_new(cs, handover_json(&h[i]));
-	json_t *state = json_pack(
-	    "{s:i, s:i, s:i, s:i, s:I, s:[I, I, I], s:o}", "keeper_pid", (int)ag->keeper_pid,
-	    "keeper", ag->env.keeper, "listen", ag->listen_fd, "ctl", ag->ctl_fd, "started",
-	    (json_int_t)ag->started, "refused", (json_int_t)ag->refused[0],
-	    (json_int_t)ag->refused[1], (json_int_t)ag->refused[2], "containers", cs);
+	json_t *state =
+	    json_pack("{s:I, s:I, s:i, s:i, s:i, s:i, s:I, s:[I, I, I], s:o}", "restarts",
+		      (json_int_t)ag->restarts + 1, "restarts_refused",
+		      (json_int_t)ag->restarts_refused, "keeper_pid", (int)ag->keeper_pid, "keeper",
+		      ag->env.keeper, "listen", ag->listen_fd, "ctl", ag->ctl_fd, "started",
+		      (json_int_t)ag->started, "refused", (json_int_t)ag->refused[0],
+		      (json_int_t)ag->refused[1], (json_int_t)ag->refused[2], "containers", cs);
 	_cleanup_free_ char *text = json_dumps(state, JSON_COMPACT);
 	json_decref(state);
 	int mfd = (int)syscall(SYS_memfd_create, "memvisor-agent-state", 0);
@@ -814,6 +825,7 @@ static void restart(struct agent *ag)
 			  strerror(errno));
 		if (mfd >= 0)
 			close(mfd);
+		ag->restarts_refused++;
 		resume_all(ag, h, k);
 		free(h);
 		sdnotify("READY=1");
@@ -838,6 +850,7 @@ static void restart(struct agent *ag)
 	keep_across_exec(ag->ctl_fd, false);
 	log_error("restart: cannot execute %s (%s): the containers stay with this agent",
 		  ag->o->exe, strerror(err));
+	ag->restarts_refused++;
 	resume_all(ag, h, k);
 	free(h);
 	sdnotify("READY=1");
@@ -861,19 +874,21 @@ static int take_state(struct agent *ag, json_t **containers)
 	json_error_t jerr;
 	json_t *state = rc == 0 ? json_loadb(text, len, 0, &jerr) : NULL;
 	int keeper_pid = 0;
-	json_int_t started = 0, r0 = 0, r1 = 0, r2 = 0;
+	json_int_t started = 0, r0 = 0, r1 = 0, r2 = 0, restarts = 0, rrefused = 0;
 	json_t *cs = NULL;
 	if (!state ||
-	    json_unpack(state, "{s:i, s:i, s:i, s:i, s:I, s:[I, I, I], s:o}", "keeper_pid",
-			&keeper_pid, "keeper", &ag->env.keeper, "listen", &ag->listen_fd, "ctl",
-			&ag->ctl_fd, "started", &started, "refused", &r0, &r1, &r2, "containers",
-			&cs) < 0 ||
+	    json_unpack(state, "{s:I, s:I, s:i, s:i, s:i, s:i, s:I, s:[I, I, I], s:o}", "restarts",
+			&restarts, "restarts_refused", &rrefused, "keeper_pid", &keeper_pid,
+			"keeper", &ag->env.keeper, "listen", &ag->listen_fd, "ctl", &ag->ctl_fd,
+			"started", &started, "refused", &r0, &r1, &r2, "containers", &cs) < 0 ||
 	    !json_is_array(cs)) {
 		fprintf(stderr, "memvisor agent: the state of the agent before cannot be read\n");
 		json_decref(state);
 		return -1;
 	}
 	ag->keeper_pid = keeper_pid;
+	ag->restarts = (uint64_t)restarts;
+	ag->restarts_refused = (uint64_t)rrefused;
 	ag->started = (uint64_t)started;
 	ag->refused[0] = (uint64_t)r0, ag->refused[1] = (uint64_t)r1, ag->refused[2] = (uint64_t)r2;
 	keep_across_exec(ag->env.keeper, false);

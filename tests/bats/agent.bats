@@ -539,6 +539,9 @@ t_restart() { # RT
 	actl -c rs1 unmark
 	kill -USR2 "$AGENT"
 	wait_for 20 eval '[ "$(restarts)" = 22 ]'
+	actl metrics >"$TMP/m.txt"
+	grep -qx 'memvisor_agent_restarts_total{outcome="done"} 22' "$TMP/m.txt"
+	grep -qx 'memvisor_agent_restarts_total{outcome="refused"} 1' "$TMP/m.txt"
 	touch "$BUNDLE/rootfs/tmp/x/go"
 	wait_for 20 grep -q checksum "$TMP/x.out"
 	touch "$BUNDLE/rootfs/tmp/stop" "$BUNDLE/rootfs/tmp/go"
