@@ -118,6 +118,9 @@ void host_mv_free(struct mv *mv)
 		close(mv->listener);
 	free(mv->late);
 	pthread_mutex_destroy(&mv->lock);
+	for (size_t i = 0; i < mv->n_roots; i++)
+		close(mv->roots[i].pidfd);
+	free(mv->roots);
 	pthread_mutex_destroy(&mv->adopt_lock);
 	free(mv);
 }

@@ -71,10 +71,16 @@ struct mv {
 	} notify;
 	pthread_t notify_thread;
 	bool notify_running;
-	/* Listeners adopted since (notify_adopt: runc exec), under
+	/* Listeners adopted since (notify_adopt: runc exec) and their
+	 * processes, tops of the tree beside tree_top (tree.h), under
 	 * adopt_lock, which is taken under no other lock. */
 	pthread_mutex_t adopt_lock;
 	struct adopted *adopted;
+	struct {
+		pid_t pid;
+		int pidfd;
+	} * roots;
+	size_t n_roots, cap_roots;
 	/* The system call a job is injecting (kernel/remote.h): the notify
 	 * thread lets it through. */
 	struct remote_marks injecting;

@@ -5,6 +5,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "supervisor/supervise/handle.h"
+#include "supervisor/supervise/tree.h"
 #include "supervisor/kernel/listener.h"
 #include "supervisor/kernel/procfs.h"
 
@@ -137,8 +138,7 @@ int notify_start(struct mv *mv)
 /* Adopted listeners (runc exec): a thread each, as the first one's. */
 struct adopted {
 	struct mv *mv;
-	pid_t root; /* 0 until known (crun exec names none), under adopt_lock */
-	int pidfd;  /* root's, or -1 */
+	pid_t root; /* 0 until known (crun exec names none); a tree root then */
 	struct listener l;
 	atomic_bool stopping;
 	pthread_t thread;
@@ -199,8 +199,8 @@ static void adopted_free(struct adopted *a)
 	listener_free(&a->l);
 	if (fd >= 0)
 		close(fd);
-	if (a->pidfd >= 0)
-		close(a->pidfd);
+	if (a->root > 0)
+		tree_root_del(a->mv, a->root);
 	free(a);
 }
 
@@ -216,17 +216,13 @@ static void *adopted_thread(void *arg)
  * installed just before its execve, which is notified). */
 static void adopted_learn(struct adopted *a, pid_t tid)
 {
-	if (a->pidfd >= 0)
+	if (a->root > 0)
 		return;
 	struct proc_status st;
 	pid_t pid = procfs_status(tid, &st) == 0 && st.tgid > 0 ? st.tgid : tid;
-	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	if (pidfd < 0)
+	if (tree_root_add(a->mv, pid) < 0)
 		return;
-	pthread_mutex_lock(&a->mv->adopt_lock);
 	a->root = pid;
-	a->pidfd = pidfd;
-	pthread_mutex_unlock(&a->mv->adopt_lock);
 	log_info("the listener adopted without a process named is process %d's", pid);
 }
 
@@ -234,13 +230,11 @@ int notify_adopt(struct mv *mv, pid_t root, int fd)
 {
 	struct adopted *a = xcalloc(1, sizeof(*a));
 	a->mv = mv;
-	a->root = root;
 	a->l.fd = -1;
-	a->pidfd = -1;
 	bool sync = false;
 	int rc = listener_init(&a->l, fd, &sync);
-	if (root > 0 && (a->pidfd = (int)syscall(SYS_pidfd_open, root, 0)) < 0 && rc == 0)
-		rc = -errno;
+	if (rc == 0 && root > 0 && (rc = tree_root_add(mv, root)) == 0)
+		a->root = root;
 	if (rc == 0)
 		rc = -pthread_create(&a->thread, NULL, adopted_thread, a);
 	if (rc < 0) {
@@ -315,19 +309,4 @@ size_t notify_detach_adopted(struct mv *mv, int **fds, pid_t **roots)
 		a = next;
 	}
 	return n;
-}
-
-void notify_adopted_roots(struct mv *mv, pid_t **v, size_t *n, size_t *cap)
-{
-	pthread_mutex_lock(&mv->adopt_lock);
-	for (struct adopted *a = mv->adopted; a; a = a->next) {
-		/* Signal 0 through the pidfd: alive (or a zombie), never
-		 * another process that took its number. */
-		if (a->pidfd < 0 || syscall(SYS_pidfd_send_signal, a->pidfd, 0, NULL, 0) < 0)
-			continue;
-		if (*n == *cap)
-			*v = xrealloc(*v, (*cap = *cap ? *cap * 2 : 16) * sizeof(**v));
-		(*v)[(*n)++] = a->root;
-	}
-	pthread_mutex_unlock(&mv->adopt_lock);
 }

@@ -32,7 +32,4 @@ size_t notify_adopted_sweep(struct mv *mv);
  * closed: *fds and *roots (malloc'd) get them; how many. A handover. */
 size_t notify_detach_adopted(struct mv *mv, int **fds, pid_t **roots);
 
-/* Append the adopted roots still alive to *v (tree_tops). */
-void notify_adopted_roots(struct mv *mv, pid_t **v, size_t *n, size_t *cap);
-
 #endif

@@ -14,6 +14,12 @@
  * init and the processes adopted by runc exec under the agent. Every supervised process is one of
  * them or below one (procfs_children). */
 void tree_tops(struct mv *mv, pid_t **v, size_t *n, size_t *cap);
+/* Processes adopted as tops beside the init (runc exec: an exec'd process
+ * and its listener): add one (a pidfd kept, so a reused pid is never
+ * taken for it; 0 or -errno), or forget it. */
+int tree_root_add(struct mv *mv, pid_t pid);
+void tree_root_del(struct mv *mv, pid_t pid);
+
 /* The process orphans of the tree are reparented to: the reaper (child
  * subreaper) under run, the container's init under the agent. */
 pid_t tree_orphan_parent(const struct mv *mv);
