@@ -561,6 +561,32 @@ t_restart() { # RT
 @test "runc: 20 agent restarts and an upgrade: the container runs on, supervised, every byte kept" { t_restart runc; }
 @test "crun: 20 agent restarts and an upgrade: the container runs on, supervised, every byte kept" { t_restart crun; }
 
+# The agent believes a runtime's exec message (its socket is root's) only
+# for a process in the container's PID namespace and for a container it
+# supervises: another process's listener must never join a container's
+# supervision (its calls would be decided by that container's policy).
+@test "runc: an exec listener for a process outside the container, or for an unknown container, is refused" {
+	need_runtime runc
+	runtime_works runc
+	make_bundle
+	set_cmd "ctr_mem_static hold 16 /tmp"
+	start_agent
+	start_ctr runc ex1
+	wait_for 20 grep -q filled "$TMP/ex1.out"
+	run "$WL/listener_send" "$LISTEN" ex1 "$(ctr_pid ex1)"
+	assert_success
+	wait_for 5 grep -q "container ex1: process [0-9]* (exec) refused: the process is not in the container's PID namespace" "$TMP/agent.log"
+	run "$WL/listener_send" "$LISTEN" nosuch 1
+	assert_success
+	wait_for 5 grep -q "container nosuch: process [0-9]* (exec) refused: the container is not supervised here" "$TMP/agent.log"
+	! grep -q "(exec) supervised" "$TMP/agent.log"
+	actl metrics | grep -qx 'memvisor_agent_refused_total{what="exec"} 2'
+	touch "$BUNDLE/rootfs/tmp/go"
+	wait_for 20 test -f "$TMP/ex1.rc"
+	[ "$(cat "$TMP/ex1.rc")" = 0 ]
+	grep -q checksum "$TMP/ex1.out"
+}
+
 @test "runc: exec into a container is supervised by its policy; its memory is evicted and reloaded with it" { t_exec runc; }
 @test "crun: exec into a container is supervised by its policy; its memory is evicted and reloaded with it" { t_exec crun; }
 @test "runc: 20 execs leave no thread or fd behind in the agent" { t_exec_many runc; }
