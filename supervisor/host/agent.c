@@ -364,11 +364,26 @@ static char *agent_metrics(struct agent *ag, bool up)
 	char **labels = xcalloc(n + 1, sizeof(*labels));
 	char *own = NULL;
 	size_t k = 1;
-	for (struct container *c = ag->containers; c; c = c->next) {
-		if (atomic_load(&c->ended))
+	/* Every container asked first, then each answer taken: a scrape
+	 * waits for the slowest container, not for the sum of them. */
+	bool *asked = xcalloc(n + 1, sizeof(*asked));
+	size_t a = 0;
+	for (struct container *c = ag->containers; c; c = c->next, a++)
+		asked[a] = up && !atomic_load(&c->ended) && container_metrics_ask(c);
+	struct timespec until;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += METRICS_WAIT_MS / 1000;
+	until.tv_nsec += (long)(METRICS_WAIT_MS % 1000) * 1000000;
+	if (until.tv_nsec >= 1000000000) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000;
+	}
+	a = 0;
+	for (struct container *c = ag->containers; c; c = c->next, a++) {
+		if (atomic_load(&c->ended) && !asked[a])
 			continue;
 		running++;
-		char *text = up ? container_metrics(c, METRICS_WAIT_MS) : NULL;
+		char *text = asked[a] ? container_metrics_take(c, &until) : NULL;
 		if (!text) {
 			unanswered += up;
 			continue;
@@ -426,6 +441,7 @@ static char *agent_metrics(struct agent *ag, bool up)
 	}
 	free(texts);
 	free(labels);
+	free(asked);
 	return all;
 }
 

@@ -131,27 +131,24 @@ static void on_metrics(struct ev_loop *loop, ev_async *w, int revents)
 	pthread_mutex_unlock(&c->adopt_mu);
 }
 
-char *container_metrics(struct container *c, int timeout_ms)
+bool container_metrics_ask(struct container *c)
 {
 	if (!atomic_load(&c->running))
-		return NULL;
+		return false;
 	pthread_mutex_lock(&c->adopt_mu);
 	free(c->metrics_text);
 	c->metrics_text = NULL;
 	c->metrics_asked = true;
 	pthread_mutex_unlock(&c->adopt_mu);
 	ev_async_send(c->loop, &c->metrics_ask);
-	struct timespec until;
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += timeout_ms / 1000;
-	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
-	if (until.tv_nsec >= 1000000000) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000;
-	}
+	return true;
+}
+
+char *container_metrics_take(struct container *c, const struct timespec *until)
+{
 	pthread_mutex_lock(&c->adopt_mu);
 	while (c->metrics_asked && !c->adopt_closed &&
-	       pthread_cond_timedwait(&c->metrics_cond, &c->adopt_mu, &until) == 0)
+	       pthread_cond_timedwait(&c->metrics_cond, &c->adopt_mu, until) == 0)
 		;
 	char *text = c->metrics_text;
 	c->metrics_text = NULL;

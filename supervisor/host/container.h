@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <time.h>
 
 struct container_env {
 	const char *policy_path; /* a container naming no policy */
@@ -92,9 +93,12 @@ int container_start(const struct container_env *env, struct oci_msg *msg, int fd
  * calls would fail with ENOSYS). */
 int container_adopt(struct container *c, pid_t pid, int fd);
 
-/* Its metrics exposition, made on its thread; NULL when it does not
- * answer within timeout_ms or ends. malloc'd. Agent thread. */
-char *container_metrics(struct container *c, int timeout_ms);
+/* Its metrics exposition, made on its thread: ask (false when its loop
+ * does not run), then take it, waiting until the CLOCK_MONOTONIC time
+ * until; NULL when it did not answer by then or ended. malloc'd. Agent
+ * thread: every container is asked before any is waited for. */
+bool container_metrics_ask(struct container *c);
+char *container_metrics_take(struct container *c, const struct timespec *until);
 
 /* Hand the container over: on its thread, if it runs no job, holds no
  * mark and has no evicted memory owed, its notify threads stop (calls
