@@ -506,6 +506,7 @@ t_restart() { # RT
 	rt_exec "$1" -d rs1 /bin/ctr_mem_static hold 8 /tmp/x >"$TMP/x.out" 2>&1
 	wait_for 20 grep -q filled "$TMP/x.out"
 	pid=$(ctr_pid rs1)
+	fds0=$(agent_fds)
 	for i in $(seq 20); do
 		if [ "$i" = 10 ]; then
 			# An upgrade: the binary replaced by another file.
@@ -515,6 +516,8 @@ t_restart() { # RT
 		kill -USR2 "$AGENT"
 		wait_for 20 eval '[ "$(restarts)" -ge '"$i"' ]' || { tail -20 "$TMP/agent.log"; false; }
 	done
+	# Nothing kept twice across 20 images of the agent.
+	[ "$(agent_fds)" -le $((fds0 + 1)) ] || { echo "agent fds: $fds0 before, $(agent_fds) after"; ls -l "/proc/$AGENT/fd"; false; }
 	# The same process, now running the new file; the container the same.
 	[ "$(stat -L -c %i "/proc/$AGENT/exe")" = "$(stat -c %i "$TMP/bin/memvisor")" ]
 	[ "$(ctr_pid rs1)" = "$pid" ]
