@@ -484,6 +484,7 @@ restarts() { grep -c "restarted: " "$TMP/agent.log" || true; }
 # now runs the agent's binary again in place (a new one if the file was
 # replaced) and every container runs on, supervised: calls in flight
 # wait in the kernel, the policy still holds, an exec'd process too.
+# AGENT_RESTARTS restarts (20; make soak: 200).
 t_restart() { # RT
 	need_runtime "$1"
 	runtime_works "$1"
@@ -507,7 +508,8 @@ t_restart() { # RT
 	wait_for 20 grep -q filled "$TMP/x.out"
 	pid=$(ctr_pid rs1)
 	fds0=$(agent_fds)
-	for i in $(seq 20); do
+	local nr=${AGENT_RESTARTS:-20}
+	for i in $(seq "$nr"); do
 		if [ "$i" = 10 ]; then
 			# An upgrade: the binary replaced by another file.
 			cp "$MEMVISOR" "$TMP/bin/memvisor.new"
@@ -531,19 +533,19 @@ t_restart() { # RT
 	run actl -c rs1 --json checkpoint "$TMP/img" --evict --wait
 	assert_success
 	kill -USR2 "$AGENT"
-	wait_for 30 eval '[ "$(restarts)" = 21 ]'
+	wait_for 60 eval '[ "$(restarts)" = '"$((nr + 1))"' ]' || { echo "restarts: $(restarts)"; tail -15 "$TMP/agent.log"; false; }
 	grep -q "restart: container rs1: loading its evicted memory back from $TMP/img" "$TMP/agent.log"
 	# A mark cannot be handed over: refused, nothing changes.
 	run actl -c rs1 --json mark --pid "$(ctr_pid rs1)"
 	assert_success
 	kill -USR2 "$AGENT"
 	wait_for 10 grep -q "restart refused: container rs1: it holds a mark" "$TMP/agent.log"
-	[ "$(restarts)" = 21 ]
+	[ "$(restarts)" = $((nr + 1)) ]
 	actl -c rs1 unmark
 	kill -USR2 "$AGENT"
-	wait_for 20 eval '[ "$(restarts)" = 22 ]'
+	wait_for 20 eval '[ "$(restarts)" = '"$((nr + 2))"' ]'
 	actl metrics >"$TMP/m.txt"
-	grep -qx 'memvisor_agent_restarts_total{outcome="done"} 22' "$TMP/m.txt"
+	grep -qx "memvisor_agent_restarts_total{outcome=\"done\"} $((nr + 2))" "$TMP/m.txt"
 	grep -qx 'memvisor_agent_restarts_total{outcome="refused"} 1' "$TMP/m.txt"
 	touch "$BUNDLE/rootfs/tmp/x/go"
 	wait_for 20 grep -q checksum "$TMP/x.out"
