@@ -50,16 +50,19 @@ skip_unless_yaml() { python3 -c 'import yaml' 2>/dev/null || skip "python3 has n
 	assert_output --partial "$TMP/policy.json"
 }
 
-@test "contrib: the Kubernetes manifest parses; its policy is valid; its commands run as on a node" {
+@test "contrib: the Kubernetes manifest parses; its policies are valid; its commands run as on a node" {
 	skip_unless_yaml
 	manifest_docs >"$TMP/docs"
+	mkdir "$TMP/etc"
 	python3 - "$TMP/docs" "$TMP" <<'PY'
 import json, sys
 docs = [json.loads(l) for l in open(sys.argv[1])]
 kinds = [d["kind"] for d in docs]
 assert kinds == ["ConfigMap", "DaemonSet"], kinds
 cm, ds = docs
-open(sys.argv[2] + "/policy.json", "w").write(cm["data"]["policy.json"])
+assert "policy.json" in cm["data"], cm["data"].keys()
+for k, v in cm["data"].items():
+    open(sys.argv[2] + "/etc/" + k, "w").write(v)
 spec = ds["spec"]["template"]["spec"]
 assert spec["hostPID"] is True
 assert ds["spec"]["selector"]["matchLabels"] == ds["spec"]["template"]["metadata"]["labels"]
@@ -75,14 +78,16 @@ json.dump({"init": spec["initContainers"][0]["command"][2:],
            "probe": spec["containers"][0]["readinessProbe"]["exec"]["command"][2:]},
           open(sys.argv[2] + "/cmds.json", "w"))
 PY
-	run "$MEMVISOR" policy check "$TMP/policy.json"
-	echo "$output"
-	assert_success
+	for f in "$TMP"/etc/*.json; do
+		run "$MEMVISOR" policy check "$f"
+		echo "$output"
+		assert_success
+	done
 	# What each container runs on the node, with the node's paths in $TMP.
 	node_cmd() { # KEY
 		json_get "$TMP/cmds.json" "d['$1']" | python3 -c 'import json, sys
 for a in json.load(sys.stdin):
-    print(a)' | sed "s|^memvisor$|$MEMVISOR|; s|/etc/memvisor/policy.json|$TMP/policy.json|g; \
+    print(a)' | sed "s|^memvisor$|$MEMVISOR|; s|/etc/memvisor|$TMP/etc|g; \
 		s|/var/lib/kubelet/seccomp|$TMP/seccomp|g; s|/run/memvisor/agent/|$TMP/|g; \
 		s|memvisor oci-profile|$MEMVISOR oci-profile|"
 	}
@@ -90,6 +95,9 @@ for a in json.load(sys.stdin):
 	"${init[@]}"
 	json_get "$TMP/seccomp/memvisor.json" 'd["listenerPath"]' | grep -qx "$TMP/seccomp.sock"
 	json_get "$TMP/seccomp/memvisor.json" '[s for s in d["syscalls"] if s["action"] == "SCMP_ACT_NOTIFY"] != []' | grep -qx True
+	# One profile for each other policy, naming it for the agent.
+	json_get "$TMP/seccomp/memvisor-batch.json" 'd["listenerMetadata"]' | grep -qx "memvisor.policy=batch"
+	[ "$(ls "$TMP/seccomp")" = "$(printf '%s\n' memvisor-batch.json memvisor.json)" ]
 	[ "$(id -u)" = 0 ] || skip "the agent needs root"
 	mapfile -t agent < <(node_cmd agent)
 	"${agent[@]}" --listen "$TMP/seccomp.sock" --socket "$TMP/agent.sock" 2>"$TMP/agent.err" &
@@ -100,4 +108,5 @@ for a in json.load(sys.stdin):
 	echo "$output"
 	assert_success
 	assert_output --partial "memvisor agent"
+	assert_output --partial "named policies:      $TMP/etc/NAME.json"
 }
