@@ -121,12 +121,14 @@ static int stall_point(struct ckpt *c)
 
 /* Fault point live_copy_stall: with --live, the copy while the program
  * runs starts 2 s late, as behind a slow disk, its pages protected
- * meanwhile (kernel_held.bats makes a thread exit then). A cancel ends
- * the wait. */
+ * meanwhile (kernel_held.bats makes a thread exit then; live.bats drops
+ * memory then, seeing the job's phase "stalled"). A cancel ends the
+ * wait. */
 static int live_stall_point(struct ckpt *c)
 {
 	if (!fault_hit("live_copy_stall"))
 		return 0;
+	job_progress(c->j, "stalled", 0, 0);
 	for (int i = 0; i < 200 && !job_cancel_asked(c->j); i++) {
 		struct timespec ts = {0, 10 * 1000000};
 		nanosleep(&ts, NULL);

@@ -1,7 +1,7 @@
 /* live_counter: memory that keeps changing, for checkpoint --live
  * (tests/bats/live.bats).
  *
- * Usage: live_counter [--mib M] [--threads T] [--churn-mib C]
+ * Usage: live_counter [--mib M] [--threads T] [--churn-mib C] [--spare-mib S]
  * A region of M MiB (default 64). Writer thread t of T (default 2) owns
  * the pages p with p % T == t and sweeps them in order for ever, writing
  * its sweep number into the first 8 bytes of each. At any instant thread
@@ -13,6 +13,11 @@
  * With --churn-mib C, a thread maps C MiB, fills it, and unmaps it (every
  * other time: madvise(MADV_DONTNEED) first) in a loop: memory that goes
  * away while a live checkpoint copies it.
+ *
+ * With --spare-mib S, a region of S MiB is filled at the start and then
+ * changed only on request: "dontneed" (madvise(MADV_DONTNEED)) ->
+ * "dropped", "unmap" -> "unmapped". A test drops it at an instant it chooses (while a live
+ * copy is held back), where the churner's timing is left to chance.
  *
  * With --check, each writer first reads what it is about to overwrite,
  * which must be its previous sweep's number; anything else (a page that
@@ -36,7 +41,8 @@
 #define PAGE 4096UL
 
 static char *region, *cold;
-static size_t pages, nthreads = 2, churn_len, cold_len;
+static size_t pages, nthreads = 2, churn_len, cold_len, spare_len;
+static char *spare;
 static int check;
 static volatile uint64_t *sweeps;
 static pthread_barrier_t first;
@@ -112,12 +118,14 @@ int main(int argc, char **argv)
 			nthreads = strtoul(v, NULL, 0);
 		else if (strcmp(argv[i], "--churn-mib") == 0 && ++i)
 			churn_len = strtoul(v, NULL, 0) << 20;
+		else if (strcmp(argv[i], "--spare-mib") == 0 && ++i)
+			spare_len = strtoul(v, NULL, 0) << 20;
 		else if (strcmp(argv[i], "--cold-mib") == 0 && ++i)
 			cold_len = strtoul(v, NULL, 0) << 20;
 	}
 	if (!mib || !nthreads || nthreads > 64) {
 		fprintf(stderr, "usage: live_counter [--mib M] [--threads 1-64] [--churn-mib C] "
-				"[--cold-mib K] [--check]\n");
+				"[--spare-mib S] [--cold-mib K] [--check]\n");
 		return 2;
 	}
 	pages = (mib << 20) / PAGE;
@@ -134,6 +142,15 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		memset(churn, 1, churn_len);
+	}
+	if (spare_len) {
+		spare = mmap(NULL, spare_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			     -1, 0);
+		if (spare == MAP_FAILED) {
+			perror("live_counter: mmap");
+			return 2;
+		}
+		memset(spare, 0x5a, spare_len);
 	}
 	if (cold_len) {
 		cold = mmap(NULL, cold_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
@@ -176,6 +193,12 @@ int main(int argc, char **argv)
 				printf("verify bad %zu\n", bad);
 			else
 				printf("verify ok\n");
+		} else if (spare && strncmp(line, "dontneed", 8) == 0) {
+			printf(madvise(spare, spare_len, MADV_DONTNEED) == 0 ? "dropped\n"
+									     : "dontneed failed\n");
+		} else if (spare && strncmp(line, "unmap", 5) == 0) {
+			printf(munmap(spare, spare_len) == 0 ? "unmapped\n" : "unmap failed\n");
+			spare = NULL;
 		} else if (strncmp(line, "exit", 4) == 0) {
 			printf("bye\n");
 			fflush(stdout);
