@@ -508,20 +508,31 @@ static int put_back_snapshot(struct undo *u)
 	return 0;
 }
 
-/* Region r: every piece is in the baseline or not, and present now
- * (written since or not) or not. Baseline pieces written since, or no
- * longer present (dropped by the program, or mapped again), get their
- * bytes back and are protected again; written pieces that were holes
- * are dropped to holes again. */
+/* The first prefetched run that ends after addr. */
+static size_t pre_after(const struct pagemap *pm, uint64_t addr)
+{
+	size_t lo = 0, hi = pm->n_pre;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (pm->pre[mid].end <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Region r, whose pages pm holds from one walk: every piece is in the
+ * baseline or not, and present now (written since or not) or not.
+ * Baseline pieces written since, or no longer present (dropped by the
+ * program, or mapped again), get their bytes back and are protected
+ * again; written pieces that were holes are dropped to holes again. */
 static int undo_region(struct undo *u, struct pagemap *pm, const struct rb_region *r)
 {
 	const uint64_t pres = PAGE_IS_PRESENT | PAGE_IS_SWAPPED;
 	struct rb_mark *m = u->m;
-	int rc = pagemap_prefetch(pm, r->start, r->end, pres, pres | PAGE_IS_WRITTEN);
-	if (rc < 0)
-		return ckpt_fail(u->c, rc, rc == -ESRCH ? MV_E_NO_SUCH_PROCESS : MV_E_INTERNAL,
-				 "reading the pagemap of process %d: %s", m->pid, strerror(-rc));
-	size_t bi = run_after(m, r->start), ni = 0;
+	int rc = 0;
+	size_t bi = run_after(m, r->start), ni = pre_after(pm, r->start);
 	for (uint64_t x = r->start; x < r->end;) {
 		while (bi < m->n_run && m->run[bi].end <= x)
 			bi++;
@@ -597,6 +608,46 @@ static void rseq_fields(struct undo *u, struct rseq_now *now, bool put)
 	}
 }
 
+/* One walk of the page tables for the tracked regions from m->r[*i] on,
+ * up to one (returned in *i) that ends the group: a syscall a region was
+ * most of a rollback's memory step for a small program (20 regions: 20
+ * PAGEMAP_SCANs). Untracked regions between two tracked ones are walked
+ * too, so a group stops before more than RB_SCAN_GAP bytes of them. The
+ * layout is the mark's by now (undo_layout), so m->r is what is mapped,
+ * in address order. */
+#define RB_SCAN_GAP (4ull << 20)
+static int scan_group(struct undo *u, struct pagemap *pm, size_t *i)
+{
+	const uint64_t pres = PAGE_IS_PRESENT | PAGE_IS_SWAPPED;
+	const struct rb_mark *m = u->m;
+	size_t k = *i;
+	while (k < m->n_r && !m->r[k].tracked)
+		k++;
+	if (k == m->n_r) {
+		*i = k;
+		return 0;
+	}
+	uint64_t start = m->r[k].start, end = m->r[k].end, gap = 0;
+	size_t next = k + 1;
+	for (size_t j = k + 1; j < m->n_r; j++) {
+		if (!m->r[j].tracked) {
+			gap += m->r[j].end - m->r[j].start;
+			if (gap > RB_SCAN_GAP)
+				break;
+			continue;
+		}
+		end = m->r[j].end;
+		next = j + 1;
+		gap = 0;
+	}
+	*i = next;
+	int rc = pagemap_prefetch(pm, start, end, pres, pres | PAGE_IS_WRITTEN);
+	if (rc < 0)
+		return ckpt_fail(u->c, rc, rc == -ESRCH ? MV_E_NO_SUCH_PROCESS : MV_E_INTERNAL,
+				 "reading the pagemap of process %d: %s", m->pid, strerror(-rc));
+	return 0;
+}
+
 static int undo_memory(struct undo *u)
 {
 	struct pagemap pm;
@@ -607,9 +658,14 @@ static int undo_memory(struct undo *u)
 				 "reading the pagemap of process %d: %s", u->m->pid, strerror(-rc));
 	struct rseq_now *rseq = xcalloc(u->m->n_t ? u->m->n_t : 1, sizeof(*rseq));
 	rseq_fields(u, rseq, false);
-	for (size_t i = 0; i < u->m->n_r && rc == 0; i++)
-		if (u->m->r[i].tracked)
-			rc = undo_region(u, &pm, &u->m->r[i]);
+	for (size_t i = 0; i < u->m->n_r && rc == 0;) {
+		size_t k = i;
+		rc = scan_group(u, &pm, &k);
+		for (; i < k && rc == 0; i++)
+			if (u->m->r[i].tracked)
+				rc = undo_region(u, &pm, &u->m->r[i]);
+		i = k;
+	}
 	pagemap_close(&pm);
 	if (rc == 0)
 		rc = put_back_snapshot(u);

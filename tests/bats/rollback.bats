@@ -95,6 +95,37 @@ back_at_mark_after() { # CMD...
 	stop_fed
 }
 
+# A rollback walks the page tables of neighbouring tracked regions in one
+# PAGEMAP_SCAN, the untracked ones between them included: their pages
+# are not the mark's to put back, however written.
+@test "rollback: a shared mapping between private memory keeps what was written to it; the memory around it is the mark's" {
+	RB_SHARED=1 start_fed "$WL/rb_target" 16
+	mark
+	shared_hash() { # the shared MiB's hash, printed after the "got" line
+		local n
+		n=$(out_lines)
+		say H '^got '
+		wait_for 10 out_after_has "$n" '^shared '
+		out_after "$n" | sed -n 's/^shared //p' | head -1
+	}
+	at_mark=$(shared_hash)
+	rollback
+	got_for x
+	want=$GOT
+	for round in 1 2 3; do
+		rollback
+		say "w $round 3000" '^got '
+		now=$(shared_hash)
+		[ "$now" != "$at_mark" ] || { echo "round $round: nothing written to the shared MiB"; false; }
+		rollback
+		[ "$(shared_hash)" = "$now" ] || { echo "round $round: the shared MiB was rolled back"; false; }
+		rollback
+		got_for x
+		[ "$GOT" = "$want" ] || { echo "round $round: '$GOT', the mark: '$want'"; false; }
+	done
+	stop_fed
+}
+
 @test "rollback: threads created and children forked since the mark end; the program is the mark's" {
 	start_fed "$WL/rb_target" 16
 	mark

@@ -36,6 +36,11 @@
  * "opened FD";
  * anything else is just counted.
  *
+ * With RB_SHARED=1 the filled half's fourth MiB is a shared mapping
+ * (MAP_SHARED | MAP_ANONYMOUS, mapped over it), which a rollback leaves
+ * as it is: HASH does not read it, "w" writes it too, and "H" prints
+ * "shared HASH" of it alone.
+ *
  * With RB_NOFORK=1 the filled half's first MiB is MADV_DONTFORK and its
  * second MADV_WIPEONFORK. With RB_NOCLONE=1 it runs a seccomp filter of
  * its own that kills it at a clone(2) that does not make a thread.
@@ -66,6 +71,7 @@ static uint64_t count;
 static unsigned char *extra;
 static void *grown;
 static int unmapped, readonly; /* "u" and "p" happened: "w" skips those MiB */
+static int shared;		/* RB_SHARED: the fourth MiB is MAP_SHARED */
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n)
 {
@@ -78,9 +84,9 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
 static uint64_t state_hash(const unsigned char *stack, size_t n)
 {
 	uint64_t h = 0xcbf29ce484222325ull;
-	/* The MiB "u" unmapped is not read. */
+	/* The MiB "u" unmapped is not read, nor the shared one. */
 	for (size_t off = 0; off < filled; off += PG)
-		if (!(unmapped && off >> 20 == 1))
+		if (!(unmapped && off >> 20 == 1) && !(shared && off >> 20 == 3))
 			h = fnv(h, heap + off, PG);
 	h = fnv(h, &count, sizeof(count));
 	h = fnv(h, stack, n);
@@ -219,6 +225,14 @@ int main(int argc, char **argv)
 		return 2;
 	for (size_t i = 0; i < filled; i += 8)
 		*(uint64_t *)(heap + i) = mix(i);
+	if (getenv("RB_SHARED")) {
+		if (filled < 4 << 20 ||
+		    mmap(heap + (3 << 20), 1 << 20, PROT_READ | PROT_WRITE,
+			 MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
+			return 2;
+		memset(heap + (3 << 20), 0x33, 1 << 20);
+		shared = 1;
+	}
 	/* RB_NOFORK=1: the filled half's first MiB is not copied into a
 	 * child (MADV_DONTFORK), its second is a child's zeros
 	 * (MADV_WIPEONFORK): a mark's snapshot holds neither. */
@@ -316,6 +330,12 @@ int main(int argc, char **argv)
 		}
 		case 'O':
 			say("opened %d\n", open("/dev/null", O_RDONLY));
+			break;
+		case 'H':
+			say("shared %016llx\n",
+			    shared ? (unsigned long long)fnv(0xcbf29ce484222325ull,
+							      heap + (3 << 20), 1 << 20)
+				   : 0ull);
 			break;
 		case 'K': /* closes $RB_FILE and the pipe it made at the start */
 			say("closed %d %d\n", close(ffd), close(pfd[0]));
