@@ -16,6 +16,7 @@
 #include "supervisor/supervise/events.h"
 #include "supervisor/supervise/lifecycle.h"
 #include "supervisor/kernel/procfs.h"
+#include "supervisor/kernel/ptrace.h"
 #include "supervisor/supervise/reaper.h"
 #include "supervisor/rollback/marks.h"
 #include "supervisor/cli/runas.h"
@@ -640,6 +641,7 @@ int run_main(int argc, char **argv)
 			fprintf(stderr, "memvisor: cannot set up: %s\n", strerror(-rc));
 		return run_abandon(mv);
 	}
+	ptrace_quiet_stops();
 	if (ctl_server_start(mv) < 0) {
 		/* An explicit --socket must work; the default place is a
 		 * convenience, and the command can run without it. */

@@ -9,6 +9,7 @@
 #include "supervisor/host/container.h"
 #include "supervisor/host/keeper.h"
 #include "supervisor/kernel/procfs.h"
+#include "supervisor/kernel/ptrace.h"
 
 #include <ev.h>
 #include <jansson.h>
@@ -1115,6 +1116,7 @@ int agent_run(const struct agent_opts *o)
 	 * starts a signal watcher under EVFLAG_NOSIGMASK, which every thread
 	 * started later would inherit. */
 	ag->loop = ev_loop_new(EVBACKEND_EPOLL | EVFLAG_NOSIGMASK);
+	ptrace_quiet_stops();
 	ag->env.agent_loop = ag->loop;
 	ag->env.ended = &ag->ended;
 	if (ag->sigfd < 0 || (taken > 0 ? open_sockets(ag) : sock_dir(ag)) < 0) {

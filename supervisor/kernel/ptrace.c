@@ -197,6 +197,15 @@ static void *guard_main(void *arg)
 	return NULL;
 }
 
+void ptrace_quiet_stops(void)
+{
+	struct sigaction sa;
+	if (sigaction(SIGCHLD, NULL, &sa) == 0 && !(sa.sa_flags & SA_NOCLDSTOP)) {
+		sa.sa_flags |= SA_NOCLDSTOP;
+		(void)sigaction(SIGCHLD, &sa, NULL);
+	}
+}
+
 int ptrace_guard_start(void)
 {
 	if (guard)

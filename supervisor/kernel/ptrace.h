@@ -56,6 +56,15 @@ struct ptrace_proc {
 	unsigned exited_threads; /* threads that exited while we had them */
 };
 
+/* Every ptrace stop sends the tracer's process a SIGCHLD, which wakes a
+ * signalfd read by the main loop (several times an iteration of a
+ * rollback --until loop), taking a CPU from the program and the tracer
+ * on a small machine. The main loops want SIGCHLD only for exits (the
+ * tracer threads wait for their tracees; wait is woken all the same):
+ * set SA_NOCLDSTOP on the disposition as it is (libev's handler, or the
+ * default, the signal blocked and read from a signalfd). */
+void ptrace_quiet_stops(void);
+
 /* A helper thread for the calling (tracer) thread while it seizes: a
  * PTRACE_SEIZE waits for an exec in the target process to finish, and
  * that exec waits for the threads it killed to be reaped, which the
