@@ -34,13 +34,14 @@ evict() {
 
 evicted() { json_get "$TMP/evict.json" "d['result']['evicted']$1"; }
 
-# A checkpoint job of $SOCK (ARGS...) started in the background; waits
-# until it copies while the program runs, then returns. The job's end
+# A checkpoint job of $SOCK (ARGS...) started in the background, with
+# live_copy_stall; waits until the program runs again and the copy is
+# held back (the job's phase "stalled"), then returns. The job's end
 # goes to $TMP/job.json (wait_job).
 start_live() { # CHECKPOINT-ARGS...
 	ctl --json checkpoint "$@" --wait >"$TMP/job.out" 2>&1 &
 	JOBPID=$!
-	wait_for 30 sh -c "'$MEMVISOR' ctl --socket '$SOCK' --json jobs | grep -q '\"phase\":\"copying\"'" ||
+	wait_for 30 sh -c "'$MEMVISOR' ctl --socket '$SOCK' --json jobs | grep -q '\"phase\":\"stalled\"'" ||
 		{ ctl --json jobs; return 1; }
 }
 wait_job() {
