@@ -537,8 +537,11 @@ class Churn:
             seen.update(descendants(mvp.pid))
 
         def ending(msg):
-            """An error because memvisor is ending with the program?"""
-            if alive() and any(w in msg for w in ("cannot connect", "closed the connection", "cannot send")):
+            """An error because memvisor is ending with the program? A job
+            that found the program gone ("exited during the checkpoint",
+            a mark's too) is answered before memvisor ends: wait for it."""
+            words = ("cannot connect", "closed the connection", "cannot send", "exited during")
+            if alive() and any(w in msg for w in words):
                 try:
                     mvp.wait(timeout=2)
                 except subprocess.TimeoutExpired:
