@@ -1,4 +1,5 @@
 #include "supervisor/host/container.h"
+#include "common/fault.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "supervisor/ctl/policy.h"
@@ -316,6 +317,8 @@ static void *container_thread(void *arg)
 	mv->feat.wait_killable_recv = false;
 	mv->tree_top = mv->cmd_pid = c->msg.pid;
 	mv->reaper_wr = c->chan;
+	if (fault_hit("container_start_stall"))
+		sleep(2);
 	int rc = host_mv_init(mv, c->loop);
 	if (rc == 0)
 		rc = host_mv_listen(mv, mv_steal_fd(c->listener));
@@ -535,8 +538,16 @@ int container_handover(struct container *c, struct container_handover *h, char *
 		h->listener = h->pidfd = h->chan = -1;
 	}
 	if (!atomic_load(&c->running)) {
-		snprintf(why, len, "it is not running");
-		return -ESRCH;
+		/* Not running yet (its thread is starting: a container just
+		 * taken over, or one the agent before this one handed over) is
+		 * waited for; only one whose thread ended is gone. Taken for
+		 * gone, a starting container was freed: its thread joined while
+		 * it ran, and the agent hung. */
+		pthread_mutex_lock(&c->adopt_mu);
+		bool over = c->thread_over;
+		pthread_mutex_unlock(&c->adopt_mu);
+		snprintf(why, len, "%s", over ? "it is not running" : "it is starting");
+		return over ? -ESRCH : -EAGAIN;
 	}
 	pthread_mutex_lock(&c->adopt_mu);
 	c->handover_out = h;

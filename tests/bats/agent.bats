@@ -566,6 +566,44 @@ t_restart() { # RT
 @test "runc: 20 agent restarts and an upgrade: the container runs on, supervised, every byte kept" { t_restart runc; }
 @test "crun: 20 agent restarts and an upgrade: the container runs on, supervised, every byte kept" { t_restart crun; }
 
+# A restart asked while a container's thread was still starting (just
+# taken over, or just handed over by the restart before) took it for
+# ended: it was freed, its thread joined while it ran, and the agent hung
+# for good (CI: "restarted" never came). container_start_stall holds each
+# agent's first container thread 2 s before its loop: a restart asked
+# then waits for it, and hands it over.
+@test "runc: a restart asked while a container is starting waits for it, and the container runs on" {
+	need_runtime runc
+	runtime_works runc
+	make_bundle
+	set_cmd "ctr_mem_static hold 8 /tmp"
+	MEMVISOR_FAULT=container_start_stall start_agent 2>"$TMP/agent.err"
+	start_ctr runc st1
+	wait_for 20 grep -q "fault injected at container_start_stall" "$TMP/agent.err"
+	pid=$(ctr_pid st1)
+	# Asked while the thread sleeps: once at the start, once at each
+	# restart's first container (MEMVISOR_FAULT goes with the exec).
+	for i in 1 2 3; do
+		kill -USR2 "$AGENT"
+		wait_for 20 eval '[ "$(restarts)" -ge '"$i"' ]' || { tail -20 "$TMP/agent.log"; false; }
+	done
+	grep -q "restart: container st1: it is starting" "$TMP/agent.log"
+	! grep -q "restart refused" "$TMP/agent.log"
+	[ "$(grep -c "restart: executing .* 1 container handed over" "$TMP/agent.log")" = 3 ]
+	wait_for 20 grep -q filled "$TMP/st1.out"
+	[ "$(ctr_pid st1)" = "$pid" ]
+	# Supervised again once the last restart's container thread runs.
+	wait_for 20 eval 'actl -c st1 --json ps >"$TMP/ps.json"'
+	grep -q ctr_mem_static "$TMP/ps.json"
+	touch "$BUNDLE/rootfs/tmp/go"
+	wait_for 20 test -f "$TMP/st1.rc"
+	[ "$(cat "$TMP/st1.rc")" = 0 ]
+	mkdir -p "$TMP/native" && touch "$TMP/native/go"
+	"$WL/ctr_mem_static" hold 8 "$TMP/native" >"$TMP/native8.out"
+	diff <(grep checksum "$TMP/native8.out") <(grep checksum "$TMP/st1.out")
+	kill -0 "$AGENT"
+}
+
 # The agent believes a runtime's exec message (its socket is root's) only
 # for a process in the container's PID namespace and for a container it
 # supervises: another process's listener must never join a container's

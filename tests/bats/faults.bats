@@ -71,7 +71,9 @@ survives() { # POINT[:N]
 # so shm_ points are not reached there (shm_evict.bats tests shm_punch),
 # nor dedup_ ones, which need a forked tree (evict_safety.bats tests
 # dedup_differs); live: a checkpoint --live with the fault (run_live_point);
-# rollback: a mark and a rollback with the fault (run_rollback_point).
+# rollback: a mark and a rollback with the fault (run_rollback_point);
+# agent: a point of the agent's containers, which need a runtime: a test
+# of agent.bats runs it (checked here by name).
 # The first prefix that matches wins.
 SCENARIOS=(
 	"notify_ supervise"
@@ -92,6 +94,7 @@ SCENARIOS=(
 	"shm_ evict"
 	"dedup_ evict"
 	"live_ live"
+	"container_ agent"
 )
 
 scenario_of() { # POINT
@@ -315,6 +318,9 @@ run_live_point() { # POINT:N
 				run_evict_point "$point:$n" || { failed="$failed $point:$n"; echo "FAILED: $point:$n (evict)"; }
 			elif [ "$scenario" = live ]; then
 				run_live_point "$point:$n" || { failed="$failed $point:$n"; echo "FAILED: $point:$n (live)"; }
+			elif [ "$scenario" = agent ]; then
+				grep -q "MEMVISOR_FAULT=$point" "$BATS_TEST_DIRNAME/agent.bats" ||
+					{ failed="$failed $point"; echo "FAILED: $point: no test of agent.bats runs it"; }
 			elif [ "$scenario" = rollback ]; then
 				run_rollback_point "$point:$n" || { failed="$failed $point:$n"; echo "FAILED: $point:$n (rollback)"; }
 			else
