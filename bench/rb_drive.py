@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""bench/rb_drive.py MEMVISOR RB_ITER MIB PAGES N [until]: rb_iter under
+"""bench/rb_drive.py MEMVISOR RB_ITER MIB PAGES N [until|point]: rb_iter under
 memvisor, marked in its first read of stdin, then N iterations: one byte
 in, its answer out, a rollback (request, job, done) over one control
 connection. With until: marked with --hold, and each iteration is one
 byte in and one `rollback --until read:0`, which runs it to its next read
-(the answer is read after).
+(the answer is read after). With point: the same, with rb_iter run under
+`memvisor run --until-point read:0`, so that the run is told of the read
+by memvisor's filter instead of stopping at every call.
 Prints "memvisor n=N p50_us= p99_us= per_s=" (each iteration's wall time,
 the rollback included), and the rollbacks' own pause (the job's pause_ns)
 p50 and p99, elapsed time (elapsed_ns) p50, and the p50 of each of the
@@ -63,10 +65,12 @@ def pct(v, q):
 def main():
     mv, prog, mib, pages, n = sys.argv[1:6]
     n = int(n)
-    until = len(sys.argv) > 6 and sys.argv[6] == "until"
+    mode = sys.argv[6] if len(sys.argv) > 6 else ""
+    until = mode in ("until", "point")
+    point = ["--until-point", "read:0"] if mode == "point" else []
     d = tempfile.mkdtemp(prefix="rb_drive.")
     sock = os.path.join(d, "sock")
-    p = subprocess.Popen([mv, "run", "--socket", sock, "--", prog, mib, pages, "stdin"],
+    p = subprocess.Popen([mv, "run", "--socket", sock] + point + ["--", prog, mib, pages, "stdin"],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     line = b""
     while not line.endswith(b"\n"):
@@ -87,6 +91,8 @@ def main():
             r = rollback(s, f, {"until": "read:0"})
             if r["until"]["event"] != "reached":
                 sys.exit(f"iteration {i}: {r['until']}")
+            if r["until"]["stops"] != ("notified" if point else "traced"):
+                sys.exit(f"iteration {i}: stops {r['until']['stops']}")
         if os.read(p.stdout.fileno(), 1) != b"d":
             sys.exit("no answer")
         if not until:

@@ -140,20 +140,46 @@ static int refuse_io_uring(scmp_filter_ctx ctx, const struct needs *n)
 	return 0;
 }
 
+/* The stop point (supervisor/supervise/point.h): call (with first
+ * argument fd, unless fd < 0) and exit(2), exit_group(2) notified. The
+ * descriptor is compared in its low 32 bits, as the kernel reads it. */
+static int add_point(scmp_filter_ctx ctx, const char *call, int fd)
+{
+	if (!call)
+		return 0;
+	int nr = seccomp_syscall_resolve_name(call);
+	if (nr == __NR_SCMP_ERROR)
+		return -EINVAL;
+	struct scmp_arg_cmp c = SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, (uint32_t)fd);
+	int rc = fd < 0 ? seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, nr, 0)
+			: seccomp_rule_add_array(ctx, SCMP_ACT_NOTIFY, nr, 1, &c);
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(exit), 0);
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(exit_group), 0);
+	return rc;
+}
+
 int filter_build(const struct needs *n, struct sock_fprog *out)
+{
+	return filter_build_point(n, NULL, -1, out);
+}
+
+int filter_build_point(const struct needs *n, const char *call, int fd, struct sock_fprog *out)
 {
 	_cleanup_(ctx_release) scmp_filter_ctx main = abi_ctx(MV_ABI_X86_64);
 	if (!main)
 		return -ENOMEM;
 	int rc = add_rules(main, n, MV_ABI_X86_64);
-	if (rc < 0 || (rc = refuse_io_uring(main, n)) < 0)
+	if (rc < 0 || (rc = refuse_io_uring(main, n)) < 0 || (rc = add_point(main, call, fd)) < 0)
 		return rc;
 	for (int abi = MV_ABI_I386; abi < MV_ABI_COUNT; abi++) {
 		scmp_filter_ctx ctx = abi_ctx((enum mv_abi)abi);
 		if (!ctx)
 			return -ENOMEM;
 		if ((rc = add_rules(ctx, n, (enum mv_abi)abi)) < 0 ||
-		    (rc = refuse_io_uring(ctx, n)) < 0 || (rc = seccomp_merge(main, ctx)) < 0) {
+		    (rc = refuse_io_uring(ctx, n)) < 0 || (rc = add_point(ctx, call, fd)) < 0 ||
+		    (rc = seccomp_merge(main, ctx)) < 0) {
 			seccomp_release(ctx);
 			return rc;
 		}

@@ -20,6 +20,11 @@
  * (libseccomp's error codes). */
 int filter_build(const struct needs *n, struct sock_fprog *out);
 
+/* The same, and the stop point of `run --until-point`
+ * (supervisor/supervise/point.h): call notified (with first argument fd,
+ * unless fd < 0), and exit(2) and exit_group(2). call NULL: none. */
+int filter_build_point(const struct needs *n, const char *call, int fd, struct sock_fprog *out);
+
 void filter_free(struct sock_fprog *prog);
 
 #endif

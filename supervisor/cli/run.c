@@ -12,6 +12,7 @@
 #include "supervisor/ctl/metrics.h"
 #include "supervisor/ctl/server.h"
 #include "supervisor/host/host.h"
+#include "supervisor/supervise/point.h"
 #include "supervisor/supervise/enforce.h"
 #include "supervisor/supervise/events.h"
 #include "supervisor/supervise/lifecycle.h"
@@ -97,6 +98,12 @@ static const struct cli_arg run_args[] = {
      .kind = CLI_FLAG,
      .key = "notify_all",
      .help = "notify every memory call (complete statistics; no kernel fast path)"},
+    {.name = "until-point",
+     .arg = "SYSCALL[:FD]",
+     .kind = CLI_STRING,
+     .key = "until_point",
+     .help = "notify SYSCALL (with first argument FD), exit and exit_group too, so that "
+	     "`rollback --until SYSCALL:FD` runs the program without tracing its calls"},
     {.name = "metrics-file",
      .arg = "FILE",
      .kind = CLI_STRING,
@@ -196,6 +203,7 @@ static int parse_run_opts(int argc, char **argv, struct mv_opts *o)
 	o->user = opt_string(v, "user");
 	o->kill_descendants = cli_flag(v, "kill_descendants");
 	o->notify_all = cli_flag(v, "notify_all");
+	o->until_point = opt_string(v, "until_point");
 	o->argc = argc - first;
 	o->argv = argv + first;
 	return 0;
@@ -602,6 +610,7 @@ static int run_abandon(struct mv *mv)
 	enforce_free(mv);
 	if (mv->exits_epfd >= 0)
 		close(mv->exits_epfd);
+	free(mv->point);
 	free(mv);
 	return 125;
 }
@@ -634,6 +643,14 @@ int run_main(int argc, char **argv)
 		fprintf(stderr, "memvisor: cannot resolve system call numbers: %s\n",
 			strerror(-rc));
 		return run_abandon(mv);
+	}
+	if (mv->opts.until_point) {
+		char why[200];
+		mv->point = xcalloc(1, sizeof(*mv->point));
+		if (point_parse(mv->point, mv->opts.until_point, why, sizeof(why)) < 0) {
+			fprintf(stderr, "memvisor run: --until-point: %s\n", why);
+			return run_abandon(mv);
+		}
 	}
 	features_probe(&mv->feat);
 	if ((rc = host_mv_init(mv, ev_default_loop(EVBACKEND_EPOLL | EVFLAG_NOSIGMASK))) < 0) {

@@ -30,6 +30,7 @@
 #include "supervisor/kernel/procfs.h"
 #include "supervisor/kernel/ptrace.h"
 #include "supervisor/rollback/mark.h"
+#include "supervisor/supervise/point.h"
 #include "supervisor/supervise/mv.h"
 
 #include <errno.h>
@@ -49,6 +50,8 @@
 #endif
 
 #define SYSCALL_STOP (SIGTRAP | 0x80)
+/* The kernel's "make the call again, even after a handler" (not in uapi). */
+#define MV_ERESTARTNOINTR 513
 
 struct until {
 	struct rb_mark *m;
@@ -63,6 +66,11 @@ struct until {
 	long *replay_nr;
 	timer_t timer;
 	bool have_timer;
+	/* run --until-point names this stop: the kernel notifies it, the
+	 * program runs under PTRACE_CONT (supervise/point.h). NULL: every
+	 * call stops (PTRACE_SYSCALL). */
+	struct point *pt;
+	enum __ptrace_request go; /* PTRACE_CONT or PTRACE_SYSCALL */
 };
 
 /* pp's thread tid, and its index in *idx. */
@@ -103,6 +111,18 @@ static void note_replays(struct until *u)
 			}
 		}
 	}
+}
+
+/* The first argument of thread i's restarted call, from the mark. */
+static uint64_t replay_arg0(const struct until *u, size_t i)
+{
+	for (size_t k = 0; k < u->m->n_t; k++) {
+		const struct rb_thread *rt = &u->m->t[k];
+		if (rt->tid == u->pp->t[i].tid &&
+		    rt->prstatus_len >= sizeof(struct user_regs_struct))
+			return ((const struct user_regs_struct *)rt->prstatus)->rdi;
+	}
+	return 0;
 }
 
 static int arm_timer(struct until *u)
@@ -178,6 +198,9 @@ static void adopt_clone(struct until *u, pid_t tid, int ev)
 
 /* Thread tid (stopped, not at a call's entry) into an interrupt stop, or
  * a signal-delivery stop that keeps its signal for later. */
+static void settle_wait(struct until *u, pid_t tid);
+static void stop_points(struct until *u);
+
 static void settle(struct until *u, pid_t tid)
 {
 	struct ptrace_thread *t = find(u->pp, tid, NULL);
@@ -187,6 +210,26 @@ static void settle(struct until *u, pid_t tid)
 		return;
 	}
 	t->state = PT_SEIZED;
+	settle_wait(u, tid);
+}
+
+/* Thread n->tid waits in the stop point's notified call n: interrupted,
+ * and the call answered -ERESTARTNOINTR, it stops before the call (made
+ * again when it runs on, as after a signal without handler). Without
+ * WAIT_KILLABLE_RECV the interrupt alone ends the wait (the answer then
+ * finds it withdrawn) and the call restarts the same way. */
+static void settle_notified(struct until *u, const struct point_note *n)
+{
+	ptrace(PTRACE_INTERRUPT, n->tid, 0, 0);
+	point_answer(n, MV_ERESTARTNOINTR);
+	settle_wait(u, n->tid);
+}
+
+/* Wait for tid, running after a PTRACE_INTERRUPT, to reach its interrupt
+ * stop (or a signal-delivery stop, its signal kept). */
+static void settle_wait(struct until *u, pid_t tid)
+{
+	struct ptrace_thread *t = find(u->pp, tid, NULL);
 	uint64_t deadline = mv_now_ns() + 2000 * 1000000ull;
 	for (;;) {
 		int st, rc = wait_one(tid, &st);
@@ -256,6 +299,8 @@ static int stop_rest(struct until *u)
 		if (pp->t[i].state == PT_SEIZED)
 			ptrace(PTRACE_INTERRUPT, tid, 0, 0);
 		while (pp->t[i].state == PT_SEIZED) {
+			if (u->pt)
+				stop_points(u);
 			int st, rc = wait_one(tid, &st);
 			if (rc == -EINTR) {
 				if (mv_now_ns() > deadline)
@@ -324,6 +369,60 @@ static json_t *call_json(const char *event, pid_t tid, const struct __ptrace_sys
 	return o;
 }
 
+static json_t *note_json(const char *event, const struct point_note *n)
+{
+	char *name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, n->nr);
+	json_t *o =
+	    json_pack("{s:s, s:i, s:s, s:I, s:I}", "event", event, "tid", n->tid, "syscall",
+		      name ? name : "?", "nr", (json_int_t)n->nr, "arg0", (json_int_t)n->arg0);
+	free(name);
+	return o;
+}
+
+/* The stop point's notifications queued since the last look, one at a
+ * time: a call of a thread not in the process, an exit(2) of one of
+ * several threads, and the marked call made again go on; the point, an
+ * exit_group(2) or the last thread's exit(2) is the event (its thread
+ * stopped before the call). NULL: no event (the queue is empty). */
+static json_t *take_points(struct until *u)
+{
+	struct point_note n;
+	while (point_take(u->pt, &n, 1) == 1) {
+		size_t i;
+		struct ptrace_thread *t = find(u->pp, n.tid, &i);
+		if (!t) {
+			point_answer(&n, 0);
+			continue;
+		}
+		bool replay = i < u->n_replay && u->replay[i] && n.ip == u->replay_ip[i] &&
+			      n.nr == u->replay_nr[i];
+		if (i < u->n_replay)
+			u->replay[i] = false;
+		bool exits =
+		    n.kind == POINT_EXIT_GROUP || (n.kind == POINT_EXIT && alive(u->pp) == 1);
+		if (replay || (n.kind != POINT_CALL && !exits)) {
+			point_answer(&n, 0);
+			continue;
+		}
+		json_t *o = note_json(exits ? "exited" : "reached", &n);
+		if (exits)
+			json_object_set_new(o, "status", json_integer((int)n.arg0 & 0xff));
+		settle_notified(u, &n);
+		return o;
+	}
+	return NULL;
+}
+
+/* Every notification still queued for a thread of the process, which
+ * was interrupted (stop_rest): answered so that it stops before its
+ * call; others go on. */
+static void stop_points(struct until *u)
+{
+	struct point_note n;
+	while (point_take(u->pt, &n, 1) == 1)
+		point_answer(&n, find(u->pp, n.tid, NULL) ? MV_ERESTARTNOINTR : 0);
+}
+
 /* Run until an event; the thread it happened to is stopped (settled),
  * the others may still run. */
 static json_t *run_to_event(struct until *u, bool *keep)
@@ -340,6 +439,14 @@ static json_t *run_to_event(struct until *u, bool *keep)
 		if (rb_hold_wanted_gone(u->m->hold)) {
 			*keep = false;
 			return json_pack("{s:s}", "event", "released");
+		}
+		if (u->pt) {
+			/* Queued since the last look: the notify thread's wake-up
+			 * (RB_WAKE_SIGNAL) ends the wait below; one that came
+			 * just before it is found at the next tick of the timer. */
+			json_t *o = take_points(u);
+			if (o)
+				return o;
 		}
 		int st;
 		pid_t tid = waitpid(-1, &st, __WALL | __WNOTHREAD);
@@ -400,7 +507,7 @@ static json_t *run_to_event(struct until *u, bool *keep)
 				u->replay[i] = false;
 			}
 			t->state = PT_SEIZED;
-			ptrace(PTRACE_SYSCALL, tid, 0, 0);
+			ptrace(u->go, tid, 0, 0);
 			continue;
 		}
 		if (ev == PTRACE_EVENT_EXEC) {
@@ -412,13 +519,13 @@ static json_t *run_to_event(struct until *u, bool *keep)
 			if (sig != SIGTRAP) /* a group stop: it waits for SIGCONT, listened */
 				ptrace(PTRACE_LISTEN, tid, 0, 0);
 			else
-				ptrace(PTRACE_SYSCALL, tid, 0, 0);
+				ptrace(u->go, tid, 0, 0);
 			continue;
 		}
 		if (ev != 0) {
 			t->state = PT_SEIZED;
 			adopt_clone(u, tid, ev); /* t is stale from here */
-			ptrace(PTRACE_SYSCALL, tid, 0, 0);
+			ptrace(u->go, tid, 0, 0);
 			continue;
 		}
 		siginfo_t si;
@@ -428,19 +535,37 @@ static json_t *run_to_event(struct until *u, bool *keep)
 			return o;
 		}
 		t->state = PT_SEIZED;
-		ptrace(PTRACE_SYSCALL, tid, 0, (void *)(uintptr_t)sig);
+		ptrace(u->go, tid, 0, (void *)(uintptr_t)sig);
 	}
 }
 
 int rb_until_run(struct rb_mark *m, struct ckpt *c, const struct rollback_req *q, json_t **event)
 {
 	struct ptrace_proc *pp = &c->p[0].pt;
-	struct until u = {.m = m, .c = c, .pp = pp, .q = q};
+	struct until u = {.m = m, .c = c, .pp = pp, .q = q, .go = PTRACE_SYSCALL};
 	u.n_replay = pp->n;
 	u.replay = xcalloc(pp->n + 1, sizeof(*u.replay));
 	u.replay_ip = xcalloc(pp->n + 1, sizeof(*u.replay_ip));
 	u.replay_nr = xcalloc(pp->n + 1, sizeof(*u.replay_nr));
 	note_replays(&u);
+	struct point *pt = m->mv->point;
+	if (pt && q->until_nr >= 0 && point_matches(pt, q->until_nr, q->until_fd)) {
+		/* The calls restarted are the notify thread's to let through
+		 * (it sees them first); a thread's first notified call is its
+		 * restarted one only if the arguments match too. */
+		struct point_pass pass[POINT_PASS];
+		size_t n_pass = 0;
+		for (size_t i = 0; i < u.n_replay && n_pass < POINT_PASS; i++) {
+			if (!u.replay[i])
+				continue;
+			pass[n_pass++] = (struct point_pass){pp->t[i].tid, (int)u.replay_nr[i],
+							     u.replay_ip[i], replay_arg0(&u, i)};
+			u.replay[i] = false;
+		}
+		u.pt = pt;
+		u.go = PTRACE_CONT;
+		point_arm(pt, (pid_t)syscall(SYS_gettid), RB_WAKE_SIGNAL, pass, n_pass);
+	}
 	int rc = arm_timer(&u);
 	if (rc < 0) {
 		rb_hold_let_go(m->hold);
@@ -455,7 +580,7 @@ int rb_until_run(struct rb_mark *m, struct ckpt *c, const struct rollback_req *q
 		ptrace(PTRACE_SETOPTIONS, t->tid, 0, (void *)opts);
 		int sig = t->signal;
 		t->signal = 0;
-		if (ptrace(PTRACE_SYSCALL, t->tid, 0, (void *)(uintptr_t)sig) == 0)
+		if (ptrace(u.go, t->tid, 0, (void *)(uintptr_t)sig) == 0)
 			t->state = PT_SEIZED;
 	}
 	uint64_t t0 = mv_now_ns();
@@ -476,6 +601,7 @@ int rb_until_run(struct rb_mark *m, struct ckpt *c, const struct rollback_req *q
 		}
 	}
 	json_object_set_new(ev, "run_ns", json_integer((json_int_t)ran));
+	json_object_set_new(ev, "stops", json_string(u.pt ? "notified" : "traced"));
 	if (keep && alive(pp)) {
 		rb_hold_keep(m->hold);
 	} else {
@@ -488,6 +614,14 @@ int rb_until_run(struct rb_mark *m, struct ckpt *c, const struct rollback_req *q
 	log_debug("mark %s: until: %s after %.3f ms", m->name,
 		  json_string_value(json_object_get(ev, "event")), (double)ran / 1e6);
 out:
+	if (u.pt) {
+		/* Every thread of the process is stopped or gone (or let go):
+		 * what is still queued is another process's, or goes on. */
+		point_arm(u.pt, 0, 0, NULL, 0);
+		struct point_note n;
+		while (point_take(u.pt, &n, 1) == 1)
+			point_answer(&n, 0);
+	}
 	if (u.have_timer)
 		timer_delete(u.timer);
 	free(u.replay);

@@ -33,6 +33,7 @@
  *       counted as 30M + T1's 60M -> does not fit a 128M limit -> exact:
  *       T1 still in mmap or running -> keep -> refused. */
 #include "supervisor/supervise/enforce.h"
+#include "supervisor/supervise/point.h"
 #include "common/compat.h"
 #include "common/fault.h"
 #include "common/log.h"
@@ -227,6 +228,9 @@ void enforce_free(struct mv *mv)
 
 int enforce_filter(struct mv *mv, struct sock_fprog *prog)
 {
+	if (mv->point)
+		return filter_build_point(&mv->enforce->launch, mv->point->name, mv->point->fd,
+					  prog);
 	return filter_build(&mv->enforce->launch, prog);
 }
 

@@ -39,6 +39,7 @@ struct mv_opts {
 	const char *user;	  /* --user USER[:GROUP] */
 	const char *metrics_file; /* --metrics-file */
 	int metrics_interval_ms;  /* --metrics-interval */
+	const char *until_point;  /* --until-point SYSCALL[:FD] (supervise/point.h) */
 	int argc;
 	char **argv;
 };
@@ -51,6 +52,7 @@ struct evict;
 struct job;
 struct metrics_file;
 struct pagesw_pool;
+struct point;
 struct policy;
 struct rb_mark;
 
@@ -122,6 +124,7 @@ struct mv {
 	} jobs;
 	struct evict *evict;  /* evicted memory (reload/evict.h) */
 	struct rb_mark *mark; /* the mark to roll back to (rollback/marks.h), under lock */
+	struct point *point;  /* run --until-point (supervise/point.h), or NULL */
 	/* Reads of tracee memory through /proc/PID/mem serve evicted pages
 	 * with this (kernel/vm.h; set by host.c: evict_fault_in). */
 	struct vm_faulter faulter;

@@ -5,6 +5,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "supervisor/supervise/handle.h"
+#include "supervisor/supervise/point.h"
 #include "supervisor/supervise/tree.h"
 #include "supervisor/kernel/listener.h"
 #include "supervisor/kernel/procfs.h"
@@ -66,6 +67,10 @@ static pid_t handle_one(struct mv *mv, struct listener *l, atomic_bool *stopping
 		listener_send(l);
 		return 0;
 	}
+	/* The stop point's calls (supervise/point.h): answered at once, or
+	 * handed to a rollback's run. */
+	if (mv->point && point_notified(mv->point, l->fd, req))
+		return (pid_t)req->pid;
 	struct answer a;
 	handle_notification(mv, l->fd, req, resp, &a);
 	/* Service time ends at the answer: with SYNC_WAKE_UP the answer may

@@ -204,6 +204,98 @@ ev() { json_get "$TMP/r.json" "d['result']['until'].get('$1')"; }
 	kill "$PID"
 }
 
+# run --until-point read:0: memvisor's filter notifies the read of stdin
+# (and exit, exit_group), so that a run goes under PTRACE_CONT and stops
+# once, not at every call. The same loop as above, each run told of by
+# the filter ("stops": "notified"); a point the run was not started
+# with is traced as before.
+@test "rollback --until under run --until-point: each input runs from the mark to the next read, told by the filter" {
+	MV_ARGS=(--until-point read:0)
+	start_fed "$WL/rb_target" 16
+	mark_held
+	want=
+	for i in 1 2 3 4 5 6; do
+		n=$(out_lines)
+		echo "w $i 64" >&7
+		until_run read:0
+		[ "$(json_get "$TMP/r.json" "[d['result']['until'][k] for k in ('event', 'syscall', 'arg0', 'tid', 'stops')]")" = "[\"reached\", \"read\", 0, $PID, \"notified\"]" ]
+		held
+		got=$(out_after "$n" | grep '^got ' | head -1)
+		[[ $got =~ ^got\ 0\ [0-9a-f]+\ 0\ ok$ ]]
+		[ -z "$want" ] || [ "$got" = "$want" ]
+		want=$got
+	done
+	# Stopped before the read: a line written now waits in the pipe.
+	n=$(out_lines)
+	echo x >&7
+	sleep 0.3
+	[ "$(out_lines)" = "$n" ]
+	# Another point: every call traced, as without the option.
+	echo x >&7
+	until_run read:7 --timeout 0.5
+	[ "$(ev stops)" = traced ]
+	[ "$(ev event)" = timeout ]
+	# Crashes, an exit, a thread made in the run, a time limit.
+	echo c >&7
+	until_run read:0
+	[ "$(ev event) $(ev signal) $(ev addr) $(ev stops)" = "crashed 11 16 notified" ]
+	echo e >&7
+	until_run read:0
+	[ "$(ev event) $(ev syscall) $(ev status)" = "exited exit_group 3" ]
+	held
+	echo t >&7
+	until_run read:0
+	[ "$(ev event)" = reached ]
+	[ "$(ls /proc/$PID/task | wc -l)" = 2 ]
+	[ "$(awk '/^State:/{print $2}' /proc/$PID/task/*/status | sort -u)" = t ]
+	echo h >&7
+	until_run read:0 --timeout 0.3
+	[ "$(ev event)" = timeout ]
+	n=$(out_lines)
+	echo x >&7
+	until_run read:0
+	[ "$(ev event)" = reached ]
+	[ "$(json_get "$TMP/r.json" "d['result']['threads_ended']")" = 0 ]
+	out_after "$n" | grep -q "^$want\$"
+	# Let go: its reads go on unstopped, and it ends as it would.
+	run ctl unmark
+	assert_success
+	n=$(out_lines)
+	echo "w 9 8" >&7
+	wait_for 10 eval '[ "$(out_lines)" -gt '"$n"' ]'
+	exec 7>&-
+	wait "$MVPID"
+}
+
+# The same random loop as above (crashes, exits, threads, layout
+# changes), with a thread in a loop of system calls beside it, under the
+# filter's stop point: 300 runs, each from the mark, each told by it.
+@test "rollback --until under run --until-point: 300 random runs beside a busy thread, each from the mark" {
+	MV_ARGS=(--until-point read:0)
+	start_fed "$WL/rb_target" 8
+	say T '^got 0 '
+	mark_held
+	RBLOOP_STOPS=notified run python3 "$HELPERS/rbloop.py" "$SOCK" "$TMP/in" "$TMP/out" 300 "$RANDOM" "w,m,u,p,z,b,s,t,x,c,a,o,e,C,f" until
+	echo "$output"
+	assert_success
+	assert_output --partial "ok 300 rollbacks"
+	[ "$(awk '/^State:/{print $2}' /proc/$PID/task/*/status | sort -u)" = t ]
+}
+
+@test "run --until-point: a call memvisor notifies already, an unknown call or a bad descriptor is refused" {
+	for p in mmap exit_group nosuch read:x read: ""; do
+		run "$MEMVISOR" run --until-point "$p" -- true
+		echo "$p: $output"
+		[ "$status" = 125 ]
+		assert_output --partial "--until-point"
+	done
+	run "$MEMVISOR" run --until-point mmap -- true
+	assert_output --partial "mmap is a call memvisor notifies already"
+	run "$MEMVISOR" run --until-point read:0 -- sh -c 'read a; echo "got $a"; exit 4' <<<"hello"
+	[ "$status" = 4 ]
+	assert_output "got hello"
+}
+
 @test "mark --hold: unmark lets the program run; a checkpoint is refused while it is held" {
 	start_fed "$WL/rb_target" 16
 	mark_held

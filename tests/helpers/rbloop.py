@@ -18,9 +18,11 @@ command and asks for `rollback --until read:0`, which runs it: the "got"
 line must be the mark's, and the event what the command does: crashed
 with SIGSEGV at 0x10 ("c"), SIGABRT ("a"), SIGSEGV ("o", the stack;
 "C", in a new thread),
-exited with status 3 ("e"), else reached read(0) again.
+exited with status 3 ("e"), else reached read(0) again. RBLOOP_STOPS set:
+each run's "stops" must be that ("notified" under run --until-point).
 """
 import json
+import os
 import random
 import socket
 import sys
@@ -115,6 +117,9 @@ def until_loop(c, w, out, n, rng, cmds):
             print(f"iteration {i}: after the rollback '{got}', the mark had '{want}'")
             sys.exit(1)
         bad = expect(cmd, ev)
+        stops = os.environ.get("RBLOOP_STOPS")
+        if stops and ev.get("stops") != stops:
+            bad = f"stops {stops} expected"
         if bad or not r["held"]:
             print(f"iteration {i}: {cmd!r} gave {ev} (held {r['held']}): {bad or 'held expected'}")
             sys.exit(1)

@@ -277,6 +277,50 @@ static void test_coverage(void)
 	   "changing max_mapped needs no notification (RLIMIT_AS)");
 }
 
+/* The stop point of run --until-point: read(0) notified on every ABI, a
+ * read of another descriptor not; exit and exit_group notified; what the
+ * policy asks for still notified. */
+static char act_raw(const struct sock_fprog *prog, uint32_t arch, int nr, uint64_t a0)
+{
+	struct seccomp_data d = {.nr = nr, .arch = arch, .args = {a0}};
+	uint32_t r = bpf_run(prog, &d) & SECCOMP_RET_ACTION_FULL;
+	return r == SECCOMP_RET_USER_NOTIF ? 'N' : r == SECCOMP_RET_ALLOW ? 'A' : '?';
+}
+
+static void test_point(void)
+{
+	struct policy *p = load("{\"version\": 1, \"limits\": {\"max_mapping\": \"64K\"}}");
+	struct needs n;
+	struct sock_fprog prog;
+	needs_compile(p, false, &n);
+	ok(filter_build_point(&n, "read", 0, &prog) == 0, "a filter with the point read:0 builds");
+	/* x86_64 read 0, exit 60, exit_group 231, write 1; i386 read 3,
+	 * exit 1, exit_group 252; x32 read 0|X32 bit. */
+	is_u64(act_raw(&prog, AUDIT_ARCH_X86_64, 0, 0), 'N', "read(0) notified");
+	is_u64(act_raw(&prog, AUDIT_ARCH_X86_64, 0, 1ull << 32), 'N',
+	       "read(0) with high bits set in the register notified (the kernel reads 32)");
+	is_u64(act_raw(&prog, AUDIT_ARCH_X86_64, 0, 3), 'A', "read(3) allowed in the kernel");
+	is_u64(act_raw(&prog, AUDIT_ARCH_X86_64, 1, 0), 'A', "write(0) allowed");
+	is_u64(act_raw(&prog, AUDIT_ARCH_X86_64, 60, 0), 'N', "exit notified");
+	is_u64(act_raw(&prog, AUDIT_ARCH_X86_64, 231, 0), 'N', "exit_group notified");
+	is_u64(act_raw(&prog, AUDIT_ARCH_I386, 3, 0), 'N', "i386 read(0) notified");
+	is_u64(act_raw(&prog, AUDIT_ARCH_I386, 3, 4), 'A', "i386 read(4) allowed");
+	is_u64(act_raw(&prog, AUDIT_ARCH_I386, 252, 0), 'N', "i386 exit_group notified");
+	is_u64(act_raw(&prog, AUDIT_ARCH_X86_64, 0x40000000, 0), 'N', "x32 read(0) notified");
+	struct mv_call big = C(MV_SC_mmap, MV_ABI_X86_64, 0, 1 << 20, 3, 0x22);
+	is_u64(act(&prog, &big), 'N', "the policy's mmap still notified");
+	filter_free(&prog);
+	ok(filter_build_point(&n, "read", -1, &prog) == 0, "a point without descriptor builds");
+	is_u64(act_raw(&prog, AUDIT_ARCH_X86_64, 0, 9), 'N', "read(9) notified");
+	filter_free(&prog);
+	ok(filter_build(&n, &prog) == 0, "no point");
+	is_u64(act_raw(&prog, AUDIT_ARCH_X86_64, 0, 0), 'A', "read(0) allowed without a point");
+	is_u64(act_raw(&prog, AUDIT_ARCH_X86_64, 231, 0), 'A', "exit_group allowed without a point");
+	filter_free(&prog);
+	needs_free(&n);
+	policy_free(p);
+}
+
 int main(void)
 {
 	if (syscalls_init() < 0) {
@@ -286,5 +330,6 @@ int main(void)
 	test_filters();
 	test_agree();
 	test_coverage();
+	test_point();
 	return tap_done();
 }
