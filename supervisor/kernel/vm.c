@@ -3,7 +3,7 @@
 #include "supervisor/kernel/procfs.h"
 
 #include <fcntl.h>
-
+#include <limits.h>
 #include <stdbool.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -72,6 +72,29 @@ int vm_pwrite_mem(int memfd, uint64_t addr, const void *buf, size_t len)
 		if (n == 0)
 			return -EIO;
 		put += (size_t)n;
+	}
+	return 0;
+}
+
+int vm_writev_mem(pid_t pid, int memfd, const struct iovec *loc, const struct iovec *rem, size_t n)
+{
+	while (n) {
+		size_t k = MV_MIN(n, (size_t)IOV_MAX), total = 0;
+		for (size_t i = 0; i < k; i++)
+			total += loc[i].iov_len;
+		ssize_t w = process_vm_writev(pid, loc, k, rem, k, 0);
+		if (w == (ssize_t)total) {
+			loc += k, rem += k, n -= k;
+			continue;
+		}
+		size_t done = w > 0 ? (size_t)w : 0, i = 0;
+		while (done >= loc[i].iov_len) /* i < k: done < total */
+			done -= loc[i++].iov_len;
+		int rc = vm_pwrite_mem(memfd, (uint64_t)(uintptr_t)rem[i].iov_base + done,
+				       (const char *)loc[i].iov_base + done, loc[i].iov_len - done);
+		if (rc < 0)
+			return rc;
+		loc += i + 1, rem += i + 1, n -= i + 1;
 	}
 	return 0;
 }

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 #include <sys/types.h>
 
 ssize_t vm_read(pid_t pid, uint64_t addr, void *buf, size_t len);
@@ -38,6 +39,13 @@ int vm_pread_mem(int memfd, uint64_t addr, void *buf, size_t len);
  * the process may not (read-only private memory gets its copy on write,
  * FOLL_FORCE). 0 or -errno; -EIO once the mm is gone. */
 int vm_pwrite_mem(int memfd, uint64_t addr, const void *buf, size_t len);
+
+/* Write n pieces into process pid (loc[i] to rem[i], of the same
+ * lengths): one process_vm_writev for them all, and what it stops at (a
+ * page the process may not write: protected read-only since) through
+ * /proc/PID/mem (memfd), which writes past protections; then the rest the
+ * same way. 0 or -errno. */
+int vm_writev_mem(pid_t pid, int memfd, const struct iovec *loc, const struct iovec *rem, size_t n);
 ssize_t vm_write(pid_t pid, uint64_t addr, const void *buf, size_t len);
 
 /* A NUL-terminated string of at most max - 1 bytes (truncated beyond).

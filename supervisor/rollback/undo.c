@@ -51,7 +51,29 @@ struct undo {
 	uint64_t t_stop, t_check, t_layout, t_memory, t_regs, t_resume;
 	struct as_range *prot, *drop, *snap; /* snap: bytes to put back from the snapshot */
 	size_t n_prot, cap_prot, n_drop, cap_drop, n_snap, cap_snap;
+	/* Bytes to put back from the mark's own copy: written with one
+	 * process_vm_writev (vm_writev_mem) after the walk. */
+	struct iovec *wl, *wr;
+	size_t n_w, cap_w;
 };
+
+static void add_write(struct undo *u, const void *from, uint64_t to, uint64_t len)
+{
+	if (u->n_w &&
+	    (const char *)u->wl[u->n_w - 1].iov_base + u->wl[u->n_w - 1].iov_len == from &&
+	    (uint64_t)(uintptr_t)u->wr[u->n_w - 1].iov_base + u->wr[u->n_w - 1].iov_len == to) {
+		u->wl[u->n_w - 1].iov_len += len;
+		u->wr[u->n_w - 1].iov_len += len;
+		return;
+	}
+	if (u->n_w == u->cap_w) {
+		u->cap_w = u->cap_w ? u->cap_w * 2 : 64;
+		u->wl = xrealloc(u->wl, u->cap_w * sizeof(*u->wl));
+		u->wr = xrealloc(u->wr, u->cap_w * sizeof(*u->wr));
+	}
+	u->wl[u->n_w] = (struct iovec){(void *)from, len};
+	u->wr[u->n_w++] = (struct iovec){(void *)(uintptr_t)to, len};
+}
 
 static void add_range(struct as_range **v, size_t *n, size_t *cap, uint64_t s, uint64_t e)
 {
@@ -494,9 +516,8 @@ static int put_back_snapshot(struct undo *u)
 				at = u->snap[i].start;
 		}
 		int rc = rb_snap_readv(&m->snap, loc, rem, n, used);
-		for (size_t k = 0; k < n && rc == 0; k++)
-			rc = vm_pwrite_mem(m->memfd, (uint64_t)(uintptr_t)rem[k].iov_base,
-					   loc[k].iov_base, loc[k].iov_len);
+		if (rc == 0)
+			rc = vm_writev_mem(m->pid, m->memfd, loc, rem, n);
 		if (rc < 0)
 			return ckpt_fail(
 			    u->c, rc, MV_E_IO,
@@ -527,11 +548,10 @@ static size_t pre_after(const struct pagemap *pm, uint64_t addr)
  * Baseline pieces written since, or no longer present (dropped by the
  * program, or mapped again), get their bytes back and are protected
  * again; written pieces that were holes are dropped to holes again. */
-static int undo_region(struct undo *u, struct pagemap *pm, const struct rb_region *r)
+static void undo_region(struct undo *u, struct pagemap *pm, const struct rb_region *r)
 {
 	const uint64_t pres = PAGE_IS_PRESENT | PAGE_IS_SWAPPED;
 	struct rb_mark *m = u->m;
-	int rc = 0;
 	size_t bi = run_after(m, r->start), ni = pre_after(pm, r->start);
 	for (uint64_t x = r->start; x < r->end;) {
 		while (bi < m->n_run && m->run[bi].end <= x)
@@ -553,13 +573,7 @@ static int undo_region(struct undo *u, struct pagemap *pm, const struct rb_regio
 			if (b->off == RB_IN_SNAP)
 				add_range(&u->snap, &u->n_snap, &u->cap_snap, x, y);
 			else
-				rc = vm_pwrite_mem(m->memfd, x, m->base + b->off + (x - b->start),
-						   y - x);
-			if (rc < 0)
-				return ckpt_fail(u->c, rc, MV_E_IO,
-						 "writing %#llx-%#llx of process %d: %s",
-						 (unsigned long long)x, (unsigned long long)y,
-						 m->pid, strerror(-rc));
+				add_write(u, m->base + b->off + (x - b->start), x, y - x);
 			u->changed = true;
 			u->written += y - x;
 			add_range(&u->prot, &u->n_prot, &u->cap_prot, x, y);
@@ -568,7 +582,6 @@ static int undo_region(struct undo *u, struct pagemap *pm, const struct rb_regio
 		}
 		x = y;
 	}
-	return 0;
 }
 
 /* The fields of each thread's rseq area that the kernel writes (which CPU
@@ -663,10 +676,15 @@ static int undo_memory(struct undo *u)
 		rc = scan_group(u, &pm, &k);
 		for (; i < k && rc == 0; i++)
 			if (u->m->r[i].tracked)
-				rc = undo_region(u, &pm, &u->m->r[i]);
+				undo_region(u, &pm, &u->m->r[i]);
 		i = k;
 	}
 	pagemap_close(&pm);
+	if (rc == 0 && u->n_w &&
+	    (rc = vm_writev_mem(u->m->pid, u->m->memfd, u->wl, u->wr, u->n_w)) < 0)
+		rc = ckpt_fail(u->c, rc, MV_E_IO,
+			       "writing the mark's bytes back into process %d: %s", u->m->pid,
+			       strerror(-rc));
 	if (rc == 0)
 		rc = put_back_snapshot(u);
 	if (rc == 0)
@@ -1004,6 +1022,8 @@ static int rollback_work(struct job *j, void *arg)
 	free(u.extra);
 	free(u.prot);
 	free(u.snap);
+	free(u.wl);
+	free(u.wr);
 	free(u.drop);
 	uint64_t pause;
 	json_t *event = NULL;

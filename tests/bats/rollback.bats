@@ -65,6 +65,26 @@ back_at_mark_after() { # CMD...
 	stop_fed
 }
 
+# Memory read-only at the mark, made writable and written since: the
+# layout goes back first (read-only), then its bytes, which
+# process_vm_writev may not write there: written through /proc/PID/mem.
+@test "rollback: pages written since in memory read-only at the mark get the mark's bytes back" {
+	start_fed "$WL/rb_target" 16
+	say p '^got 0 '
+	mark
+	got_for x
+	want=$GOT
+	rollback
+	say P '^got 1 '
+	run ctl --json rollback
+	assert_success
+	echo "$output" | tail -1 >"$TMP/job.json"
+	[ "$(json_get "$TMP/job.json" "d['result']['written_bytes'] >= 80 * 4096")" = True ]
+	got_for x
+	[ "$GOT" = "$want" ]
+	stop_fed
+}
+
 @test "rollback: the result says what was written back, dropped and unmapped" {
 	start_fed "$WL/rb_target" 16
 	mark

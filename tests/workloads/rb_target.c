@@ -15,7 +15,8 @@
  *
  * Commands: "w SEED K" writes K pseudo-random pages of the filled half
  * and of the holes; "m" maps and writes a new 1 MiB region; "u" unmaps
- * 1 MiB of the filled half; "p" makes 1 MiB of it read-only; "z" drops
+ * 1 MiB of the filled half; "p" makes 1 MiB of it read-only, "P" that
+ * MiB writable again and writes every third page of it; "z" drops
  * 1 MiB of it (MADV_DONTNEED); "b" grows the heap by 1 MiB with sbrk and
  * writes it; "s" writes the stack array; "t" starts a thread that sleeps;
  * "f" forks a child that sleeps; "E" runs sleep 300 in its place (execve);
@@ -288,6 +289,12 @@ int main(int argc, char **argv)
 		case 'p':
 			mprotect(heap + (2 << 20), 1 << 20, PROT_READ);
 			readonly = 1;
+			break;
+		case 'P': /* the "p" MiB writable again, and written */
+			mprotect(heap + (2 << 20), 1 << 20, PROT_READ | PROT_WRITE);
+			for (size_t off = 0; off < (1 << 20); off += 4096 * 3)
+				heap[(2 << 20) + off] ^= 0x5a;
+			readonly = 0;
 			break;
 		case 'z':
 			madvise(heap + (3 << 20), 1 << 20, MADV_DONTNEED);
