@@ -80,6 +80,7 @@ void rb_mark_free(struct rb_mark *m)
 	rb_files_free(m);
 	free(m->children);
 	free(m->run);
+	free(m->last);
 	if (m->base)
 		munmap(m->base, m->base_len);
 	rb_snap_drop(&m->snap);

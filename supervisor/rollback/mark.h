@@ -104,6 +104,12 @@ struct rb_mark {
 	char snap_why[200];   /* why there is none */
 	uint64_t snap_bytes;  /* the baseline it holds */
 	uint8_t *scratch;     /* RB_SCRATCH_BYTES for bytes on their way from the snapshot */
+	/* Pages the last rollback put back (undo.c, "hot pages"): put back
+	 * again by this one, they are left writable, to be put back each
+	 * time; every RB_HOT_EPOCH rollbacks all are protected again. */
+	struct as_range *last;
+	size_t n_last, cap_last;
+	unsigned hot_epoch;
 };
 
 struct job;

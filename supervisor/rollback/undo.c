@@ -36,7 +36,7 @@ struct undo {
 	struct remote r;
 	bool have_remote;
 	bool changed; /* the process is no longer what it was */
-	uint64_t written, dropped, unmapped, mapped, protected_bytes;
+	uint64_t written, dropped, unmapped, mapped, protected_bytes, hot_bytes;
 	bool brk_moved;
 	uint64_t brk_was;
 	json_t *signals; /* [{tid, signal}] caught by the stop and dropped */
@@ -661,6 +661,72 @@ static int scan_group(struct undo *u, struct pagemap *pm, size_t *i)
 	return 0;
 }
 
+/* Hot pages. A page put back is write-protected again, and the program's
+ * next write to it faults (asynchronous write-protect: the kernel only
+ * marks it written). A program writes some pages in every run (its
+ * stack, its stdio buffers, its allocator's heads): on this shadow-paged
+ * guest each such fault cost 20-40 us, most of a short run
+ * (bench/README.md). A page put back by two rollbacks in a row is left
+ * writable instead: the page-table walk reports it written (no
+ * protection) and every rollback puts it back, which costs a copy of
+ * 4 KiB. That is always safe: a page never protected reads as written.
+ * At most RB_HOT_MAX bytes are left so; every RB_HOT_EPOCH rollbacks all
+ * are protected again, and the program's pages hot now are found again. */
+#define RB_HOT_MAX   (256ull << 10)
+#define RB_HOT_EPOCH 256
+
+static int protect_range(struct undo *u, uint64_t s, uint64_t e)
+{
+	int rc = uffd_writeprotect(u->m->uffd, s, e - s, true);
+	if (rc < 0)
+		return ckpt_fail(
+		    u->c, rc, MV_E_INTERNAL, "write-protecting %#llx-%#llx of process %d again: %s",
+		    (unsigned long long)s, (unsigned long long)e, u->m->pid, strerror(-rc));
+	u->protected_bytes += e - s;
+	return 0;
+}
+
+static int protect_again(struct undo *u)
+{
+	struct rb_mark *m = u->m;
+	bool epoch = ++m->hot_epoch >= RB_HOT_EPOCH;
+	if (epoch)
+		m->hot_epoch = 0;
+	uint64_t hot = 0;
+	size_t j = 0;
+	int rc = 0;
+	for (size_t i = 0; i < u->n_prot && rc == 0; i++) {
+		/* The pieces of this range that the last rollback put back too
+		 * stay writable (up to RB_HOT_MAX); the rest is protected. */
+		uint64_t x = u->prot[i].start, end = u->prot[i].end;
+		while (x < end && rc == 0) {
+			while (!epoch && j < m->n_last && m->last[j].end <= x)
+				j++;
+			bool in = !epoch && j < m->n_last && m->last[j].start <= x;
+			uint64_t y = in			       ? MV_MIN(end, m->last[j].end)
+				     : j < m->n_last && !epoch ? MV_MIN(end, m->last[j].start)
+							       : end;
+			if (in && hot + (y - x) > RB_HOT_MAX)
+				in = false;
+			if (in)
+				hot += y - x;
+			else
+				rc = protect_range(u, x, y);
+			x = y;
+		}
+	}
+	/* This rollback's pieces are the next one's "last". */
+	if (m->cap_last < u->n_prot) {
+		m->last = xrealloc(m->last, u->n_prot * sizeof(*m->last));
+		m->cap_last = u->n_prot;
+	}
+	if (u->n_prot)
+		memcpy(m->last, u->prot, u->n_prot * sizeof(*m->last));
+	m->n_last = rc == 0 ? u->n_prot : 0;
+	u->hot_bytes = hot;
+	return rc;
+}
+
 static int undo_memory(struct undo *u)
 {
 	struct pagemap pm;
@@ -703,18 +769,8 @@ static int undo_memory(struct undo *u)
 			    (unsigned long long)u->drop[i].end, u->m->pid, strerror((int)-ret));
 		u->dropped += len;
 	}
-	for (size_t i = 0; i < u->n_prot && rc == 0; i++) {
-		rc = uffd_writeprotect(u->m->uffd, u->prot[i].start,
-				       u->prot[i].end - u->prot[i].start, true);
-		if (rc < 0)
-			rc =
-			    ckpt_fail(u->c, rc, MV_E_INTERNAL,
-				      "write-protecting %#llx-%#llx of process %d again: %s",
-				      (unsigned long long)u->prot[i].start,
-				      (unsigned long long)u->prot[i].end, u->m->pid, strerror(-rc));
-		else
-			u->protected_bytes += u->prot[i].end - u->prot[i].start;
-	}
+	if (rc == 0)
+		rc = protect_again(u);
 	return rc;
 }
 
@@ -928,6 +984,7 @@ static json_t *result_json(const struct undo *u, uint64_t pause, uint64_t elapse
 	    (json_int_t)elapsed, "signals_dropped", u->signals);
 	if (u->brk_moved)
 		json_object_set_new(o, "brk_was", json_integer((json_int_t)u->brk_was));
+	json_object_set_new(o, "writable_bytes", json_integer((json_int_t)u->hot_bytes));
 	json_object_set_new(o, "times",
 			    json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "stop_ns",
 				      (json_int_t)u->t_stop, "check_ns", (json_int_t)u->t_check,

@@ -85,6 +85,35 @@ back_at_mark_after() { # CMD...
 	stop_fed
 }
 
+# Pages a rollback puts back that the one before put back too (written in
+# every run) are left writable: each rollback puts them back, and the
+# program's next write does not fault. The mark's bytes all the same.
+@test "rollback: pages written in every run are left writable, and put back each time byte for byte" {
+	start_fed "$WL/rb_target" 16
+	mark
+	got_for x
+	want=$GOT
+	for i in 1 2 3 4 5 6; do
+		run ctl --json rollback
+		assert_success
+		echo "$output" | tail -1 >"$TMP/j$i.json"
+		# The same 16 pages each run (seed 5), and the stack.
+		say "w 5 16" '^got 0 '
+		[ "$LAST" = "$want" ] || { echo "run $i: '$LAST', the mark: '$want'"; false; }
+	done
+	# From the third rollback on, the pages put back the time before too
+	# are left writable: at least the 16 written every run.
+	[ "$(json_get "$TMP/j2.json" "d['result']['writable_bytes']")" -gt 0 ]
+	[ "$(json_get "$TMP/j6.json" "d['result']['writable_bytes'] >= 16 * 4096")" = True ]
+	# Runs that write other pages, or none: still the mark's.
+	for cmd in x "w 6 16" x "w 5 16" "w 7 300"; do
+		rollback
+		say "$cmd" '^got 0 '
+		[ "$LAST" = "$want" ] || { echo "after '$cmd': '$LAST', the mark: '$want'"; false; }
+	done
+	stop_fed
+}
+
 @test "rollback: the result says what was written back, dropped and unmapped" {
 	start_fed "$WL/rb_target" 16
 	mark
