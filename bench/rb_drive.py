@@ -91,7 +91,7 @@ def main():
             r = rollback(s, f, {"until": "read:0"})
             if r["until"]["event"] != "reached":
                 sys.exit(f"iteration {i}: {r['until']}")
-            if r["until"]["stops"] != ("notified" if point else "traced"):
+            if r["until"].get("stops", "traced") != ("notified" if point else "traced"):
                 sys.exit(f"iteration {i}: stops {r['until']['stops']}")
         if os.read(p.stdout.fileno(), 1) != b"d":
             sys.exit("no answer")

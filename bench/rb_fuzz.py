@@ -13,6 +13,9 @@ same N inputs (default 300; a third of them not valid JSON):
             once, held, in its first read of stdin (`mark --hold`), then
             per input: the line written to its stdin and one
             `rollback --until read:0`, whose event is the parser's exit
+  point     the same under `memvisor run --until-point read:0`: the run is
+            told of the read and the exit by memvisor's filter instead of
+            stopping at every system call
 
 Each loop's verdicts (exit status 0 or 1 per input) must be the same as
 the exec loop's: the driver stops with an error otherwise. Prints one line
@@ -126,10 +129,11 @@ def in_read0(pid):
         return False
 
 
-def loop_memvisor(mv, corpus):
+def loop_memvisor(mv, corpus, point=False):
     d = tempfile.mkdtemp(prefix="rb_fuzz.")
     sock = os.path.join(d, "sock")
-    p = subprocess.Popen([mv, "run", "--socket", sock, "--", sys.executable, "-c", PARSE],
+    opt = ["--until-point", "read:0"] if point else []
+    p = subprocess.Popen([mv, "run", "--socket", sock] + opt + ["--", sys.executable, "-c", PARSE],
                          stdin=subprocess.PIPE, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 30
     while not os.path.exists(sock):
@@ -152,6 +156,8 @@ def loop_memvisor(mv, corpus):
         ev = r["until"]
         if ev["event"] != "exited":
             sys.exit(f"input {len(verdicts)}: the parser did not exit: {ev}")
+        if ev.get("stops", "traced") != ("notified" if point else "traced"):
+            sys.exit(f"input {len(verdicts)}: stops {ev.get('stops')}")
         verdicts.append(ev["status"])
         pause.append(r["pause_ns"] / 1e3)
         ran.append(ev["run_ns"] / 1e3)
@@ -179,7 +185,8 @@ def main():
     ve, we = loop_exec(corpus)
     vf, wf = loop_fork(corpus)
     vm, wm, pause, ran = loop_memvisor(mv, corpus)
-    for name, v in (("fork", vf), ("memvisor", vm)):
+    vp, wp, ppause, pran = loop_memvisor(mv, corpus, point=True)
+    for name, v in (("fork", vf), ("memvisor", vm), ("point", vp)):
         bad = [i for i in range(n) if v[i] != ve[i]]
         if bad:
             sys.exit(f"{name}: verdicts differ from exec's at inputs {bad[:10]}")
@@ -187,10 +194,13 @@ def main():
     e = line("exec", we)
     f = line("fork", wf)
     m = line("memvisor", wm)
+    pt = line("point", wp)
     k = max(1, n // 5)
     print(f"memvisor first/last {k}: p50_us={pct(wm[:k], .5) * 1e6:.0f}/{pct(wm[-k:], .5) * 1e6:.0f}")
     print(f"memvisor pause_p50_us={pct(pause, .5):.0f} run_p50_us={pct(ran, .5):.0f} "
           f"memvisor/exec={m / e:.1f} memvisor/fork={m / f:.2f}")
+    print(f"point pause_p50_us={pct(ppause, .5):.0f} run_p50_us={pct(pran, .5):.0f} "
+          f"point/exec={pt / e:.1f} point/fork={pt / f:.2f}")
 
 
 main()

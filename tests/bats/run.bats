@@ -414,3 +414,31 @@ job_outcomes() {
 	assert_success
 	assert_output "exclusive 0"
 }
+
+# run --until-point read:0 notifies every read of stdin, exit and
+# exit_group: with no rollback running they are answered at once, and
+# programs read their input, start and end threads, and exit as without.
+@test "run --until-point: programs read stdin, end threads and exit as without it" {
+	sh_prog='while read -r l; do echo "<$l>"; done; (exit 3); echo "sub $?"; exit 4'
+	printf 'a\nb b\n\nc\n' >"$TMP/lines"
+	want=$(sh -c "$sh_prog" <"$TMP/lines" || echo "status $?")
+	got=$("$MEMVISOR" run --until-point read:0 -- sh -c "$sh_prog" <"$TMP/lines" || echo "status $?")
+	[ "$got" = "$want" ]
+	[[ $got == *"status 4" ]]
+	py='import sys, threading
+ts = [threading.Thread(target=lambda: None) for _ in range(8)]
+[t.start() for t in ts]
+[t.join() for t in ts]
+d = sys.stdin.buffer.read()
+print(len(d), sum(d) % 9973)
+sys.exit(5)'
+	head -c 300000 /dev/urandom >"$TMP/r"
+	want=$(python3 -c "$py" <"$TMP/r" || echo "status $?")
+	got=$("$MEMVISOR" run --until-point read:0 -- python3 -c "$py" <"$TMP/r" || echo "status $?")
+	[ "$got" = "$want" ]
+	[[ $got == *"status 5" ]]
+	"$MEMVISOR" run --until-point read:0 -- cat <"$TMP/r" | cmp - "$TMP/r"
+	# Threads that call exit(2) themselves, and the last one ends the process.
+	run "$MEMVISOR" run --until-point read:0 -- "$WL/mt_mem" 8 8
+	assert_success
+}
