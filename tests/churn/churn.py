@@ -515,7 +515,8 @@ class Churn:
         deadline = t0 + self.limit
         prog = Progress(t0, outp)
         with open(outp, "wb") as out, open(errp, "wb") as err:
-            mvp = subprocess.Popen([self.mv, "run", "--socket", sock, "--"] + self.cmd,
+            point = ["--until-point", self.a.until_point] if self.a.until_point else []
+            mvp = subprocess.Popen([self.mv, "run", "--socket", sock] + point + ["--"] + self.cmd,
                                    stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=self.a.cwd)
         failure = None
         killed = False
@@ -984,6 +985,8 @@ def main():
                     help="evict with checkpoint --evict --live")
     ap.add_argument("--rollback", action="store_true",
                     help="marks and rollbacks between the evicts, each checked page by page")
+    ap.add_argument("--until-point", default=None, metavar="SYSCALL[:FD]",
+                    help="run under memvisor run --until-point (its calls and exits notified)")
     ap.add_argument("--keep", action="store_true", help="keep a failed run's files")
     ap.add_argument("--workdir", default=None)
     ap.add_argument("--cwd", default=None)
