@@ -756,9 +756,11 @@ void ctl_show_policy(json_t *r, const struct ctl_show_opts *o)
 	printf("\n");
 	render_limits(json_object_get(p, "limits"));
 	printf("launch:      notify-all %s, PR_SET_MDWE %s, Landlock on /proc/PID %s, RLIMIT_AS "
-	       "guard %s\n",
+	       "guard %s",
 	       yes_no(l, "notify_all"), yes_no(l, "mdwe"), yes_no(l, "landlock_proc_pid"),
 	       yes_no(l, "rlimit_as_guard"));
+	const char *pt = json_string_value(json_object_get(l, "until_point"));
+	printf("%s%s\n", pt ? ", until-point " : "", pt ? pt : "");
 	printf("enforcement: %lld %s, %lld %s\n", jint(e, "denials"),
 	       mv_plural(jint(e, "denials"), "denial", "denials"), jint(e, "kills"),
 	       mv_plural(jint(e, "kills"), "kill", "kills"));

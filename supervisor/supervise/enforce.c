@@ -1285,6 +1285,12 @@ json_t *enforce_show(struct mv *mv)
 	json_object_set_new(k, "mdwe", json_boolean(e->mdwe));
 	json_object_set_new(k, "landlock_proc_pid", json_boolean(e->landlock));
 	json_object_set_new(k, "rlimit_as_guard", json_boolean(e->rlimit_guard));
+	/* run --until-point: the stop point the filter notifies, or null. */
+	json_t *pt = json_null();
+	if (mv->point)
+		pt = mv->point->fd >= 0 ? json_sprintf("%s:%d", mv->point->name, mv->point->fd)
+					: json_string(mv->point->name);
+	json_object_set_new(k, "until_point", pt);
 	json_object_set_new(o, "launch", k);
 	json_t *s = json_object();
 	json_object_set_new(s, "denials", json_integer((json_int_t)e->denials));

@@ -49,9 +49,22 @@ finish() {
 	[ "$(json_get "$TMP/show.json" 'd.get("result", d)["source"]')" = "$TMP/p.json" ]
 	[ "$(json_get "$TMP/show.json" 'd.get("result", d)["policy"]["wx"]')" = deny ]
 	[ "$(json_get "$TMP/show.json" 'd.get("result", d)["policy"]["limits"]["max_regions"]')" -eq 5000 ]
+	[ "$(json_get "$TMP/show.json" 'd.get("result", d)["launch"]["until_point"]')" = None ]
 	run ctl policy
 	assert_success
 	assert_output --partial deny
+	refute_output --partial until-point
+	finish
+}
+
+@test "ctl policy says the stop point run --until-point put in the filter" {
+	start_waiting --until-point read:0 -- true
+	run ctl --json policy
+	assert_success
+	[ "$(echo "$output" | json_get - 'd.get("result", d)["launch"]["until_point"]')" = read:0 ]
+	run ctl policy
+	assert_success
+	assert_output --partial ", until-point read:0"
 	finish
 }
 
