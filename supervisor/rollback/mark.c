@@ -50,7 +50,7 @@ static int collect_one(void *arg, const struct proc_vma *v)
 	return 0;
 }
 
-int rb_layout_read(struct mv *mv, pid_t tid, struct rb_region **out, size_t *n)
+int rb_layout_read(pid_t tid, struct rb_region **out, size_t *n)
 {
 	struct collect c = {0};
 	/* The text of /proc/PID/maps, read whole, not PROCMAP_QUERY: a
@@ -58,7 +58,6 @@ int rb_layout_read(struct mv *mv, pid_t tid, struct rb_region **out, size_t *n)
 	 * costs a system call each (about 2 us here): 52 against 27 us for
 	 * 25 regions (bench/README.md). Both give the same regions, and the
 	 * mark and its rollbacks read the same way. */
-	(void)mv;
 	int rc = procmap_vmas(tid, false, 0, UINT64_MAX, collect_one, &c);
 	if (rc < 0) {
 		free(c.v);
@@ -385,7 +384,6 @@ static int mark_work(struct job *j, void *arg)
 	struct mark_work *w = arg;
 	struct rb_mark *m = w->m;
 	struct rollback_mark_req *q = w->q;
-	struct mv *mv = j->mv;
 	bool held;
 	struct ckpt *c = rb_hold_ckpt(m->hold, &held);
 	job_progress(j, "stopping", 0, 0);
@@ -406,7 +404,7 @@ static int mark_work(struct job *j, void *arg)
 	}
 	if (rc == 0) {
 		job_progress(j, "layout", 0, 0);
-		rc = rb_layout_read(mv, tid, &m->r, &m->n_r);
+		rc = rb_layout_read(tid, &m->r, &m->n_r);
 		if (rc < 0)
 			ckpt_fail(c, rc, MV_E_NO_SUCH_PROCESS,
 				  "reading the regions of process %d: %s", q->pid, strerror(-rc));

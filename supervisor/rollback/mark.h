@@ -124,7 +124,7 @@ struct rb_rollback_job {
 void rb_mark_free(struct rb_mark *m);
 
 /* pid's regions now (tid: a stopped thread to read through; mark.c). */
-int rb_layout_read(struct mv *mv, pid_t tid, struct rb_region **out, size_t *n);
+int rb_layout_read(pid_t tid, struct rb_region **out, size_t *n);
 
 /* ---- layout.c ---- */
 

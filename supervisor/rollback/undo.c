@@ -310,7 +310,7 @@ static int diff_now(struct undo *u, struct rb_change **ch, size_t *n, uint64_t *
 	struct rb_region *now = NULL;
 	size_t n_now = 0;
 	pid_t tid = ptrace_reader_tid(&u->c->p[0].pt);
-	int rc = rb_layout_read(u->c->mv, tid, &now, &n_now);
+	int rc = rb_layout_read(tid, &now, &n_now);
 	if (rc < 0)
 		return ckpt_fail(u->c, rc, MV_E_NO_SUCH_PROCESS,
 				 "reading the regions of process %d: %s", u->m->pid, strerror(-rc));
@@ -692,6 +692,8 @@ static int protect_again(struct undo *u)
 	bool epoch = ++m->hot_epoch >= RB_HOT_EPOCH;
 	if (epoch)
 		m->hot_epoch = 0;
+	/* At an epoch no piece is kept writable: all are protected. */
+	const size_t nl = epoch ? 0 : m->n_last;
 	uint64_t hot = 0;
 	size_t j = 0;
 	int rc = 0;
@@ -700,15 +702,12 @@ static int protect_again(struct undo *u)
 		 * stay writable (up to RB_HOT_MAX); the rest is protected. */
 		uint64_t x = u->prot[i].start, end = u->prot[i].end;
 		while (x < end && rc == 0) {
-			while (!epoch && j < m->n_last && m->last[j].end <= x)
+			while (j < nl && m->last[j].end <= x)
 				j++;
-			bool in = !epoch && j < m->n_last && m->last[j].start <= x;
-			uint64_t y = in			       ? MV_MIN(end, m->last[j].end)
-				     : j < m->n_last && !epoch ? MV_MIN(end, m->last[j].start)
-							       : end;
-			if (in && hot + (y - x) > RB_HOT_MAX)
-				in = false;
-			if (in)
+			bool in = j < nl && m->last[j].start <= x;
+			uint64_t y =
+			    j == nl ? end : MV_MIN(end, in ? m->last[j].end : m->last[j].start);
+			if (in && hot + (y - x) <= RB_HOT_MAX)
 				hot += y - x;
 			else
 				rc = protect_range(u, x, y);

@@ -196,11 +196,11 @@ static void adopt_clone(struct until *u, pid_t tid, int ev)
 		ptrace_proc_adopt(u->pp, (pid_t)msg);
 }
 
-/* Thread tid (stopped, not at a call's entry) into an interrupt stop, or
- * a signal-delivery stop that keeps its signal for later. */
 static void settle_wait(struct until *u, pid_t tid);
 static void stop_points(struct until *u);
 
+/* Thread tid (stopped, not at a call's entry) into an interrupt stop, or
+ * a signal-delivery stop that keeps its signal for later. */
 static void settle(struct until *u, pid_t tid)
 {
 	struct ptrace_thread *t = find(u->pp, tid, NULL);
@@ -380,27 +380,18 @@ static json_t *note_json(const char *event, const struct point_note *n)
 }
 
 /* The stop point's notifications queued since the last look, one at a
- * time: a call of a thread not in the process, an exit(2) of one of
- * several threads, and the marked call made again go on; the point, an
- * exit_group(2) or the last thread's exit(2) is the event (its thread
- * stopped before the call). NULL: no event (the queue is empty). */
+ * time: a call of a thread not in the process and an exit(2) of one of
+ * several threads go on; the point, an exit_group(2) or the last
+ * thread's exit(2) is the event (its thread stopped before the call).
+ * The marked call made again never comes here: the notify thread lets it
+ * through (point_arm's pass). NULL: no event (the queue is empty). */
 static json_t *take_points(struct until *u)
 {
 	struct point_note n;
 	while (point_take(u->pt, &n, 1) == 1) {
-		size_t i;
-		struct ptrace_thread *t = find(u->pp, n.tid, &i);
-		if (!t) {
-			point_answer(&n, 0);
-			continue;
-		}
-		bool replay = i < u->n_replay && u->replay[i] && n.ip == u->replay_ip[i] &&
-			      n.nr == u->replay_nr[i];
-		if (i < u->n_replay)
-			u->replay[i] = false;
 		bool exits =
 		    n.kind == POINT_EXIT_GROUP || (n.kind == POINT_EXIT && alive(u->pp) == 1);
-		if (replay || (n.kind != POINT_CALL && !exits)) {
+		if (!find(u->pp, n.tid, NULL) || (n.kind != POINT_CALL && !exits)) {
 			point_answer(&n, 0);
 			continue;
 		}
