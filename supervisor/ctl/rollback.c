@@ -8,6 +8,7 @@
 #include "supervisor/rollback/marks.h"
 #include "supervisor/supervise/jobs.h"
 #include "supervisor/supervise/lifecycle.h"
+#include "supervisor/supervise/point.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -122,34 +123,26 @@ fail:
 static int parse_until(const char *s, struct rollback_req *q, struct mv_err *err)
 {
 	char name[64];
-	const char *colon = strchr(s, ':');
-	size_t len = colon ? (size_t)(colon - s) : strlen(s);
-	if (len == 0 || len >= sizeof(name))
+	const char *bad_fd;
+	int rc = point_split(s, name, sizeof(name), &q->until_fd, &bad_fd);
+	if (rc < 0 && !bad_fd)
 		return ctl_fail(err, MV_E_BAD_REQUEST,
 				"args.until: SYSCALL or SYSCALL:FD (read:0), or none");
-	memcpy(name, s, len);
-	name[len] = 0;
 	q->until = true;
 	q->until_nr = -1;
-	q->until_fd = -1;
 	if (!strcmp(name, "none")) {
-		if (colon)
+		q->until_fd = -1;
+		if (strchr(s, ':'))
 			return ctl_fail(err, MV_E_BAD_REQUEST, "args.until: none takes no FD");
 		return 0;
 	}
 	int nr = seccomp_syscall_resolve_name(name);
 	if (nr == __NR_SCMP_ERROR || nr < 0)
 		return ctl_fail(err, MV_E_BAD_REQUEST, "args.until: no system call named %s", name);
+	if (bad_fd)
+		return ctl_fail(err, MV_E_BAD_REQUEST,
+				"args.until: '%s' is not a descriptor number", bad_fd);
 	q->until_nr = nr;
-	if (colon) {
-		char *end;
-		errno = 0;
-		long fd = strtol(colon + 1, &end, 10);
-		if (!colon[1] || *end || errno || fd < 0 || fd > INT32_MAX)
-			return ctl_fail(err, MV_E_BAD_REQUEST,
-					"args.until: '%s' is not a descriptor number", colon + 1);
-		q->until_fd = (int)fd;
-	}
 	return 0;
 }
 

@@ -25,27 +25,39 @@ static int nr_on(enum mv_abi abi, const char *name)
 	return nr < 0 ? -1 : nr;
 }
 
-int point_parse(struct point *p, const char *spec, char *why, size_t len)
+int point_split(const char *spec, char *name, size_t cap, int *fd, const char **bad_fd)
 {
-	memset(p, 0, sizeof(*p));
-	p->fd = -1;
+	*bad_fd = NULL;
+	*fd = -1;
 	const char *colon = strchr(spec, ':');
 	size_t n = colon ? (size_t)(colon - spec) : strlen(spec);
-	if (n == 0 || n >= sizeof(p->name)) {
-		snprintf(why, len, "'%s': SYSCALL or SYSCALL:FD (read:0)", spec);
+	if (n == 0 || n >= cap)
 		return -EINVAL;
-	}
-	memcpy(p->name, spec, n);
-	p->name[n] = 0;
+	memcpy(name, spec, n);
+	name[n] = 0;
 	if (colon) {
 		char *end;
 		errno = 0;
-		long fd = strtol(colon + 1, &end, 10);
-		if (!colon[1] || *end || errno || fd < 0 || fd > INT32_MAX) {
-			snprintf(why, len, "'%s' is not a descriptor number", colon + 1);
+		long v = strtol(colon + 1, &end, 10);
+		if (!colon[1] || *end || errno || v < 0 || v > INT32_MAX) {
+			*bad_fd = colon + 1;
 			return -EINVAL;
 		}
-		p->fd = (int)fd;
+		*fd = (int)v;
+	}
+	return 0;
+}
+
+int point_parse(struct point *p, const char *spec, char *why, size_t len)
+{
+	memset(p, 0, sizeof(*p));
+	const char *bad_fd;
+	if (point_split(spec, p->name, sizeof(p->name), &p->fd, &bad_fd) < 0) {
+		if (bad_fd)
+			snprintf(why, len, "'%s' is not a descriptor number", bad_fd);
+		else
+			snprintf(why, len, "'%s': SYSCALL or SYSCALL:FD (read:0)", spec);
+		return -EINVAL;
 	}
 	if (nr_on(MV_ABI_X86_64, p->name) < 0) {
 		snprintf(why, len, "no system call named %s", p->name);

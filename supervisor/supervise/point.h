@@ -59,6 +59,12 @@ struct point {
 	uint64_t continued, handed; /* answered at once; queued */
 };
 
+/* Split "NAME" or "NAME:FD" (the form of a stop point, here and in
+ * `rollback --until`): NAME into name (cap bytes), FD into *fd (-1
+ * without). 0; -EINVAL with *bad_fd NULL for an empty or too long NAME,
+ * or pointing at the FD text that is not a descriptor number. */
+int point_split(const char *spec, char *name, size_t cap, int *fd, const char **bad_fd);
+
 /* Parse "SYSCALL" or "SYSCALL:FD" into p (zeroed first). A call memvisor
  * notifies already (a memory or process call) is refused: its decisions
  * are the policy's. 0, or -EINVAL with why set. */

@@ -20,6 +20,8 @@ teardown() {
 # The state of process $PID: "t" in a tracing stop.
 proc_state() { awk '/^State:/{print $2}' "/proc/$PID/status"; }
 held() { [ "$(proc_state)" = t ]; }
+# Every thread of $PID in a tracing stop.
+all_held() { [ "$(awk '/^State:/{print $2}' /proc/$PID/task/*/status | sort -u)" = t ]; }
 answers_after() { out_after_has "$1" '^got '; } # N
 
 mark_held() {
@@ -147,7 +149,7 @@ ev() { json_get "$TMP/r.json" "d['result']['until'].get('$1')"; }
 	until_run read:0
 	[ "$(ev event)" = reached ]
 	[ "$(ls /proc/$PID/task | wc -l)" = 2 ]
-	[ "$(awk '/^State:/{print $2}' /proc/$PID/task/*/status | sort -u)" = t ]
+	all_held
 	echo x >&7
 	until_run none --timeout 0.3
 	[ "$(ev event)" = timeout ]
@@ -247,7 +249,7 @@ ev() { json_get "$TMP/r.json" "d['result']['until'].get('$1')"; }
 	until_run read:0
 	[ "$(ev event)" = reached ]
 	[ "$(ls /proc/$PID/task | wc -l)" = 2 ]
-	[ "$(awk '/^State:/{print $2}' /proc/$PID/task/*/status | sort -u)" = t ]
+	all_held
 	echo h >&7
 	until_run read:0 --timeout 0.3
 	[ "$(ev event)" = timeout ]
@@ -279,7 +281,7 @@ ev() { json_get "$TMP/r.json" "d['result']['until'].get('$1')"; }
 	echo "$output"
 	assert_success
 	assert_output --partial "ok 300 rollbacks"
-	[ "$(awk '/^State:/{print $2}' /proc/$PID/task/*/status | sort -u)" = t ]
+	all_held
 }
 
 @test "run --until-point: a call memvisor notifies already, an unknown call or a bad descriptor is refused" {
@@ -478,7 +480,7 @@ rss_at_x() {
 	echo "$output"
 	assert_success
 	assert_output --partial "ok 200 rollbacks"
-	[ "$(awk '/^State:/{print $2}' /proc/$PID/task/*/status | sort -u)" = t ]
+	all_held
 }
 
 # A thread made in each run and ended by the next rollback: the mark's
