@@ -320,7 +320,10 @@ x = bytearray(64 << 20); x[::4096] = b"x" * len(x[::4096]); print(sum(x[::4096])
 	"$MEMVISOR" run -- sleep 30 &
 	mv=$!
 	remember_pid $mv
-	wait_for 5 pgrep -f 'sleep 30' >/dev/null
+	# Its own command, exactly: -f alone also matched another test's
+	# "sleep 300" (rb_target's exec), and the signal reached memvisor
+	# before it knew its command's pid, which drops it.
+	wait_for 5 pgrep -x -f 'sleep 30' >/dev/null
 	kill -USR1 $mv
 	wait $mv && rc=0 || rc=$?
 	[ "$rc" -eq $((128 + 10)) ]
