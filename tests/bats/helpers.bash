@@ -202,14 +202,27 @@ out_after() { tail -n +$(($1 + 1)) "$TMP/out"; }
 out_after_has() { out_after "$1" | grep -q -- "$2"; } # N PATTERN
 out_longer_than() { [ "$(out_lines)" -gt "$1" ]; }    # N
 
-# Send LINE to the fed workload; its next output line, LAST, must match
-# the bash regex RE. Waits up to SAY_SECONDS (60) for it.
+# The whole lines after the N-th that answer a command: not "ready ...",
+# which a workload prints when it waits for its next input. The last
+# command's "ready" may land after the next command was sent (the
+# command ran long, the machine is loaded): it is not that one's answer.
+answer_lines() { # N
+	local total
+	total=$(out_lines)
+	[ "$total" -gt "$1" ] || return 0
+	sed -n "$(($1 + 1)),${total}p" "$TMP/out" | grep -v '^ready '
+}
+answered_after() { [ -n "$(answer_lines "$1" | head -1)" ]; } # N
+
+# Send LINE to the fed workload; its next output line that answers it
+# (answer_lines), LAST, must match the bash regex RE. Waits up to
+# SAY_SECONDS (60) for it.
 say() { # LINE RE
 	local n
 	n=$(out_lines)
 	echo "$1" >&7
-	wait_for "${SAY_SECONDS:-60}" out_longer_than "$n" || { echo "said '$1': no answer"; return 1; }
-	LAST=$(out_after "$n" | head -1)
+	wait_for "${SAY_SECONDS:-60}" answered_after "$n" || { echo "said '$1': no answer"; return 1; }
+	LAST=$(answer_lines "$n" | head -1)
 	[[ $LAST =~ $2 ]] || { echo "said '$1', got '$LAST', wanted /$2/"; return 1; }
 }
 

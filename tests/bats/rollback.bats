@@ -495,3 +495,14 @@ dead() { # PID: gone, or a zombie
 	done
 	stop_fed
 }
+
+# The harness itself: "w" prints its "ready" line only after its writes,
+# which may be after the next command was sent. That line is not the
+# next command's answer (say skips it); it once made the shared-mapping
+# test above read "ready ..." as a hash, under load.
+@test "rollback tests: a long command's late ready line is not the next command's answer" {
+	start_fed "$WL/rb_target" 16
+	say "w 1 400000" '^got 0 '
+	say x '^got 1 '
+	stop_fed
+}
