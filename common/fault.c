@@ -11,7 +11,8 @@
 /* Every point a fault_hit() or FAULT_RETURN() names. A point missing here
  * is refused in MEMVISOR_FAULT, and tests/bats/faults.bats, which runs
  * every listed point, fails for a point named in the sources but not
- * listed (or listed without a scenario). Sorted. */
+ * listed (or listed without a scenario). Sorted, one a line. */
+/* clang-format off */
 static const char *const registry[] = {
     "ckpt_alloc",
     "ckpt_manifest_write",
@@ -44,6 +45,7 @@ static const char *const registry[] = {
     "ptrace_getregs",
     "ptrace_interrupt",
     "ptrace_setregs",
+    "reaper_start_stall",
     "reload_copy_gone",
     "reload_install_none",
     "remote_syscall",
@@ -55,6 +57,7 @@ static const char *const registry[] = {
     "uffd_register",
     "uffd_writeprotect",
 };
+/* clang-format on */
 
 static struct point {
 	char name[48];

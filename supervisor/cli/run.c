@@ -438,12 +438,32 @@ static void forward_signal(struct mv *mv, const struct signalfd_siginfo *si)
 	 * process group, which memvisor shares (kill(0, sig)). */
 	if (si->ssi_code == SI_KERNEL)
 		return;
-	if (mv->cmd_pid <= 0 || mv->cmd_exited)
+	if (mv->cmd_exited)
 		return;
 	if (si->ssi_pid > 0 && is_supervised(mv, (pid_t)si->ssi_pid))
 		return;
-	log_info("forwarding signal %d to %d", si->ssi_signo, mv->cmd_pid);
-	kill(mv->cmd_pid, (int)si->ssi_signo);
+	/* The signal came before the reaper said which pid the command
+	 * has (it runs already, or is about to): it is passed on then,
+	 * not lost (a SIGTERM right after start was ignored). */
+	if (mv->cmd_pid <= 0) {
+		log_info("signal %d came before the command's pid: passed on when known", sig);
+		mv->early_signals |= 1ull << sig;
+		return;
+	}
+	log_info("forwarding signal %d to %d", sig, mv->cmd_pid);
+	kill(mv->cmd_pid, sig);
+}
+
+/* The signals that came before the command's pid, in signal order. */
+static void forward_early_signals(struct mv *mv)
+{
+	for (int sig = 1; sig < 64 && mv->early_signals; sig++) {
+		if (!(mv->early_signals & (1ull << sig)))
+			continue;
+		mv->early_signals &= ~(1ull << sig);
+		log_info("forwarding signal %d to %d", sig, mv->cmd_pid);
+		kill(mv->cmd_pid, sig);
+	}
 }
 
 static void on_signal(struct ev_loop *loop, ev_io *w, int revents)
@@ -511,6 +531,7 @@ static void on_reaper(struct ev_loop *loop, ev_io *w, int revents)
 	switch (m.type) {
 	case REAPER_STARTED:
 		mv->cmd_pid = m.pid;
+		forward_early_signals(mv);
 		break;
 	case REAPER_FORK_FAILED:
 		fprintf(stderr, "memvisor: cannot start the command: %s\n", strerror(m.status));

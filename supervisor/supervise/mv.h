@@ -142,6 +142,7 @@ struct mv {
 
 	/* The command. */
 	pid_t cmd_pid;
+	uint64_t early_signals; /* run: forwarded before cmd_pid was known (bit = signo) */
 	bool cmd_exited;
 	int cmd_status;		      /* wait status */
 	int launch_stage, launch_err; /* a launcher failure, 0 if none */

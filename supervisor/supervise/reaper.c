@@ -1,4 +1,5 @@
 #include "supervisor/supervise/reaper.h"
+#include "common/fault.h"
 #include "common/fdpass.h"
 #include "common/proctitle.h"
 #include "common/util.h"
@@ -225,6 +226,8 @@ void reaper_main(struct launch_spec *spec, int from_sup, int to_sup)
 		_exit(125);
 	}
 	close(spec->sock);
+	if (fault_hit("reaper_start_stall"))
+		sleep(2);
 	send_msg(r, REAPER_STARTED, r->cmd, 0);
 	char title[96];
 	snprintf(title, sizeof(title), "memvisor reaper of pid %d", (int)r->cmd);

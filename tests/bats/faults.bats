@@ -84,6 +84,7 @@ SCENARIOS=(
 	"ckpt_ supervise"
 	"ptrace_setregs rollback"
 	"ptrace_ supervise"
+	"reaper_ supervise"
 	"img_ image"
 	"statsjson_ exit"
 	"remote_ evict"

@@ -321,12 +321,26 @@ x = bytearray(64 << 20); x[::4096] = b"x" * len(x[::4096]); print(sum(x[::4096])
 	mv=$!
 	remember_pid $mv
 	# Its own command, exactly: -f alone also matched another test's
-	# "sleep 300" (rb_target's exec), and the signal reached memvisor
-	# before it knew its command's pid, which drops it.
+	# "sleep 300" (rb_target's exec).
 	wait_for 5 pgrep -x -f 'sleep 30' >/dev/null
 	kill -USR1 $mv
 	wait $mv && rc=0 || rc=$?
 	[ "$rc" -eq $((128 + 10)) ]
+}
+
+# The reaper tells memvisor its command's pid once it forked it; a
+# signal memvisor got before that was dropped (a SIGTERM right after
+# `memvisor run` did nothing). reaper_start_stall holds that message
+# back 2 s while the command runs.
+@test "a signal memvisor gets before it knows its command's pid reaches the command" {
+	MEMVISOR_FAULT=reaper_start_stall "$MEMVISOR" run -- sleep 30 2>"$TMP/err" &
+	mv=$!
+	remember_pid $mv
+	wait_for 10 grep -q "fault injected at reaper_start_stall" "$TMP/err"
+	kill -TERM $mv
+	wait $mv && rc=0 || rc=$?
+	cat "$TMP/err"
+	[ "$rc" -eq 143 ]
 }
 
 @test "a signal the command sends to its own process group is not delivered twice" {
