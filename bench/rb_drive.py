@@ -10,7 +10,10 @@ by memvisor's filter instead of stopping at every call.
 Prints "memvisor n=N p50_us= p99_us= per_s=" (each iteration's wall time,
 the rollback included), and the rollbacks' own pause (the job's pause_ns)
 p50 and p99, elapsed time (elapsed_ns) p50, and the p50 of each of the
-result's times (stop, check, layout, memory, registers, resume)."""
+result's times (stop, check, layout, memory, registers, resume).
+RB_RSS=1: also the VmRSS of memvisor and of the program (and the
+snapshot's) after a tenth of the iterations (warmed up) and at the end,
+and how much each grew: "memory flat" over many rollbacks."""
 import json
 import os
 import socket
@@ -46,6 +49,7 @@ def job(s, f, jid):
 # RB_POLL=1: follow each job by polling `job` (as before wait_ms); by
 # default the rollback's own request waits for its end (one round trip).
 WAIT = os.environ.get("RB_POLL") != "1"
+RSS = os.environ.get("RB_RSS") == "1"
 
 
 def rollback(s, f, args):
@@ -55,6 +59,21 @@ def rollback(s, f, args):
             return j["result"]
         sys.exit(f"rollback: {j.get('error') or j['state']}")
     return job(s, f, call(s, f, "rollback", args)["job"])
+
+
+def rss_kb(pid):
+    try:
+        with open(f"/proc/{pid}/status") as st:
+            for l in st:
+                if l.startswith("VmRSS:"):
+                    return int(l.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def rss_all(pids):
+    return [rss_kb(x) for x in pids]
 
 
 def pct(v, q):
@@ -81,7 +100,9 @@ def main():
     s.connect(sock)
     f = s.makefile("rb")
     time.sleep(0.05)  # into its read
-    job(s, f, call(s, f, "mark", {"hold": until})["job"])
+    marked = job(s, f, call(s, f, "mark", {"hold": until})["job"])
+    watch = [p.pid, marked.get("pid", 0), marked.get("snapshot", {}).get("pid", 0)]
+    rss_at, rss_warm = max(1, n // 10), None
     wall, pause, elapsed, times = [], [], [], {}
     start = time.monotonic()
     for i in range(n):
@@ -104,6 +125,9 @@ def main():
             times.setdefault(k, []).append(v / 1e3)
         if until:
             times.setdefault("run_ns", []).append(r["until"]["run_ns"] / 1e3)
+        if RSS and i + 1 == rss_at:
+            rss_warm = rss_all(watch)
+    rss_end = rss_all(watch) if RSS else None
     total = time.monotonic() - start
     if until:
         call(s, f, "unmark")
@@ -113,6 +137,10 @@ def main():
           f"per_s={n / total:.0f} pause_p50_us={pct(pause, .5):.0f} "
           f"pause_p99_us={pct(pause, .99):.0f} job_p50_us={pct(elapsed, .5):.0f} "
           + " ".join(f"{k[:-3]}_p50_us={pct(v, .5):.0f}" for k, v in times.items()))
+    if RSS:
+        for name, a, b in zip(("memvisor", "program", "snapshot"), rss_warm, rss_end):
+            grew = (b - a) * 100.0 / a if a else 0.0
+            print(f"rss {name} after_{rss_at}={a}kB after_{n}={b}kB grew={grew:+.2f}%")
     os.unlink(sock) if os.path.exists(sock) else None
     os.rmdir(d)
 
