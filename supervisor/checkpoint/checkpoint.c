@@ -405,8 +405,12 @@ static int attempt(struct job *j, bool live, uint64_t t_start, struct tries *tr)
 		rc = check_cancel(&c);
 	if (rc == 0 && live)
 		rc = ckpt_live_arm(&c, resident);
-	if (rc == 0)
+	if (rc == 0) {
+		/* Not with --live, which resumes the program during its copy:
+		 * its fault handler takes only warm buffers. */
+		pagesw_quiet(c.w, !live);
 		rc = ckpt_stop_all(&c);
+	}
 	if (rc == 0 && c.req->evict)
 		rc = evict_precheck(&c);
 	if (rc == 0)
@@ -442,6 +446,7 @@ static int attempt(struct job *j, bool live, uint64_t t_start, struct tries *tr)
 	 * the job ended (failed, cancelled) before its copy. */
 	if (!c.req->evict && !(live && copied))
 		ckpt_resume_all(&c);
+	pagesw_quiet(c.w, false);
 	pagesw_flush_now(c.w);
 	if (rc == 0)
 		rc = ckpt_settle(&c);

@@ -106,6 +106,12 @@ int pagesw_seal(struct pagesw *w, const struct img_header *h);
 /* Wait for that fdatasync; its result. */
 int pagesw_sealed(struct pagesw *w);
 
+/* quiet: the program is stopped for this job. The buffers' warmer (a
+ * fresh supervisor's first job) waits meanwhile, leaving the CPUs to
+ * the copy, unless a thread waits for a buffer not warm yet. Ended by
+ * pagesw_close at the latest. */
+void pagesw_quiet(struct pagesw *w, bool quiet);
+
 /* Stop the threads and close the file (after pagesw_sealed, or to give
  * up: queued buffers are dropped). The buffers are kept for next time. */
 void pagesw_close(struct pagesw *w);
