@@ -95,16 +95,18 @@ unpriv() { count < <(unpriv_tap); }
 # The files in two shards of about equal time: the heaviest first, each
 # to the lighter shard; the seconds are each file's tests' own times
 # (bats --timing) in a clean clone's make check as root with two shards on
-# a 2-core machine, 2026-12-07 (others count 10): update them when a file
-# grows. storm, death, run and privilege go together, in the first shard,
-# which the unpriv tier follows when UNPRIV_AFTER is set (its run.bats
-# starts sleep processes they look for).
-declare -A BATS_SECONDS=([churn]=449 [live]=177 [agent]=186 [evict_safety]=157
-	[checkpoint]=148 [rollback_until]=180 [shm_evict]=100 [faults]=73 [rollback]=71
-	[ctl]=64 [reload]=53 [run]=53 [ctl_boundary]=35 [new_user]=34 [metrics]=34 [storm]=31
-	[kernel_held]=26 [cli_options]=25 [cli_output]=24 [death]=17 [policy]=16 [bypass]=14
-	[install]=13 [policy_wx]=12)
-UNPRIV_SECONDS=115
+# a 2-core machine, 2026-12-07, python3 started without a shim (others
+# count 10): update them when a file grows. storm, death, run and
+# privilege go together, in the first shard, which the unpriv tier
+# follows when UNPRIV_AFTER is set (its run.bats starts sleep processes
+# they look for).
+declare -A BATS_SECONDS=([churn]=369 [evict_safety]=104 [agent]=101 [checkpoint]=90
+	[rollback_until]=84 [live]=73 [faults]=60 [shm_evict]=60 [reload]=48 [rollback]=40
+	[run]=37 [ctl_boundary]=28 [ctl]=24 [storm]=22 [kernel_held]=21 [death]=13
+	[cli_output]=12 [new_user]=11 [metrics]=10 [cli_options]=10 [install]=9 [policy]=8
+	[policy_wx]=7 [policy_ctl]=6 [image_files]=6 [jobs]=5 [bypass]=4 [privilege]=3 [man]=3
+	[check]=3 [policy_bad]=2 [contrib]=2)
+UNPRIV_SECONDS=104
 shard_files() {
 	local f b w together=0 weighted=()
 	shard=("" "")
