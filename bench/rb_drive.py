@@ -139,8 +139,9 @@ def main():
           + " ".join(f"{k[:-3]}_p50_us={pct(v, .5):.0f}" for k, v in times.items()))
     if RSS:
         for name, a, b in zip(("memvisor", "program", "snapshot"), rss_warm, rss_end):
-            grew = (b - a) * 100.0 / a if a else 0.0
-            print(f"rss {name} after_{rss_at}={a}kB after_{n}={b}kB grew={grew:+.2f}%")
+            # 0: the process was gone (or never known): no figure.
+            grew = f"{(b - a) * 100.0 / a:+.2f}%" if a and b else "n/a"
+            print(f"rss {name} after_{rss_at}={a}kB after_{n}={b}kB grew={grew}")
     os.unlink(sock) if os.path.exists(sock) else None
     os.rmdir(d)
 

@@ -424,6 +424,12 @@ static bool is_supervised(struct mv *mv, pid_t pid)
 	return false;
 }
 
+static void pass_on(struct mv *mv, int sig)
+{
+	log_info("forwarding signal %d to %d", sig, mv->cmd_pid);
+	kill(mv->cmd_pid, sig);
+}
+
 static void forward_signal(struct mv *mv, const struct signalfd_siginfo *si)
 {
 	/* A program a mark holds stopped (mark --hold) runs, to receive a
@@ -450,8 +456,7 @@ static void forward_signal(struct mv *mv, const struct signalfd_siginfo *si)
 		mv->early_signals |= 1ull << sig;
 		return;
 	}
-	log_info("forwarding signal %d to %d", sig, mv->cmd_pid);
-	kill(mv->cmd_pid, sig);
+	pass_on(mv, sig);
 }
 
 /* The signals that came before the command's pid, in signal order. */
@@ -461,8 +466,7 @@ static void forward_early_signals(struct mv *mv)
 		if (!(mv->early_signals & (1ull << sig)))
 			continue;
 		mv->early_signals &= ~(1ull << sig);
-		log_info("forwarding signal %d to %d", sig, mv->cmd_pid);
-		kill(mv->cmd_pid, sig);
+		pass_on(mv, sig);
 	}
 }
 

@@ -328,22 +328,33 @@ static int open_file(int dirfd, struct pagesw *w)
 	return 0;
 }
 
-bool pagesw_pool_wait_warm(struct pagesw_pool *pool, size_t bytes, bool (*give_up)(void *),
-			   void *arg)
+/* Wait until the first want buffers are warm, polling every poll_ns;
+ * counted in pool->waiting meanwhile, so that a quiet warmer goes on.
+ * false: give_up (if any) said so first. */
+static bool wait_warmed(struct pagesw_pool *pool, size_t want, long poll_ns,
+			bool (*give_up)(void *), void *arg)
 {
-	size_t want = MV_MIN((bytes + STAGE_BUF - 1) / STAGE_BUF, pool->n);
+	if (atomic_load(&pool->warmed) >= want)
+		return true;
 	bool ok = true;
 	atomic_fetch_add(&pool->waiting, 1);
 	while (atomic_load(&pool->warmed) < want) {
-		if (give_up(arg)) {
+		if (give_up && give_up(arg)) {
 			ok = false;
 			break;
 		}
-		struct timespec ts = {0, 2 * 1000 * 1000};
+		struct timespec ts = {0, poll_ns};
 		nanosleep(&ts, NULL);
 	}
 	atomic_fetch_sub(&pool->waiting, 1);
 	return ok;
+}
+
+bool pagesw_pool_wait_warm(struct pagesw_pool *pool, size_t bytes, bool (*give_up)(void *),
+			   void *arg)
+{
+	size_t want = MV_MIN((bytes + STAGE_BUF - 1) / STAGE_BUF, pool->n);
+	return wait_warmed(pool, want, 2 * 1000 * 1000, give_up, arg);
 }
 
 void pagesw_quiet(struct pagesw *w, bool quiet)
@@ -393,15 +404,7 @@ struct pagesw_buf *pagesw_get(struct pagesw *w)
 	if (!b)
 		return NULL;
 	/* Not warm yet: the warmer writes it; wait for it to be done. */
-	size_t idx = (size_t)(b - w->pool->bufs);
-	if (atomic_load(&w->pool->warmed) <= idx) {
-		atomic_fetch_add(&w->pool->waiting, 1);
-		while (atomic_load(&w->pool->warmed) <= idx) {
-			struct timespec ts = {0, 100 * 1000};
-			nanosleep(&ts, NULL);
-		}
-		atomic_fetch_sub(&w->pool->waiting, 1);
-	}
+	wait_warmed(w->pool, (size_t)(b - w->pool->bufs) + 1, 100 * 1000, NULL, NULL);
 	b->len = b->n_sums = 0;
 	return b;
 }
