@@ -180,6 +180,7 @@ static struct client_opts client_opts(json_t *copts)
 	    .json = cli_json_mode(copts, "json", CLI_JSON_SHORT),
 	    .show = {.legend = !cli_flag(copts, "no_legend"),
 		     .tty = isatty(STDOUT_FILENO),
+		     .width = cli_flag(copts, "full") ? 0 : term_width(STDOUT_FILENO),
 		     .selector = ""},
 	    .wait = cli_flag(copts, "wait"),
 	    .timeout_ms = timeout ? (int)json_integer_value(timeout) : 30000,

@@ -106,10 +106,14 @@ static const char *eta(json_t *j, char *buf, size_t len)
 }
 
 /* A job on one line: its state, and while it runs, its phase (once it
- * has ended the phase is the state again); on a terminal, an ETA. */
-static void render_job_line(json_t *j, const struct ctl_show_opts *o)
+ * has ended the phase is the state again); on a terminal, an ETA. In a
+ * list (jobs, status, events) the columns line up. A job on its own (the
+ * end of `--wait`, `job N`) is not padded, and on a terminal narrower than
+ * the line its rate and times go on a second line, so that nothing wraps
+ * and nothing is lost whatever its sizes and rate. */
+static void render_job_line(json_t *j, const struct ctl_show_opts *o, bool list)
 {
-	char a[32], b[32], state[48], left[32] = "", rate[32];
+	char a[32], b[32], state[48], left[32] = "", rate[32], head[160], tail[96];
 	if (o->tty)
 		eta(j, left, sizeof(left));
 	if (strcmp(jstr(j, "state"), "running") == 0)
@@ -118,10 +122,21 @@ static void render_job_line(json_t *j, const struct ctl_show_opts *o)
 	else
 		snprintf(state, sizeof(state), "%s", jstr(j, "state"));
 	rate_text(j, 1, rate, sizeof(rate));
-	printf("  job %lld %-10s %-20s %s / %s (%s%s%.1f s%s)\n", jint(j, "id"), jstr(j, "kind"),
-	       state, hsize(json_object_get(j, "done"), a, sizeof(a)),
-	       hsize(json_object_get(j, "total"), b, sizeof(b)), rate + (rate[0] != '\0'),
-	       rate[0] ? ", " : "", jsecs(j, "elapsed_ns"), left);
+	snprintf(head, sizeof(head), "  job %lld %-*s %-*s %s / %s", jint(j, "id"), list ? 10 : 0,
+		 jstr(j, "kind"), list ? 20 : 0, state,
+		 hsize(json_object_get(j, "done"), a, sizeof(a)),
+		 hsize(json_object_get(j, "total"), b, sizeof(b)));
+	snprintf(tail, sizeof(tail), "(%s%s%.1f s%s)", rate + (rate[0] != '\0'),
+		 rate[0] ? ", " : "", jsecs(j, "elapsed_ns"), left);
+	int width = list ? 0 : o->width;
+	if (width > 0 && strlen(head) + 1 + strlen(tail) > (size_t)width) {
+		term_put(stdout, head, width);
+		fputs("\n    ", stdout);
+		term_put(stdout, tail, width - 4);
+		putchar('\n');
+	} else {
+		printf("%s %s\n", head, tail);
+	}
 	json_t *e = json_object_get(j, "error");
 	if (e)
 		printf("    error: %s\n", jstr(e, "message"));
@@ -131,7 +146,7 @@ static void render_jobs_list(json_t *jobs, const struct ctl_show_opts *o)
 {
 	size_t i;
 	json_t *j;
-	json_array_foreach(jobs, i, j) render_job_line(j, o);
+	json_array_foreach(jobs, i, j) render_job_line(j, o, true);
 }
 
 /* The agent's hello: its own fields, not a supervisor's. */
@@ -773,7 +788,7 @@ void ctl_show_policy_set(json_t *r, const struct ctl_show_opts *o)
 
 void ctl_show_job(json_t *r, const struct ctl_show_opts *o)
 {
-	render_job_line(r, o);
+	render_job_line(r, o, false);
 	json_t *res = json_object_get(r, "result");
 	if (res && strcmp(jstr(r, "kind"), "checkpoint") == 0)
 		render_checkpoint_result(res);
@@ -870,7 +885,7 @@ void ctl_show_event(json_t *e, const struct ctl_show_opts *o)
 			printf(" rule=%s", jstr(e, "rule"));
 	} else if (strcmp(kind, "job") == 0) {
 		printf("job    ");
-		render_job_line(e, o);
+		render_job_line(e, o, true);
 		return;
 	} else if (strcmp(kind, "dropped") == 0) {
 		printf("(%lld %s dropped: this reader fell behind)", jint(e, "count"),

@@ -12,6 +12,7 @@
 struct ctl_show_opts {
 	bool legend; /* column headers and summary lines (--no-legend: none) */
 	bool tty;    /* stdout is a terminal: running jobs get an ETA */
+	int width;   /* a job's line on its own is cut to it (0: never) */
 	/* The options that chose this supervisor, as shell words each
 	 * followed by a space ("-n web ", or ""): a command printed as a
 	 * hint repeats them ("memvisor ctl -n web job 3 --wait"), so that it

@@ -193,9 +193,18 @@ print(max((len(re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", l)) for l in text.split("\n"
 	in_pty 80 "$MEMVISOR" ctl --socket "$SOCK" checkpoint "$TMP/img" --wait
 	cat "$TMP/pty"
 	grep -q "checkpoint .*\[\.\." "$TMP/pty"
-	grep "\[" "$TMP/pty" >"$TMP/bars"
+	grep "\[[.#]" "$TMP/pty" >"$TMP/bars"
 	[ "$(widest "$TMP/bars")" -lt 80 ]
 	[ "$(widest)" -le 80 ]
+	# On a narrower terminal the line the job ends with is cut, not
+	# wrapped, whatever its sizes and rate; the image's path stays whole.
+	in_pty 50 "$MEMVISOR" ctl --socket "$SOCK" checkpoint "$TMP/img2" --wait
+	cat "$TMP/pty"
+	grep "job [0-9]* checkpoint done" "$TMP/pty" >"$TMP/done"
+	[ "$(widest "$TMP/done")" -le 50 ]
+	grep "\[[.#]" "$TMP/pty" >"$TMP/bars"
+	[ "$(widest "$TMP/bars")" -lt 50 ]
+	grep -q "^image $TMP/img2 " "$TMP/pty"
 	kill "$MVPID"
 	wait "$MVPID" || true
 	# --help of every command, and of each ctl command, at most 80.
