@@ -561,6 +561,16 @@ static void render_mark_result(json_t *res)
 	else
 		printf(" (copied)");
 	printf("; paused %s\n", p);
+	size_t k;
+	json_t *x;
+	json_array_foreach(json_object_get(res, "processes"), k, x)
+	{
+		if (k) /* the first is the one above */
+			printf("  and process %lld of its tree: %lld %s, %s kept (copied)\n",
+			       jint(x, "pid"), jint(x, "threads"),
+			       mv_plural(jint(x, "threads"), "thread", "threads"),
+			       hsize(json_object_get(x, "baseline_bytes"), a, sizeof(a)));
+	}
 	if (json_is_true(json_object_get(res, "held")))
 		printf(
 		    "  held stopped at the mark: `memvisor ctl rollback --until CALL` runs it\n");
@@ -619,6 +629,16 @@ static void render_rollback_result(json_t *res)
 	       jint(res, "pid"), jstr(res, "name"), jint(res, "rollbacks"),
 	       hsize(json_object_get(res, "written_bytes"), a, sizeof(a)),
 	       hsize(json_object_get(res, "dropped_bytes"), b, sizeof(b)), p);
+	size_t i;
+	json_t *s;
+	json_array_foreach(json_object_get(res, "processes"), i, s)
+	{
+		if (i) /* the first is the one above, whose counts are the tree's */
+			printf("  and process %lld of its tree: %s written back, %s dropped\n",
+			       jint(s, "pid"),
+			       hsize(json_object_get(s, "written_bytes"), a, sizeof(a)),
+			       hsize(json_object_get(s, "dropped_bytes"), b, sizeof(b)));
+	}
 	if (jint(res, "unmapped_bytes") || jint(res, "mapped_bytes") ||
 	    json_object_get(res, "brk_was"))
 		printf("  layout: %s unmapped, %s mapped again%s\n",
@@ -631,8 +651,6 @@ static void render_rollback_result(json_t *res)
 		       mv_plural(jint(res, "threads_ended"), "thread", "threads"),
 		       jint(res, "children_killed"),
 		       mv_plural(jint(res, "children_killed"), "child", "children"));
-	size_t i;
-	json_t *s;
 	json_array_foreach(json_object_get(res, "signals_dropped"), i, s)
 	    printf("  signal %lld to thread %lld arrived since the mark: dropped\n",
 		   jint(s, "signal"), jint(s, "tid"));
@@ -646,6 +664,16 @@ static void render_rollback_result(json_t *res)
 	json_array_foreach(json_object_get(res, "fds_lost"), i, s)
 	    printf("  descriptor %lld (%s) was closed since the mark and stays closed: %s\n",
 		   jint(s, "fd"), jstr(s, "kind"), jstr(s, "why"));
+	json_t *x;
+	json_array_foreach(json_object_get(res, "processes"), i, x)
+	{
+		size_t k;
+		json_t *f;
+		json_array_foreach(json_object_get(x, "fds_lost"), k, f) if (i)
+		    printf("  descriptor %lld (%s) of process %lld was closed since the mark and "
+			   "stays closed: %s\n",
+			   jint(f, "fd"), jstr(f, "kind"), jint(x, "pid"), jstr(f, "why"));
+	}
 	render_until(json_object_get(res, "until"));
 	if (json_is_true(json_object_get(res, "held")) && !json_object_get(res, "until"))
 		printf(

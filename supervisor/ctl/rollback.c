@@ -89,6 +89,7 @@ int ctl_cmd_mark(struct mv *mv, struct ctl_call *call, json_t *args, json_t **re
 		if (ctl_arg_pid(mv, args, "pid", &q->pid, err) < 0)
 			goto fail;
 	} else {
+		q->tree = true;
 		lifecycle_scan_tree(mv);
 		pthread_mutex_lock(&mv->lock);
 		q->pid = mv->cmd_exited ? 0 : mv->cmd_pid;

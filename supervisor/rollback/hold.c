@@ -50,23 +50,28 @@ static void set_holding(struct rb_hold *h, bool on)
 	pthread_mutex_unlock(&h->mv->lock);
 }
 
-/* Every held thread that died since: gone. When none is left, the
- * process is: let go of what is held. */
+/* Every held thread that died since: gone. When none of the marked
+ * process (the first) is left, the process is: let go of what is held
+ * (the rest of a tree runs on; the next rollback says what ended). */
 static void reap_dead(struct rb_hold *h)
 {
-	struct ptrace_proc *pp = &h->c.p[0].pt;
 	size_t alive = 0;
-	for (size_t i = 0; i < pp->n; i++) {
-		struct ptrace_thread *t = &pp->t[i];
-		if (t->state == PT_GONE || t->state == PT_DETACHED)
-			continue;
-		int status;
-		pid_t r = waitpid(t->tid, &status, __WALL | WNOHANG);
-		if ((r == t->tid && (WIFEXITED(status) || WIFSIGNALED(status))) ||
-		    (r < 0 && errno == ECHILD))
-			t->state = PT_GONE;
-		else
-			alive++;
+	for (size_t k = 0; k < h->c.n; k++) {
+		if (k == 1 && !alive)
+			break;
+		struct ptrace_proc *pp = &h->c.p[k].pt;
+		for (size_t i = 0; i < pp->n; i++) {
+			struct ptrace_thread *t = &pp->t[i];
+			if (t->state == PT_GONE || t->state == PT_DETACHED)
+				continue;
+			int status;
+			pid_t r = waitpid(t->tid, &status, __WALL | WNOHANG);
+			if ((r == t->tid && (WIFEXITED(status) || WIFSIGNALED(status))) ||
+			    (r < 0 && errno == ECHILD))
+				t->state = PT_GONE;
+			else
+				alive++;
+		}
 	}
 	if (!alive) {
 		log_info("mark %s: process %d died while held", h->name, h->pid);
@@ -289,19 +294,24 @@ void rb_hold_let_go(struct rb_hold *h)
 	h->leftover = tidy();
 }
 
-int rb_stop(struct job *j, pid_t pid, int pidfd, struct ckpt *c, struct checkpoint_req *req)
+int rb_stop(struct job *j, const pid_t *pids, const int *pidfds, size_t n, bool all, struct ckpt *c,
+	    struct checkpoint_req *req)
 {
 	memset(c, 0, sizeof(*c));
 	memset(req, 0, sizeof(*req));
 	req->stop_timeout_ms = CKPT_STOP_TIMEOUT_MS;
+	req->all = all;
 	c->j = j;
 	c->mv = j->mv;
 	c->req = req;
-	int fd = pidfd >= 0 ? fcntl(pidfd, F_DUPFD_CLOEXEC, 0) : -1;
-	ckpt_add_proc(c, pid, fd, true);
+	for (size_t i = 0; i < n; i++) {
+		int fd = pidfds[i] >= 0 ? fcntl(pidfds[i], F_DUPFD_CLOEXEC, 0) : -1;
+		ckpt_add_proc(c, pids[i], fd, true);
+	}
 	int rc = ckpt_stop_all(c);
 	if (rc < 0 && !mv_err_isset(&c->err))
-		ckpt_fail(c, rc, MV_E_INTERNAL, "cannot stop process %d: %s", pid, strerror(-rc));
+		ckpt_fail(c, rc, MV_E_INTERNAL, "cannot stop process %d: %s", pids[0],
+			  strerror(-rc));
 	return rc;
 }
 

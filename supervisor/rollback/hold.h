@@ -54,9 +54,12 @@ void rb_hold_keep(struct rb_hold *h);
 /* Resume what is held. */
 void rb_hold_let_go(struct rb_hold *h);
 
-/* Stop every thread of pid (pidfd: ours, duplicated) as a checkpoint
- * does, into c (with req). 0, or -errno with c->err filled. */
-int rb_stop(struct job *j, pid_t pid, int pidfd, struct ckpt *c, struct checkpoint_req *req);
+/* Stop every thread of pids[0..n) (pidfds: ours, duplicated) as a
+ * checkpoint does, into c (with req), in that order: c->p[i] is pids[i].
+ * With all, every other process of the tree too (after them). 0, or
+ * -errno with c->err filled. */
+int rb_stop(struct job *j, const pid_t *pids, const int *pidfds, size_t n, bool all, struct ckpt *c,
+	    struct checkpoint_req *req);
 
 /* Resume every thread and free what rb_stop made. */
 void rb_release(struct ckpt *c);

@@ -76,6 +76,9 @@ void rb_mark_free(struct rb_mark *m)
 	if (m->hold)
 		rb_hold_stop(m->hold);
 	m->hold = NULL;
+	for (size_t i = 0; i < m->n_members; i++)
+		rb_mark_free(m->members[i]);
+	free(m->members);
 	for (size_t i = 0; i < m->n_t; i++) {
 		free(m->t[i].prstatus);
 		free(m->t[i].fp);
@@ -115,7 +118,7 @@ void rb_mark_req_free(void *ctx)
  * A vfork parent waiting for its child cannot be stopped: refused. */
 static int save_threads(struct ckpt *c, struct rb_mark *m)
 {
-	struct ptrace_proc *pp = &c->p[0].pt;
+	struct ptrace_proc *pp = &c->p[m->ci].pt;
 	m->t = xcalloc(pp->n ? pp->n : 1, sizeof(*m->t));
 	for (size_t i = 0; i < pp->n; i++) {
 		struct ptrace_thread *t = &pp->t[i];
@@ -157,7 +160,7 @@ static int make_tracker(struct ckpt *c, struct rb_mark *m)
 {
 	struct remote r;
 	struct mv_err err = {0};
-	int rc = remote_open_stopped(&r, &c->p[0].pt, &c->mv->injecting);
+	int rc = remote_open_stopped(&r, &c->p[m->ci].pt, &c->mv->injecting);
 	if (rc < 0)
 		return ckpt_fail(c, rc, MV_E_NOT_SUPPORTED,
 				 "no thread of process %d to run a call in: %s", m->pid,
@@ -236,7 +239,7 @@ static int track_regions(struct ckpt *c, struct rb_mark *m)
  * would fill their page tables with markers: a reservation of terabytes
  * would take gigabytes): a first write to a hole makes a present page that
  * was never protected, which PAGEMAP_SCAN reports as written all the same. */
-static int copy_baseline(struct ckpt *c, struct rb_mark *m, pid_t tid)
+static int copy_baseline(struct ckpt *c, struct rb_mark *m, pid_t tid, bool use_snap)
 {
 	struct pagemap pm;
 	int rc = pagemap_open(tid, true, &pm);
@@ -270,7 +273,10 @@ static int copy_baseline(struct ckpt *c, struct rb_mark *m, pid_t tid)
 	 * copied. */
 	struct as_range *in_snap = NULL;
 	size_t n_snap = 0, cap_snap = 0;
-	if (rb_snap_make(c, &m->snap, m->snap_why, sizeof(m->snap_why)) == 0) {
+	if (!use_snap)
+		snprintf(m->snap_why, sizeof(m->snap_why),
+			 "process %d is below the command in the tree", m->pid);
+	else if (rb_snap_make(c, &m->snap, m->snap_why, sizeof(m->snap_why)) == 0) {
 		struct pagemap spm;
 		rc = pagemap_open(m->snap.pid, true, &spm);
 		if (rc == 0) {
@@ -343,6 +349,32 @@ static int copy_baseline(struct ckpt *c, struct rb_mark *m, pid_t tid)
 	return 0;
 }
 
+static json_t *mark_json(const struct rb_mark *m, uint64_t pause_ns, uint64_t elapsed_ns);
+
+/* A tree's mark: each process, as its own mark's result says it. */
+static json_t *members_json(const struct rb_mark *m, json_t *root)
+{
+	json_t *v = json_array();
+	json_array_append_new(v, json_pack("{s:i, s:O, s:O, s:O, s:O}", "pid", m->pid, "threads",
+					   json_object_get(root, "threads"), "tracked_bytes",
+					   json_object_get(root, "tracked_bytes"), "baseline_bytes",
+					   json_object_get(root, "baseline_bytes"), "copied_bytes",
+					   json_object_get(root, "copied_bytes")));
+	for (size_t i = 0; i < m->n_members; i++) {
+		json_t *o = mark_json(m->members[i], 0, 0);
+		json_array_append_new(
+		    v,
+		    json_pack("{s:i, s:O, s:O, s:O, s:O, s:O, s:O}", "pid", m->members[i]->pid,
+			      "threads", json_object_get(o, "threads"), "tracked_bytes",
+			      json_object_get(o, "tracked_bytes"), "baseline_bytes",
+			      json_object_get(o, "baseline_bytes"), "copied_bytes",
+			      json_object_get(o, "copied_bytes"), "untracked",
+			      json_object_get(o, "untracked"), "rseq", json_object_get(o, "rseq")));
+		json_decref(o);
+	}
+	return v;
+}
+
 static json_t *mark_json(const struct rb_mark *m, uint64_t pause_ns, uint64_t elapsed_ns)
 {
 	uint64_t tracked = 0;
@@ -372,8 +404,64 @@ static json_t *mark_json(const struct rb_mark *m, uint64_t pause_ns, uint64_t el
 	    (json_int_t)pause_ns, "elapsed_ns", (json_int_t)elapsed_ns, "rseq", rseq);
 }
 
+/* A mark of process m->pid (c->p[m->ci], stopped): its threads, a
+ * tracker, its layout, children and descriptors, and its baseline, in a
+ * snapshot if snap allows one. */
+static int mark_one(struct ckpt *c, struct rb_mark *m, bool snap)
+{
+	pid_t tid = ptrace_reader_tid(&c->p[m->ci].pt);
+	if (!tid)
+		return ckpt_fail(c, -ESRCH, MV_E_NO_SUCH_PROCESS, "process %d has exited", m->pid);
+	int rc = save_threads(c, m);
+	if (rc == 0)
+		rc = make_tracker(c, m);
+	if (rc == 0) {
+		m->memfd = procfs_open(tid, "mem", O_RDWR | O_CLOEXEC);
+		if (m->memfd < 0)
+			rc = ckpt_fail(c, m->memfd, MV_E_PERMISSION,
+				       "opening /proc/%d/mem for writing: %s", tid,
+				       strerror(-m->memfd));
+	}
+	if (rc == 0) {
+		job_progress(c->j, "layout", 0, 0);
+		rc = rb_layout_read(tid, &m->r, &m->n_r);
+		if (rc < 0)
+			ckpt_fail(c, rc, MV_E_NO_SUCH_PROCESS,
+				  "reading the regions of process %d: %s", m->pid, strerror(-rc));
+	}
+	if (rc == 0) {
+		size_t cap = 0;
+		procfs_children(m->pid, &m->children, &m->n_children, &cap);
+	}
+	if (rc == 0)
+		m->heap_end = rb_heap_end(m->r, m->n_r);
+	if (rc == 0 && (rc = rb_files_mark(m, tid)) < 0)
+		rc = ckpt_fail(c, rc, MV_E_NO_SUCH_PROCESS,
+			       "reading the descriptors of process %d: %s", m->pid, strerror(-rc));
+	if (rc == 0)
+		rc = track_regions(c, m);
+	if (rc == 0)
+		rc = copy_baseline(c, m, tid, snap);
+	return rc;
+}
+
+static struct rb_mark *mark_new(struct mv *mv, const char *name, pid_t pid, int pidfd)
+{
+	struct rb_mark *m = xcalloc(1, sizeof(*m));
+	m->pidfd = pidfd >= 0 ? fcntl(pidfd, F_DUPFD_CLOEXEC, 0) : -1;
+	m->memfd = m->uffd = -1;
+	m->pid = pid;
+	m->mv = mv;
+	m->untracked = json_array();
+	m->snap = (struct rb_snap){.mv = mv, .pidfd = -1, .memfd = -1};
+	snprintf(m->name, sizeof(m->name), "%s", name);
+	return m;
+}
+
 /* On the mark's tracer thread: stop, record, track, copy; then resume
- * the program, or hold it stopped (q->hold). */
+ * the program, or hold it stopped (q->hold). A tree's mark stops the
+ * whole tree at once, then marks each process in turn: one instant for
+ * all of them. */
 struct mark_work {
 	struct rb_mark *m;
 	struct rollback_mark_req *q;
@@ -387,41 +475,21 @@ static int mark_work(struct job *j, void *arg)
 	bool held;
 	struct ckpt *c = rb_hold_ckpt(m->hold, &held);
 	job_progress(j, "stopping", 0, 0);
-	int rc = rb_stop(j, q->pid, q->pidfd, c, rb_hold_req(m->hold));
-	pid_t tid = rc == 0 ? ptrace_reader_tid(&c->p[0].pt) : 0;
-	if (rc == 0 && !tid)
-		rc = ckpt_fail(c, -ESRCH, MV_E_NO_SUCH_PROCESS, "process %d has exited", q->pid);
+	int rc = rb_stop(j, &q->pid, &q->pidfd, 1, q->tree, c, rb_hold_req(m->hold));
+	m->ci = 0;
 	if (rc == 0)
-		rc = save_threads(c, m);
-	if (rc == 0)
-		rc = make_tracker(c, m);
-	if (rc == 0) {
-		m->memfd = procfs_open(tid, "mem", O_RDWR | O_CLOEXEC);
-		if (m->memfd < 0)
-			rc = ckpt_fail(c, m->memfd, MV_E_PERMISSION,
-				       "opening /proc/%d/mem for writing: %s", tid,
-				       strerror(-m->memfd));
+		rc = mark_one(c, m, true);
+	if (rc == 0 && c->n > 1)
+		m->members = xcalloc(c->n - 1, sizeof(*m->members));
+	for (size_t k = 1; rc == 0 && k < c->n; k++) {
+		struct cproc *p = &c->p[k];
+		if (p->pt.gone || !ptrace_reader_tid(&p->pt))
+			continue; /* it ended during the stop: not in the tree */
+		struct rb_mark *x = mark_new(m->mv, m->name, p->pt.pid, p->pt.pidfd);
+		x->ci = k;
+		m->members[m->n_members++] = x;
+		rc = mark_one(c, x, false);
 	}
-	if (rc == 0) {
-		job_progress(j, "layout", 0, 0);
-		rc = rb_layout_read(tid, &m->r, &m->n_r);
-		if (rc < 0)
-			ckpt_fail(c, rc, MV_E_NO_SUCH_PROCESS,
-				  "reading the regions of process %d: %s", q->pid, strerror(-rc));
-	}
-	if (rc == 0) {
-		size_t cap = 0;
-		procfs_children(m->pid, &m->children, &m->n_children, &cap);
-	}
-	if (rc == 0)
-		m->heap_end = rb_heap_end(m->r, m->n_r);
-	if (rc == 0 && (rc = rb_files_mark(m, tid)) < 0)
-		rc = ckpt_fail(c, rc, MV_E_NO_SUCH_PROCESS,
-			       "reading the descriptors of process %d: %s", q->pid, strerror(-rc));
-	if (rc == 0)
-		rc = track_regions(c, m);
-	if (rc == 0)
-		rc = copy_baseline(c, m, tid);
 	if (rc == 0 && q->hold) {
 		c->pause_start = c->p[0].pt.first_interrupt_ns;
 		c->pause_end = mv_now_ns();
@@ -445,14 +513,7 @@ int rb_mark_run(struct job *j)
 	mv->mark = NULL;
 	pthread_mutex_unlock(&mv->lock);
 	rb_mark_free(old);
-	struct rb_mark *m = xcalloc(1, sizeof(*m));
-	m->pidfd = fcntl(q->pidfd, F_DUPFD_CLOEXEC, 0);
-	m->memfd = m->uffd = -1;
-	m->pid = q->pid;
-	m->mv = mv;
-	m->untracked = json_array();
-	m->snap = (struct rb_snap){.mv = mv, .pidfd = -1, .memfd = -1};
-	snprintf(m->name, sizeof(m->name), "%s", q->name);
+	struct rb_mark *m = mark_new(mv, q->name, q->pid, q->pidfd);
 	int rc = 0;
 	m->hold = rb_hold_start(mv, m->pid, m->name, &m->holding, &rc);
 	if (!m->hold) {
@@ -473,10 +534,14 @@ int rb_mark_run(struct job *j)
 	m->marked_wall_ns = mv_wall_ns();
 	j->result = mark_json(m, pause, mv_now_ns() - t0);
 	json_object_set_new(j->result, "held", json_boolean(held));
+	if (q->tree)
+		json_object_set_new(j->result, "processes", members_json(m, j->result));
 	pthread_mutex_lock(&mv->lock);
 	mv->mark = m;
 	pthread_mutex_unlock(&mv->lock);
-	log_info("mark %s: process %d, %zu threads, %zu regions, %zu bytes of baseline%s", m->name,
-		 m->pid, m->n_t, m->n_r, m->base_bytes, held ? ", held" : "");
+	log_info("mark %s: process %d and %zu more, %zu threads, %zu regions, %zu bytes of "
+		 "baseline%s",
+		 m->name, m->pid, m->n_members, m->n_t, m->n_r, m->base_bytes,
+		 held ? ", held" : "");
 	return 0;
 }

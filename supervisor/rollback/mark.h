@@ -110,6 +110,14 @@ struct rb_mark {
 	struct as_range *last;
 	size_t n_last, cap_last;
 	unsigned hot_epoch;
+	/* A mark of the tree (mark without a pid): the other processes the
+	 * tree had at the mark, each a mark of its own with no tracer thread
+	 * (this one's stops and holds them all) and no snapshot (its
+	 * baseline is copied). */
+	struct rb_mark **members;
+	size_t n_members;
+	/* During a job: where the process is in the tracer's stop, c->p[ci]. */
+	size_t ci;
 };
 
 struct job;

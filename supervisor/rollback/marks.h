@@ -47,6 +47,7 @@ struct rollback_mark_req {
 	pid_t pid;
 	int pidfd;
 	bool hold; /* keep the process stopped after the mark */
+	bool tree; /* pid and every process of the tree below it */
 };
 
 /* What a rollback is asked: the mark's name ("": the one there is), and

@@ -92,7 +92,7 @@ static int inject(struct undo *u, long nr, long a0, long a1, long a2, long a3, l
 		  long *ret)
 {
 	if (!u->have_remote) {
-		int rc = remote_open_stopped(&u->r, &u->c->p[0].pt, &u->c->mv->injecting);
+		int rc = remote_open_stopped(&u->r, &u->c->p[u->m->ci].pt, &u->c->mv->injecting);
 		if (rc < 0)
 			return ckpt_fail(u->c, rc, MV_E_NOT_SUPPORTED,
 					 "no thread of process %d to run a call in: %s", u->m->pid,
@@ -140,7 +140,7 @@ static int check_same(struct undo *u)
 				 "the mark's snapshot (process %d, which holds its memory) was "
 				 "killed: the mark is lost (`ctl unmark`, then mark again)",
 				 m->snap.pid);
-	struct ptrace_proc *pp = &c->p[0].pt;
+	struct ptrace_proc *pp = &c->p[m->ci].pt;
 	pid_t *extra = xcalloc(pp->n + 1, sizeof(*extra)),
 	      *gone = xcalloc(m->n_t + 1, sizeof(*gone));
 	size_t n_extra = 0, n_gone = 0;
@@ -186,7 +186,7 @@ out:
  * thread. */
 static int end_new_threads(struct undo *u)
 {
-	struct ptrace_proc *pp = &u->c->p[0].pt;
+	struct ptrace_proc *pp = &u->c->p[u->m->ci].pt;
 	long ret = 0;
 	int rc = u->n_extra ? inject(u, SYS_getpid, 0, 0, 0, 0, 0, 0, &ret) : 0; /* opens u->r */
 	for (size_t i = 0; rc == 0 && i < u->n_extra; i++) {
@@ -228,7 +228,7 @@ static int end_new_threads(struct undo *u)
  * step changes anything, once it is known to be doable. */
 static int undo_rseq(struct undo *u)
 {
-	struct ptrace_proc *pp = &u->c->p[0].pt;
+	struct ptrace_proc *pp = &u->c->p[u->m->ci].pt;
 	for (size_t i = 0; i < pp->n; i++) {
 		struct ptrace_thread *t = &pp->t[i];
 		const struct rb_thread *rt = marked_thread(u->m, t->tid);
@@ -265,9 +265,33 @@ static int undo_rseq(struct undo *u)
 	return 0;
 }
 
-/* Children forked since the mark are killed, and reaped by their parent
- * (a wait4 run in it: the rolled-back parent knows nothing of them, and
- * would leave them zombies). */
+/* The processes below pid (not pid), killed: a child killed below would
+ * leave them running, orphans of memvisor's reaper. Twice over, for one
+ * forked while the first pass ran. */
+static void kill_below(pid_t pid)
+{
+	for (int pass = 0; pass < 2; pass++) {
+		pid_t *v = NULL;
+		size_t n = 0, cap = 0;
+		procfs_children(pid, &v, &n, &cap);
+		for (size_t i = 0; i < n; i++)
+			procfs_children(v[i], &v, &n, &cap);
+		for (size_t i = 0; i < n; i++) {
+			int fd = (int)syscall(SYS_pidfd_open, v[i], 0);
+			if (fd >= 0) {
+				syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0);
+				close(fd);
+			}
+		}
+		free(v);
+		if (!n)
+			break;
+	}
+}
+
+/* Children forked since the mark are killed with what they forked, and
+ * reaped by their parent (a wait4 run in it: the rolled-back parent
+ * knows nothing of them, and would leave them zombies). */
 static int kill_new_children(struct undo *u)
 {
 	pid_t *v = NULL;
@@ -284,6 +308,8 @@ static int kill_new_children(struct undo *u)
 		if (fd < 0)
 			continue; /* reaped meanwhile */
 		u->changed = true;
+		syscall(SYS_pidfd_send_signal, fd, SIGSTOP, NULL, 0); /* forks no more */
+		kill_below(v[i]);
 		syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0);
 		close(fd);
 		long ret = 0;
@@ -309,7 +335,7 @@ static int diff_now(struct undo *u, struct rb_change **ch, size_t *n, uint64_t *
 {
 	struct rb_region *now = NULL;
 	size_t n_now = 0;
-	pid_t tid = ptrace_reader_tid(&u->c->p[0].pt);
+	pid_t tid = ptrace_reader_tid(&u->c->p[u->m->ci].pt);
 	int rc = rb_layout_read(tid, &now, &n_now);
 	if (rc < 0)
 		return ckpt_fail(u->c, rc, MV_E_NO_SUCH_PROCESS,
@@ -729,7 +755,7 @@ static int protect_again(struct undo *u)
 static int undo_memory(struct undo *u)
 {
 	struct pagemap pm;
-	pid_t tid = ptrace_reader_tid(&u->c->p[0].pt);
+	pid_t tid = ptrace_reader_tid(&u->c->p[u->m->ci].pt);
 	int rc = pagemap_open(tid, true, &pm);
 	if (rc < 0)
 		return ckpt_fail(u->c, rc, MV_E_NO_SUCH_PROCESS,
@@ -893,8 +919,8 @@ static int undo_files(struct undo *u)
 		rc = close_new_fds(u);
 	struct rb_fd_gone *gone = NULL;
 	size_t n_gone = 0;
-	if (rc == 0 &&
-	    (rc = rb_files_closed(u->m, ptrace_reader_tid(&u->c->p[0].pt), &gone, &n_gone)) < 0)
+	if (rc == 0 && (rc = rb_files_closed(u->m, ptrace_reader_tid(&u->c->p[u->m->ci].pt), &gone,
+					     &n_gone)) < 0)
 		rc = ckpt_fail(u->c, rc, MV_E_NO_SUCH_PROCESS,
 			       "reading the descriptors of process %d: %s", u->m->pid,
 			       strerror(-rc));
@@ -921,7 +947,7 @@ static int close_new_fds(struct undo *u)
 {
 	int *v = NULL;
 	size_t n = 0;
-	int rc = rb_files_new(u->m, ptrace_reader_tid(&u->c->p[0].pt), &v, &n);
+	int rc = rb_files_new(u->m, ptrace_reader_tid(&u->c->p[u->m->ci].pt), &v, &n);
 	if (rc < 0)
 		return ckpt_fail(u->c, rc, MV_E_NO_SUCH_PROCESS,
 				 "reading the descriptors of process %d: %s", u->m->pid,
@@ -945,7 +971,7 @@ static int close_new_fds(struct undo *u)
  * instant. */
 static int undo_threads(struct undo *u)
 {
-	struct ptrace_proc *pp = &u->c->p[0].pt;
+	struct ptrace_proc *pp = &u->c->p[u->m->ci].pt;
 	for (size_t i = 0; i < pp->n; i++) {
 		struct ptrace_thread *t = &pp->t[i];
 		if (t->state != PT_STOPPED)
@@ -1008,9 +1034,113 @@ static uint64_t lap(uint64_t *t)
 	return d;
 }
 
+/* The marked process i (0: the one marked, then a tree's others). */
+static struct rb_mark *proc_of(struct rb_mark *m, size_t i)
+{
+	return i ? m->members[i - 1] : m;
+}
+
+/* Where each marked process is in c: by pid (a stop of the tree lists
+ * them in the mark's order; one held since the mark, in the mark's
+ * stop's). One that is not there, or no longer is, ended since the mark:
+ * refused, since a rollback cannot revive it. */
+static int bind_procs(struct ckpt *c, struct rb_mark *m)
+{
+	for (size_t i = 0; i <= m->n_members; i++) {
+		struct rb_mark *x = proc_of(m, i);
+		size_t k = 0;
+		while (k < c->n && c->p[k].pt.pid != x->pid)
+			k++;
+		if (k < c->n && c->p[k].pt.gone)
+			k = c->n;
+		if (k < c->n && c->p[k].pt.n)
+			ptrace_proc_compact(&c->p[k].pt); /* threads of earlier runs go */
+		if (k == c->n || !ptrace_reader_tid(&c->p[k].pt))
+			return ckpt_fail(c, -ESRCH, MV_E_NO_SUCH_PROCESS,
+					 "process %d has exited since the mark: a rollback cannot "
+					 "revive it",
+					 x->pid);
+		x->ci = k;
+	}
+	return 0;
+}
+
+/* Stop the marked processes, in the mark's order. */
+static int stop_marked(struct job *j, struct rb_mark *m, struct ckpt *c)
+{
+	size_t n = 1 + m->n_members;
+	pid_t *pids = xcalloc(n, sizeof(*pids));
+	int *fds = xcalloc(n, sizeof(*fds));
+	for (size_t i = 0; i < n; i++) {
+		pids[i] = proc_of(m, i)->pid;
+		fds[i] = proc_of(m, i)->pidfd;
+	}
+	int rc = rb_stop(j, pids, fds, n, false, c, rb_hold_req(m->hold));
+	if (rc < 0 &&
+	    (rc == -ESRCH || (c->err.code && !strcmp(c->err.code, MV_E_NO_SUCH_PROCESS)))) {
+		pid_t gone = m->pid;
+		for (size_t i = 0; i < c->n; i++)
+			if (c->p[i].pt.gone && c->p[i].requested) {
+				gone = c->p[i].pt.pid;
+				break;
+			}
+		mv_err_set(&c->err, rc, MV_E_NO_SUCH_PROCESS,
+			   "process %d has exited since the mark: a rollback cannot revive it",
+			   gone);
+	}
+	free(pids);
+	free(fds);
+	return rc;
+}
+
+/* The counts of a tree's other processes, added to the first's (the
+ * result's totals), each also listed in "processes". */
+static json_t *add_up(struct undo *us, size_t n)
+{
+	json_t *v = json_array();
+	for (size_t i = 0; i < n; i++) {
+		struct undo *x = &us[i];
+		json_array_append_new(
+		    v,
+		    json_pack("{s:i, s:I, s:I, s:i, s:i, s:O}", "pid", x->m->pid, "written_bytes",
+			      (json_int_t)x->written, "dropped_bytes", (json_int_t)x->dropped,
+			      "threads_ended", (int)x->threads_ended, "children_killed",
+			      (int)x->children_killed, "fds_lost", x->fds_lost));
+		if (!i)
+			continue;
+		us->written += x->written;
+		us->dropped += x->dropped;
+		us->protected_bytes += x->protected_bytes;
+		us->hot_bytes += x->hot_bytes;
+		us->unmapped += x->unmapped;
+		us->mapped += x->mapped;
+		us->threads_ended += x->threads_ended;
+		us->children_killed += x->children_killed;
+		us->rewound += x->rewound;
+		us->fds_closed += x->fds_closed;
+		us->fds_reopened += x->fds_reopened;
+		us->rseq_undone += x->rseq_undone;
+		json_array_extend(us->signals, x->signals);
+	}
+	return v;
+}
+
+static void undo_free(struct undo *u)
+{
+	free(u->extra);
+	free(u->prot);
+	free(u->snap);
+	free(u->wl);
+	free(u->wr);
+	free(u->drop);
+	json_decref(u->signals);
+	json_decref(u->fds_lost);
+}
+
 /* On the mark's tracer thread: stop the program (or take it as held),
  * put it back, and resume it, or run it to the next stop point
- * (rollback --until) and hold it there. */
+ * (rollback --until) and hold it there. A tree's processes are stopped
+ * together, all checked before any changes, then each put back. */
 static int rollback_work(struct job *j, void *arg)
 {
 	struct rb_rollback_job *rj = arg;
@@ -1018,76 +1148,73 @@ static int rollback_work(struct job *j, void *arg)
 	uint64_t t0 = mv_now_ns();
 	bool held;
 	struct ckpt *c = rb_hold_ckpt(m->hold, &held);
-	struct undo u = {.c = c,
-			 .m = m,
-			 .signals = json_array(),
-			 .fds_lost = json_array(),
-			 .close_fds = rj->q.close_fds};
+	size_t np = 1 + m->n_members;
+	struct undo *us = xcalloc(np, sizeof(*us));
+	for (size_t i = 0; i < np; i++)
+		us[i] = (struct undo){.c = c,
+				      .m = proc_of(m, i),
+				      .signals = json_array(),
+				      .fds_lost = json_array(),
+				      .close_fds = rj->q.close_fds};
+	struct undo *u = &us[0];
 	int rc = 0;
 	if (held) {
 		c->j = j;
 		memset(&c->err, 0, sizeof(c->err));
-		/* Threads made and ended in earlier runs go from the record. */
-		if (c->p)
-			ptrace_proc_compact(&c->p[0].pt);
-		if (!c->p || !ptrace_reader_tid(&c->p[0].pt))
-			rc = ckpt_fail(c, -ESRCH, MV_E_NO_SUCH_PROCESS, "process %d has exited",
+		if (!c->p)
+			rc = ckpt_fail(c, -ESRCH, MV_E_NO_SUCH_PROCESS,
+				       "process %d has exited since the mark: a rollback cannot "
+				       "revive it",
 				       m->pid);
 	} else {
 		job_progress(j, "stopping", 0, 0);
-		rc = rb_stop(j, m->pid, m->pidfd, c, rb_hold_req(m->hold));
+		rc = stop_marked(j, m, c);
 	}
-	if (rc < 0 && (rc == -ESRCH || (c->err.code && !strcmp(c->err.code, MV_E_NO_SUCH_PROCESS))))
-		mv_err_set(&c->err, rc, MV_E_NO_SUCH_PROCESS,
-			   "process %d has exited since the mark: a rollback cannot revive it",
-			   m->pid);
+	if (rc == 0)
+		rc = bind_procs(c, m);
 	uint64_t t = t0;
-	u.t_stop = lap(&t);
+	u->t_stop = lap(&t);
+	for (size_t i = 0; i < np && rc == 0; i++)
+		rc = check_same(&us[i]);
+	for (size_t i = 0; i < np && rc == 0; i++)
+		if ((rc = end_new_threads(&us[i])) == 0)
+			rc = kill_new_children(&us[i]);
+	u->t_check = lap(&t);
 	if (rc == 0)
-		rc = check_same(&u);
-	if (rc == 0)
-		rc = end_new_threads(&u);
-	if (rc == 0)
-		rc = kill_new_children(&u);
-	u.t_check = lap(&t);
-	if (rc == 0) {
 		job_progress(j, "layout", 0, 0);
-		rc = undo_layout(&u);
-	}
-	u.t_layout = lap(&t);
-	if (rc == 0) {
+	for (size_t i = 0; i < np && rc == 0; i++)
+		rc = undo_layout(&us[i]);
+	u->t_layout = lap(&t);
+	if (rc == 0)
 		job_progress(j, "memory", 0, 0);
-		rc = undo_files(&u);
-	}
-	if (rc == 0)
-		rc = undo_memory(&u);
-	u.t_memory = lap(&t);
-	if (rc == 0)
-		rc = undo_threads(&u);
-	u.t_regs = lap(&t);
-	if (rc < 0 && u.changed) {
+	for (size_t i = 0; i < np && rc == 0; i++)
+		if ((rc = undo_files(&us[i])) == 0)
+			rc = undo_memory(&us[i]);
+	u->t_memory = lap(&t);
+	for (size_t i = 0; i < np && rc == 0; i++)
+		rc = undo_threads(&us[i]);
+	u->t_regs = lap(&t);
+	bool changed = false;
+	for (size_t i = 0; i < np; i++)
+		changed |= us[i].changed;
+	if (rc < 0 && changed) {
 		/* Neither the mark nor what it was: it must not run. */
-		syscall(SYS_pidfd_send_signal, m->pidfd, SIGKILL, NULL, 0);
+		for (size_t i = 0; i < np; i++)
+			syscall(SYS_pidfd_send_signal, us[i].m->pidfd, SIGKILL, NULL, 0);
 		char msg[sizeof(c->err.msg) + 128];
 		snprintf(msg, sizeof(msg),
-			 "%.400s; process %d was killed: it was no longer what it was and not yet "
-			 "the mark",
-			 c->err.msg, m->pid);
+			 "%.400s; process %d%s was killed: it was no longer what it was and not "
+			 "yet the mark",
+			 c->err.msg, m->pid, np > 1 ? " and the rest of its tree" : "");
 		mv_err_set(&c->err, rc, c->err.code, "%s", msg);
 	}
-	free(u.extra);
-	free(u.prot);
-	free(u.snap);
-	free(u.wl);
-	free(u.wr);
-	free(u.drop);
 	uint64_t pause;
 	json_t *event = NULL;
 	if (rc == 0 && rj->q.until) {
 		/* From the request, or the stop's first interrupt, to the run. */
 		uint64_t from = held ? t0 : c->p[0].pt.first_interrupt_ns;
 		pause = mv_now_ns() - from;
-		u.t_resume = 0;
+		u->t_resume = 0;
 		m->rollbacks++;
 		job_progress(j, "running", 0, 0); /* job_cancel ends the run */
 		rc = rb_until_run(m, c, &rj->q, &event);
@@ -1099,7 +1226,7 @@ static int rollback_work(struct job *j, void *arg)
 			rb_hold_keep(m->hold); /* it runs at the next rollback or unmark */
 		else
 			rb_hold_let_go(m->hold);
-		u.t_resume = lap(&t);
+		u->t_resume = lap(&t);
 		pause = c->pause_end > c->pause_start ? c->pause_end - c->pause_start : 0;
 		if (held && stopped)
 			pause = mv_now_ns() - t0;
@@ -1107,17 +1234,22 @@ static int rollback_work(struct job *j, void *arg)
 			m->rollbacks++;
 	}
 	if (rc < 0) {
-		json_decref(u.signals);
-		json_decref(u.fds_lost);
+		for (size_t i = 0; i < np; i++)
+			undo_free(&us[i]);
+		free(us);
 		json_decref(event);
 		job_fail_with(j, &c->err);
 		return rc;
 	}
-	j->result = result_json(&u, pause, mv_now_ns() - rj->t_request);
+	json_t *procs = np > 1 ? add_up(us, np) : NULL;
+	j->result = result_json(u, pause, mv_now_ns() - rj->t_request);
+	if (procs)
+		json_object_set_new(j->result, "processes", procs);
 	if (event)
 		json_object_set_new(j->result, "until", event);
-	json_decref(u.signals);
-	json_decref(u.fds_lost);
+	for (size_t i = 0; i < np; i++)
+		undo_free(&us[i]);
+	free(us);
 	bool now_held;
 	rb_hold_ckpt(m->hold, &now_held);
 	json_object_set_new(j->result, "held", json_boolean(now_held));

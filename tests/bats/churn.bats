@@ -149,6 +149,19 @@ churn() {
 	churn sqlite-rollback --rollback -- sqlite3 :memory: ".read $CHURN/queries.sql" ".read $CHURN/queries.sql"
 }
 
+# A tree: sh waiting for perl. A mark without --pid is of both (the
+# rollback puts both back; each is checked page by page); perl's exit
+# ends the run's marks (a rollback cannot revive it).
+@test "churn --rollback: perl under sh, the tree marked and rolled back" {
+	skip_unless_cmd perl
+	skip_unless_wp_async
+	run churn sh-perl-rollback --rollback -- sh -c "perl '$CHURN/strings.pl' 3; true"
+	echo "$output"
+	assert_success
+	[[ $output =~ rollbacks\ checked\ \(([0-9]+)\ of\ a\ tree\) ]]
+	[ "${BASH_REMATCH[1]}" -gt 0 ]
+}
+
 # node's threads (its rseq areas among them) make each run minutes long
 # under rollbacks: in make soak only.
 @test "churn --rollback: node and its threads, marks and rollbacks between evicts" {

@@ -506,3 +506,74 @@ dead() { # PID: gone, or a zombie
 	say x '^got 1 '
 	stop_fed
 }
+
+# A mark without --pid is of the tree: tests/workloads/rb_tree is a parent
+# and the child it forked, each with memory of its own. Both go back, at
+# one instant; a grandchild forked since is killed and reaped by its
+# parent, and what it forked is killed too.
+@test "mark of a tree: the child's memory, layout and the grandchildren it forked since go back with its parent's" {
+	start_fed "$WL/rb_tree" 4
+	kid=$(awk '/^ready/{print $3}' "$TMP/out")
+	[ -n "$kid" ]
+	say n '^hashes 0 '
+	mark_json
+	[ "$(json_get "$TMP/mark.json" '[p["pid"] for p in d["result"]["processes"]]')" = "[$PID, $kid]" ]
+	[ "$(json_get "$TMP/mark.json" 'd["result"]["processes"][1]["baseline_bytes"] >= 4 << 20')" = True ]
+	say n '^hashes 1 '
+	want=$LAST
+	local cmd
+	for cmd in "w 1 300" m f "w 2 50"; do
+		rollback
+		say "$cmd" '^(hashes|forked) 1 |^forked '
+		if [ "$cmd" = f ]; then
+			grand=${LAST#forked }
+			kill -0 "$grand"
+			great_of() { pgrep -P "$grand"; }
+			wait_for 10 great_of
+			great=$(great_of)
+		fi
+		run ctl --json rollback
+		echo "$output"
+		assert_success
+		r=$(echo "$output" | tail -1)
+		[ "$(echo "$r" | json_get - 'len(d["result"]["processes"])')" = 2 ]
+		if [ "$cmd" = f ]; then
+			[ "$(echo "$r" | json_get - 'd["result"]["children_killed"]')" = 1 ]
+			! kill -0 "$grand" 2>/dev/null
+			# Below it, no orphan runs on (reaped by memvisor's reaper).
+			gone() { ! kill -0 "$great" 2>/dev/null; }
+			wait_for 10 gone
+		fi
+		say n '^hashes 1 '
+		[ "$LAST" = "$want" ] || { echo "after '$cmd': '$LAST', the mark: '$want'"; return 1; }
+	done
+	# Held at the mark, then let run: the same.
+	rollback --hold
+	rollback
+	say n '^hashes 1 '
+	[ "$LAST" = "$want" ]
+	# --until runs one process: refused for a tree, with what to do.
+	run ctl rollback --until read:0
+	assert_failure
+	assert_output --partial "mark the one to run with --pid"
+	stop_fed
+}
+
+@test "mark of a tree: a child that exited since refuses the rollback, which changes nothing" {
+	start_fed "$WL/rb_tree" 4
+	kid=$(awk '/^ready/{print $3}' "$TMP/out")
+	say n '^hashes 0 '
+	mark
+	say "w 3 100" '^hashes 1 '
+	say x '^child exited'
+	run ctl rollback
+	echo "$output"
+	assert_failure
+	assert_output --partial "process $kid has exited since the mark: a rollback cannot revive it"
+	# The parent runs on as it was: its next input is its fourth.
+	say n '^hashes 3 [0-9a-f]+ -$'
+	kill -0 "$PID"
+	run ctl unmark
+	assert_success
+	stop_fed
+}

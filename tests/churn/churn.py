@@ -446,7 +446,7 @@ class Churn:
             os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "memvisor")
         self.totals = dict(runs=0, cycles=0, evicts=0, busy=0, gone=0, ckpt_err=0, fallbacks=0,
                            reloads=0, reload_err=0, kills=0, marks=0, rollbacks=0, rb_busy=0,
-                           rb_refused=0, hashed_mib=0)
+                           rb_refused=0, hashed_mib=0, tree_rollbacks=0)
         self.errors_seen = {}
 
     # -- control commands, each bounded in time --------------------------
@@ -500,7 +500,8 @@ class Churn:
         d = tempfile.mkdtemp(prefix=f"run{r}.", dir=self.a.workdir)
         sock, outp, errp = f"{d}/ctl.sock", f"{d}/out", f"{d}/log"
         st = dict(cycles=0, evicts=0, busy=0, gone=0, ckpt_err=0, reloads=0, reload_err=0,
-                  fallbacks=0, marks=0, rollbacks=0, rb_busy=0, rb_refused=0, hashed_mib=0)
+                  fallbacks=0, marks=0, rollbacks=0, rb_busy=0, rb_refused=0, hashed_mib=0,
+                  tree_rollbacks=0)
         cuts = []  # --rollback: output offsets [k, j) printed again after a rollback
         # Where the time goes: the program stopped by checkpoints, and the
         # faults its threads waited on (from the reload jobs' results).
@@ -730,7 +731,8 @@ class Churn:
                    + (f", {st['fallbacks']} live copies given up"
                       if self.a.live or self.a.live_evict else "")
                    + (f", {st['marks']} marks, {st['rollbacks']} rollbacks checked "
-                      f"({st['hashed_mib']} MiB hashed), {st['rb_busy']} marks busy, "
+                      f"({st['tree_rollbacks']} of a tree, {st['hashed_mib']} MiB hashed), "
+                      f"{st['rb_busy']} marks busy, "
                       f"{st['rb_refused']} rollbacks refused" if self.a.rollback else "")
                    + f"), exit {status}")
         timing = (f"  run {r}: {tm['ckpt_s']:.1f} s in checkpoints, the program stopped "
@@ -783,15 +785,18 @@ class Churn:
         try:
             res = json.loads(msg.strip().splitlines()[-1])
             res = res.get("result", res)
-            pid = res["pid"]
-            untracked = [(int(u["start"]), int(u["end"])) for u in res.get("untracked", [])]
-            rseq = [int(r["addr"]) for r in res.get("rseq", [])]
+            # A tree's mark lists each process (the command's first, whose
+            # fields are also the result's); one process's does not.
+            procs = [(int(p["pid"]),
+                      [(int(u["start"]), int(u["end"])) for u in p.get("untracked", [])],
+                      [int(r["addr"]) for r in p.get("rseq", [])])
+                     for p in [res] + res.get("processes", [])[1:]]
         except (ValueError, KeyError, IndexError, TypeError):
             return f"mark: an answer without the marked process: {msg.strip()[-400:]}"
         st["marks"] += 1
         k = os.path.getsize(outp)
-        at_mark = mem_pages(pid, untracked, rseq)
-        if at_mark is None:
+        at_mark = [mem_pages(*p) for p in procs]
+        if any(x is None for x in at_mark):
             return "gone"
         # Held since the mark, nothing to put back: it runs on.
         rc, msg = self.ctl(sock, "rollback")
@@ -826,14 +831,16 @@ class Churn:
                 return None
             return f"rollback failed: {msg.strip()[-600:]}"
         j = os.path.getsize(outp)
-        now = mem_pages(pid, untracked, rseq)
-        if now is None:
-            return "rolled back and held, the program is gone"
-        bad = compare_pages(at_mark, now)
-        if bad:
-            return f"rolled back to the mark, the program differs from it: {bad}"
+        for p, was in zip(procs, at_mark):
+            now = mem_pages(*p)
+            if now is None:
+                return f"rolled back and held, process {p[0]} of the mark is gone"
+            bad = compare_pages(was, now)
+            if bad:
+                return f"rolled back to the mark, process {p[0]} differs from it: {bad}"
+            st["hashed_mib"] += len(was[1]) * 4096 >> 20
         st["rollbacks"] += 1
-        st["hashed_mib"] += len(at_mark[1]) * 4096 >> 20
+        st["tree_rollbacks"] += len(procs) > 1
         cuts.append((k, j))
         rc, msg = self.ctl(sock, "unmark")
         if rc is None:
@@ -967,7 +974,8 @@ class Churn:
             f"{t['evicts']} evicts, {t['busy']} busy, {t['gone']} gone, {t['ckpt_err']} checkpoint errors, "
             f"{t['reloads']} reloads, {t['reload_err']} reload errors"
             + (f", {t['kills']} kills" if self.a.kill else "")
-            + (f", {t['marks']} marks, {t['rollbacks']} rollbacks checked" if self.a.rollback else "")
+            + (f", {t['marks']} marks, {t['rollbacks']} rollbacks checked "
+               f"({t['tree_rollbacks']} of a tree)" if self.a.rollback else "")
             + f", {time.monotonic() - t0:.0f} s, seed {base}")
         return 0 if ok else 1
 

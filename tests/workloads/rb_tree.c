@@ -1,0 +1,166 @@
+/* rb_tree [MIB]: a parent and a child to roll back as a tree
+ * (tests/bats/rollback.bats).
+ *
+ * Each maps MIB MiB (default 4) of private memory and fills it with a
+ * pattern of its own; the parent forks the child at the start and talks
+ * to it through two pipes. The parent answers one input line at a time
+ * from stdin, passing each to the child and printing, once the child
+ * answered:
+ *
+ *   hashes N PARENT CHILD   N inputs seen before this one, the hash of
+ *                           each process's memory and input count
+ *
+ * Commands: "w SEED K" each writes K pseudo-random pages of its memory;
+ * "m" each maps and writes a new 1 MiB region; "f" the child forks a
+ * grandchild, which forks a great-grandchild, and both sleep ("forked
+ * PID", the grandchild's, instead of hashes); "x" the child
+ * exits ("child exited"; the parent does not reap it, and answers the
+ * next inputs alone, "-" for the child's hash); anything else is just
+ * counted. At the start it prints "ready PARENT CHILD".
+ *
+ * After a rollback of the tree to a mark taken while both waited for
+ * input, the next "hashes" line must be the mark's. */
+#include "wl.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define PG 4096ul
+
+static unsigned char *mem;
+static size_t mem_len;
+static uint64_t count;
+static unsigned char *extra;
+
+static uint64_t hash(void)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (size_t i = 0; i < mem_len; i++)
+		h = (h ^ mem[i]) * 0x100000001b3ull;
+	h = mix(h ^ count);
+	return mix(h ^ (uint64_t)(uintptr_t)extra);
+}
+
+static void fill(uint64_t seed)
+{
+	for (size_t i = 0; i < mem_len; i += 8) {
+		uint64_t v = mix(seed + i);
+		memcpy(mem + i, &v, 8);
+	}
+}
+
+/* One command, in either process: what it writes. */
+static void apply(const char *line)
+{
+	unsigned long long seed = 1, k = 0;
+	count++;
+	if (line[0] == 'w' && sscanf(line + 1, "%llu %llu", &seed, &k) == 2) {
+		uint64_t s = mix(seed * 2654435761u + (uint64_t)getpid());
+		for (unsigned long long i = 0; i < k; i++) {
+			s = mix(s);
+			mem[(s % (mem_len / PG)) * PG + (s >> 40) % PG] ^= (unsigned char)(s | 1);
+		}
+	} else if (line[0] == 'm') {
+		extra = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			     -1, 0);
+		if (extra != MAP_FAILED)
+			memset(extra, 7, 1 << 20);
+	}
+}
+
+/* A line from fd, up to its newline; 0 at its end. */
+static ssize_t read_line(int fd, char *buf, size_t len)
+{
+	size_t n = 0;
+	while (n + 1 < len) {
+		ssize_t r = read(fd, buf + n, 1);
+		if (r <= 0)
+			return r;
+		if (buf[n++] == '\n')
+			break;
+	}
+	buf[n] = 0;
+	return (ssize_t)n;
+}
+
+static void child(int in, int out)
+{
+	char line[256], reply[64];
+	fill(2);
+	for (;;) {
+		if (read_line(in, line, sizeof(line)) <= 0)
+			_exit(0);
+		if (line[0] == 'x')
+			_exit(0);
+		if (line[0] == 'f') {
+			pid_t g = fork();
+			if (g == 0) {
+				if (fork() < 0)
+					_exit(1);
+				for (;;)
+					pause();
+			}
+			snprintf(reply, sizeof(reply), "forked %d\n", (int)g);
+		} else {
+			apply(line);
+			snprintf(reply, sizeof(reply), "%016llx\n", (unsigned long long)hash());
+		}
+		if (write(out, reply, strlen(reply)) < 0)
+			_exit(4);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	mem_len = (size_t)(argc > 1 ? atoi(argv[1]) : 4) << 20;
+	mem = mmap(NULL, mem_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (mem == MAP_FAILED)
+		return 1;
+	fill(1);
+	int down[2], up[2];
+	if (pipe(down) < 0 || pipe(up) < 0)
+		return 1;
+	pid_t kid = fork();
+	if (kid < 0)
+		return 1;
+	if (kid == 0) {
+		close(down[1]);
+		close(up[0]);
+		child(down[0], up[1]);
+	}
+	close(down[0]);
+	close(up[1]);
+	say("ready %d %d\n", (int)getpid(), (int)kid);
+	char line[256], reply[64];
+	int gone = 0;
+	for (;;) {
+		if (read_line(0, line, sizeof(line)) <= 0)
+			return 0;
+		uint64_t n = count;
+		if (!gone && (line[0] == 'x' || line[0] == 'f')) {
+			count++;
+			if (write(down[1], line, strlen(line)) < 0)
+				return 4;
+			if (line[0] == 'x') {
+				gone = 1;
+				say("child exited\n");
+				continue;
+			}
+			if (read_line(up[0], reply, sizeof(reply)) <= 0)
+				return 5;
+			say("%s", reply);
+			continue;
+		}
+		apply(line);
+		if (gone)
+			strcpy(reply, "-");
+		else if (write(down[1], line, strlen(line)) < 0 ||
+			 read_line(up[0], reply, sizeof(reply)) <= 0)
+			return 5;
+		reply[strcspn(reply, "\n")] = 0;
+		say("hashes %llu %016llx %s\n", (unsigned long long)n, (unsigned long long)hash(),
+		    reply);
+	}
+}
