@@ -121,11 +121,21 @@ static void render_job_line(json_t *j, const struct ctl_show_opts *o, bool list)
 			 json_is_true(json_object_get(j, "cancelling")) ? ", cancelling" : "");
 	else
 		snprintf(state, sizeof(state), "%s", jstr(j, "state"));
-	rate_text(j, 1, rate, sizeof(rate));
-	snprintf(head, sizeof(head), "  job %lld %-*s %-*s %s / %s", jint(j, "id"), list ? 10 : 0,
-		 jstr(j, "kind"), list ? 20 : 0, state,
-		 hsize(json_object_get(j, "done"), a, sizeof(a)),
-		 hsize(json_object_get(j, "total"), b, sizeof(b)));
+	/* A job that moves no bytes (a rollback, a mark held before its
+	 * copy) has neither sizes nor a rate to show. */
+	bool bytes = jint(j, "total") > 0 || jint(j, "done") > 0;
+	if (bytes)
+		rate_text(j, 1, rate, sizeof(rate));
+	else
+		rate[0] = '\0';
+	snprintf(head, sizeof(head), "  job %lld %-*s %-*s", jint(j, "id"), list ? 10 : 0,
+		 jstr(j, "kind"), list ? 20 : 0, state);
+	if (bytes) {
+		size_t at = strlen(head);
+		snprintf(head + at, sizeof(head) - at, " %s / %s",
+			 hsize(json_object_get(j, "done"), a, sizeof(a)),
+			 hsize(json_object_get(j, "total"), b, sizeof(b)));
+	}
 	snprintf(tail, sizeof(tail), "(%s%s%.1f s%s)", rate + (rate[0] != '\0'),
 		 rate[0] ? ", " : "", jsecs(j, "elapsed_ns"), left);
 	int width = list ? 0 : o->width;
