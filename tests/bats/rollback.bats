@@ -38,6 +38,8 @@ rollback() {
 	echo "$output"
 	assert_success
 	assert_output --partial "rolled back process $PID"
+	# A job of no bytes: no "0 B / 0 B (0.0 MB/s" on its line.
+	assert_output --regexp "job [0-9]+ rollback done \([0-9.]+ s\)"
 }
 
 # Each command changes something from the mark; after a rollback the
