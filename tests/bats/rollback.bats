@@ -434,6 +434,25 @@ dead() { # PID: gone, or a zombie
 	[ "$rc" = 137 ]
 }
 
+# The same in a tree: every process of the mark is killed, the child too.
+@test "rollback of a tree: a failure after it began to change kills every process of the mark" {
+	MV_ARGS=()
+	MEMVISOR_FAULT=ptrace_setregs start_fed "$WL/rb_tree" 4
+	kid=$(awk '/^ready/{print $3}' "$TMP/out")
+	say n '^hashes 0 '
+	mark
+	say "w 3 50" '^hashes 1 '
+	run ctl rollback
+	echo "$output"
+	assert_failure
+	assert_output --partial "and the rest of its tree was killed: it was no longer what it was"
+	wait_for 20 sh -c "! kill -0 $kid 2>/dev/null"
+	wait_for 20 sh -c "! kill -0 $MVPID 2>/dev/null"
+	rc=0
+	wait "$MVPID" || rc=$?
+	[ "$rc" = 137 ]
+}
+
 # The kernel writes a thread's rseq area (which CPU it runs on) on its way
 # back to user space, and it is not the program's to roll back: a kernel
 # that writes it only when the CPU changed since it last did would leave
