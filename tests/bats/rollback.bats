@@ -434,6 +434,26 @@ dead() { # PID: gone, or a zombie
 	[ "$rc" = 137 ]
 }
 
+@test "mark of a tree: a child that ran a new program since refuses the rollback, which changes nothing" {
+	start_fed "$WL/rb_tree" 4
+	kid=$(awk '/^ready/{print $3}' "$TMP/out")
+	say n '^hashes 0 '
+	mark
+	say E '^child runs sleep'
+	is_sleep() { [ "$(cat "/proc/$kid/comm")" = sleep ]; }
+	wait_for 10 is_sleep
+	run ctl rollback
+	echo "$output"
+	assert_failure
+	assert_output --partial "process $kid ran a new program (execve) since the mark"
+	say n '^hashes 2 [0-9a-f]+ -$'
+	is_sleep
+	run ctl unmark
+	assert_success
+	kill "$kid"
+	stop_fed
+}
+
 # The same in a tree: every process of the mark is killed, the child too.
 @test "rollback of a tree: a failure after it began to change kills every process of the mark" {
 	MV_ARGS=()

@@ -15,8 +15,9 @@
  * grandchild, which forks a great-grandchild, and both sleep ("forked
  * PID", the grandchild's, instead of hashes); "x" the child
  * exits ("child exited"; the parent does not reap it, and answers the
- * next inputs alone, "-" for the child's hash); anything else is just
- * counted. At the start it prints "ready PARENT CHILD".
+ * next inputs alone, "-" for the child's hash); "E" the child runs sleep
+ * 300 in its place ("child runs sleep", then as after "x"); anything else
+ * is just counted. At the start it prints "ready PARENT CHILD".
  *
  * After a rollback of the tree to a mark taken while both waited for
  * input, the next "hashes" line must be the mark's. */
@@ -94,6 +95,10 @@ static void child(int in, int out)
 			_exit(0);
 		if (line[0] == 'x')
 			_exit(0);
+		if (line[0] == 'E') { /* a new program, which answers nothing */
+			execl("/bin/sleep", "sleep", "300", (char *)NULL);
+			_exit(6);
+		}
 		if (line[0] == 'f') {
 			pid_t g = fork();
 			if (g == 0) {
@@ -139,13 +144,13 @@ int main(int argc, char **argv)
 		if (read_line(0, line, sizeof(line)) <= 0)
 			return 0;
 		uint64_t n = count;
-		if (!gone && (line[0] == 'x' || line[0] == 'f')) {
+		if (!gone && (line[0] == 'x' || line[0] == 'f' || line[0] == 'E')) {
 			count++;
 			if (write(down[1], line, strlen(line)) < 0)
 				return 4;
-			if (line[0] == 'x') {
+			if (line[0] == 'x' || line[0] == 'E') {
 				gone = 1;
-				say("child exited\n");
+				say(line[0] == 'x' ? "child exited\n" : "child runs sleep\n");
 				continue;
 			}
 			if (read_line(up[0], reply, sizeof(reply)) <= 0)
