@@ -275,7 +275,8 @@ static int copy_baseline(struct ckpt *c, struct rb_mark *m, pid_t tid, bool use_
 	size_t n_snap = 0, cap_snap = 0;
 	if (!use_snap)
 		snprintf(m->snap_why, sizeof(m->snap_why),
-			 "process %d is below the command in the tree", m->pid);
+			 "process %d is not the command, whose baseline alone is a snapshot",
+			 m->pid);
 	else if (rb_snap_make(c, &m->snap, m->snap_why, sizeof(m->snap_why)) == 0) {
 		struct pagemap spm;
 		rc = pagemap_open(m->snap.pid, true, &spm);
