@@ -253,6 +253,20 @@ void ctl_show_status(json_t *r, const struct ctl_show_opts *o)
 			printf("\n");
 		}
 	}
+	json_t *mk = json_object_get(r, "mark"), *pids = json_object_get(mk, "pids"), *p;
+	if (json_is_object(mk)) {
+		size_t i;
+		printf("mark:          %s, of process%s", jstr(mk, "name"),
+		       json_array_size(pids) > 1 ? "es" : "");
+		json_array_foreach(pids, i, p)
+		    printf("%s%lld", i ? ", " : " ", (long long)json_integer_value(p));
+		printf("; %s kept, %lld %s%s\n",
+		       hsize(json_object_get(mk, "baseline_bytes"), a, sizeof(a)),
+		       jint(mk, "rollbacks"),
+		       mv_plural(jint(mk, "rollbacks"), "rollback", "rollbacks"),
+		       json_is_true(json_object_get(mk, "held")) ? "; held stopped at the mark"
+								 : "");
+	}
 	json_t *jobs = json_object_get(r, "jobs");
 	if (json_array_size(jobs)) {
 		printf("jobs:\n");

@@ -1,6 +1,7 @@
 /* The control commands (docs/protocol.md): the table, the argument
  * helpers, and the commands that report on processes and memory. */
 #include "supervisor/ctl/ctl.h"
+#include "supervisor/rollback/marks.h"
 #include "common/jsonw.h"
 #include "common/util.h"
 #include "supervisor/ctl/checkpoint.h"
@@ -220,6 +221,7 @@ static int ctl_cmd_status(struct mv *mv, struct ctl_call *call, json_t *args, js
 	    mv->cmd_exited ? json_integer(mv_exit_code(mv->cmd_status)) : json_null(), "processes",
 	    (int)n, "processes_seen", (json_int_t)mv->procs.n_seen, "totals", totals, "jobs",
 	    jobs_json_locked(mv, true));
+	json_object_set_new(*result, "mark", rollback_status_json_locked(mv));
 	pthread_mutex_unlock(&mv->lock);
 	json_object_set_new(*result, "evicted", evict_status_json(mv->evict));
 	set_uncounted(mv, *result);

@@ -19,6 +19,23 @@ int rollback_marked_locked(struct mv *mv, const char **name, pid_t *pid)
 	return 1;
 }
 
+json_t *rollback_status_json_locked(struct mv *mv)
+{
+	const struct rb_mark *m = mv->mark;
+	if (!m)
+		return json_null();
+	json_t *pids = json_array();
+	uint64_t kept = 0;
+	for (size_t i = 0; i <= m->n_members; i++) {
+		const struct rb_mark *x = i ? m->members[i - 1] : m;
+		json_array_append_new(pids, json_integer(x->pid));
+		kept += x->base_bytes + x->snap_bytes;
+	}
+	return json_pack("{s:s, s:o, s:I, s:I, s:b}", "name", m->name, "pids", pids,
+			 "baseline_bytes", (json_int_t)kept, "rollbacks", (json_int_t)m->rollbacks,
+			 "held", m->holding);
+}
+
 void rollback_free_all(struct mv *mv)
 {
 	pthread_mutex_lock(&mv->lock);

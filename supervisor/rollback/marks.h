@@ -94,6 +94,11 @@ int rollback_unmark(struct mv *mv, const char *name, json_t **result, struct mv_
  * name and pid, 0 when there is none. Under mv->lock. */
 int rollback_marked_locked(struct mv *mv, const char **name, pid_t *pid);
 
+/* The mark for status: {name, pids (the marked process first, then the
+ * rest of its tree), baseline_bytes, rollbacks, held}, or JSON null.
+ * Under mv->lock. */
+json_t *rollback_status_json_locked(struct mv *mv);
+
 /* At exit: the mark's memory and descriptors (its protections end with
  * the userfaultfd). */
 void rollback_free_all(struct mv *mv);

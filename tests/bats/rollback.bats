@@ -557,8 +557,12 @@ dead() { # PID: gone, or a zombie
 	kid=$(awk '/^ready/{print $3}' "$TMP/out")
 	[ -n "$kid" ]
 	say n '^hashes 0 '
+	run ctl status
+	refute_output --partial "mark:"
 	mark_json
 	[ "$(json_get "$TMP/mark.json" '[p["pid"] for p in d["result"]["processes"]]')" = "[$PID, $kid]" ]
+	run ctl status
+	assert_output --regexp "mark: +mark, of processes $PID, $kid; [0-9.]+ MiB kept, 0 rollbacks"
 	[ "$(json_get "$TMP/mark.json" 'd["result"]["processes"][1]["baseline_bytes"] >= 4 << 20')" = True ]
 	say n '^hashes 1 '
 	want=$LAST
@@ -593,6 +597,7 @@ dead() { # PID: gone, or a zombie
 	rollback
 	say n '^hashes 1 '
 	[ "$LAST" = "$want" ]
+	[ "$(ctl --json status | json_get - 'd["mark"]["rollbacks"]')" = 10 ]
 	# --until runs one process: refused for a tree, with what to do.
 	run ctl rollback --until read:0
 	assert_failure
