@@ -294,7 +294,7 @@ static const struct check_row rows[] = {
     {"uffd_wp", "userfaultfd write-protect (uffd-wp, 5.7)",
      "checkpoint --live: memory copied while the program runs", MODE_NONE, have_wp},
     {"uffd_wp_async", "UFFD_FEATURE_WP_ASYNC (6.7)",
-     "mark, rollback: the pages written since the mark (without it: no mark)", MODE_NONE,
+     "mark, rollback: writes tracked in the kernel (without it: a fault a first write)", MODE_NONE,
      have_wp_async},
     {"uffd_missing_shmem", "userfaultfd missing faults on shmem (4.11)",
      "evict: shared memory (without it: left resident)", MODE_NONE, have_missing_shmem},

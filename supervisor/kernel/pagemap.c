@@ -115,6 +115,67 @@ static int runs_scan(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t 
 	return 0;
 }
 
+/* A page's categories from its pagemap entry, as PAGEMAP_SCAN has them:
+ * a present page that is not write-protected by a userfaultfd has been
+ * written since it was protected (or never was). */
+static uint64_t entry_categories(uint64_t ent)
+{
+	uint64_t cat = (ent & PM_PRESENT ? PAGE_IS_PRESENT : 0) |
+		       (ent & PM_SWAPPED ? PAGE_IS_SWAPPED : 0) |
+		       (ent & PM_FILE ? PAGE_IS_FILE : 0);
+	if ((ent & PM_PRESENT) && !(ent & PM_UFFD_WP))
+		cat |= PAGE_IS_WRITTEN;
+	return cat;
+}
+
+/* Each page of [start, end) with its pagemap entry (the pagemap file, 8
+ * bytes a page: what there is without PAGEMAP_SCAN), until visit says
+ * stop. 0 or -errno. */
+typedef bool entry_fn(void *arg, uint64_t addr, uint64_t ent);
+static int walk_entries(struct pagemap *pm, uint64_t start, uint64_t end, entry_fn *visit,
+			void *arg)
+{
+	uint64_t ent[4096];
+	for (uint64_t at = start; at < end;) {
+		size_t pages = MV_MIN((end - at) / PAGE, ARRAY_SIZE(ent));
+		ssize_t got = pread(pm->fd, ent, pages * 8, (off_t)(at / PAGE * 8));
+		if (got < 0)
+			return -errno;
+		if (got == 0)
+			break;
+		for (size_t i = 0; i < (size_t)got / 8; i++)
+			if (!visit(arg, at + i * PAGE, ent[i]))
+				return 0;
+		at += (uint64_t)got / 8 * PAGE;
+	}
+	return 0;
+}
+
+struct prefetch_walk {
+	struct pagemap *pm;
+	uint64_t anyof, keep;
+	size_t cap;
+};
+
+static bool prefetch_one(void *arg, uint64_t s, uint64_t ent)
+{
+	struct prefetch_walk *w = arg;
+	struct pagemap *pm = w->pm;
+	uint64_t cat = entry_categories(ent) & w->keep;
+	if (!(cat & w->anyof))
+		return true;
+	struct pm_run *last = pm->n_pre ? &pm->pre[pm->n_pre - 1] : NULL;
+	if (last && last->end == s && last->cat == cat) {
+		last->end = s + PAGE;
+		return true;
+	}
+	if (pm->n_pre == w->cap)
+		pm->pre =
+		    xrealloc(pm->pre, (w->cap = w->cap ? w->cap * 2 : 256) * sizeof(*pm->pre));
+	pm->pre[pm->n_pre++] = (struct pm_run){s, s + PAGE, cat};
+	return true;
+}
+
 int pagemap_prefetch(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t anyof,
 		     uint64_t known)
 {
@@ -157,6 +218,25 @@ int pagemap_prefetch(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t 
 	return 0;
 }
 
+int pagemap_prefetch_any(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t anyof,
+			 uint64_t known)
+{
+	int rc = pagemap_prefetch(pm, start, end, anyof, known);
+	if (rc != -ENOTTY)
+		return rc;
+	struct prefetch_walk w = {pm, anyof, (known | anyof) & ~PAGE_IS_PFNZERO, 0};
+	rc = walk_entries(pm, start, end, prefetch_one, &w);
+	if (rc < 0) {
+		prefetch_forget(pm);
+		return rc;
+	}
+	pm->pre_start = start;
+	pm->pre_end = end;
+	pm->pre_anyof = anyof;
+	pm->pre_known = (known | anyof) & ~PAGE_IS_PFNZERO;
+	return 0;
+}
+
 /* pagemap_runs from the prefetched walk; false if it cannot answer. */
 static bool runs_prefetched(const struct pagemap *pm, uint64_t start, uint64_t end, uint64_t anyof,
 			    uint64_t none, struct as_range **runs, size_t *n, size_t *cap)
@@ -181,35 +261,37 @@ static bool runs_prefetched(const struct pagemap *pm, uint64_t start, uint64_t e
 	return true;
 }
 
+struct runs_walk {
+	uint64_t anyof, none;
+	bool first;
+	struct as_range **runs;
+	size_t *n, *cap;
+};
+
+static bool runs_one(void *arg, uint64_t addr, uint64_t ent)
+{
+	struct runs_walk *w = arg;
+	uint64_t cat = entry_categories(ent);
+	if (!(cat & w->anyof) || (cat & w->none))
+		return true;
+	add_run(w->runs, w->n, w->cap, addr, addr + PAGE);
+	return !w->first;
+}
+
+/* Present or swapped, and not write-protected by a userfaultfd. */
+static bool written_one(void *arg, uint64_t addr, uint64_t ent)
+{
+	struct runs_walk *w = arg;
+	if ((ent & (PM_PRESENT | PM_SWAPPED)) && !(ent & PM_UFFD_WP))
+		add_run(w->runs, w->n, w->cap, addr, addr + PAGE);
+	return true;
+}
+
 static int runs_read(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t anyof,
 		     uint64_t none, bool first, struct as_range **runs, size_t *n, size_t *cap)
 {
-	uint64_t ent[4096];
-	for (uint64_t at = start; at < end;) {
-		size_t pages = MV_MIN((end - at) / PAGE, ARRAY_SIZE(ent));
-		ssize_t got = pread(pm->fd, ent, pages * 8, (off_t)(at / PAGE * 8));
-		if (got < 0)
-			return -errno;
-		if (got == 0)
-			break;
-		for (size_t i = 0; i < (size_t)got / 8; i++) {
-			uint64_t cat = (ent[i] & PM_PRESENT ? PAGE_IS_PRESENT : 0) |
-				       (ent[i] & PM_SWAPPED ? PAGE_IS_SWAPPED : 0) |
-				       (ent[i] & PM_FILE ? PAGE_IS_FILE : 0);
-			/* As PAGEMAP_SCAN has it: a present page that is not
-			 * write-protected by a userfaultfd has been written
-			 * since it was protected (or never was). */
-			if ((ent[i] & PM_PRESENT) && !(ent[i] & PM_UFFD_WP))
-				cat |= PAGE_IS_WRITTEN;
-			if (!(cat & anyof) || (cat & none))
-				continue;
-			add_run(runs, n, cap, at + i * PAGE, at + (i + 1) * PAGE);
-			if (first)
-				return 0;
-		}
-		at += (uint64_t)got / 8 * PAGE;
-	}
-	return 0;
+	struct runs_walk w = {anyof, none, first, runs, n, cap};
+	return walk_entries(pm, start, end, runs_one, &w);
 }
 
 int pagemap_runs(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t anyof, uint64_t none,
@@ -250,39 +332,24 @@ int pagemap_written_runs(struct pagemap *pm, uint64_t start, uint64_t end, struc
 			return got;
 		pm->scan = false;
 	}
-	uint64_t ent[4096];
-	for (uint64_t at = start; at < end;) {
-		size_t pages = MV_MIN((end - at) / PAGE, ARRAY_SIZE(ent));
-		ssize_t got = pread(pm->fd, ent, pages * 8, (off_t)(at / PAGE * 8));
-		if (got < 0)
-			return -errno;
-		if (got == 0)
-			break;
-		for (size_t i = 0; i < (size_t)got / 8; i++)
-			if ((ent[i] & (PM_PRESENT | PM_SWAPPED)) && !(ent[i] & PM_UFFD_WP))
-				add_run(runs, n, cap, at + i * PAGE, at + (i + 1) * PAGE);
-		at += (uint64_t)got / 8 * PAGE;
-	}
-	return 0;
+	struct runs_walk w = {.runs = runs, .n = n, .cap = cap};
+	return walk_entries(pm, start, end, written_one, &w);
+}
+
+/* Present and mapped by this process alone. */
+static bool exclusive_one(void *arg, uint64_t addr, uint64_t ent)
+{
+	struct runs_walk *w = arg;
+	if ((ent & PM_PRESENT) && (ent & PM_MMAP_EXCLUSIVE))
+		add_run(w->runs, w->n, w->cap, addr, addr + PAGE);
+	return true;
 }
 
 int pagemap_exclusive_runs(struct pagemap *pm, uint64_t start, uint64_t end, struct as_range **runs,
 			   size_t *n, size_t *cap)
 {
-	uint64_t ent[4096];
-	for (uint64_t at = start; at < end;) {
-		size_t pages = MV_MIN((end - at) / PAGE, ARRAY_SIZE(ent));
-		ssize_t got = pread(pm->fd, ent, pages * 8, (off_t)(at / PAGE * 8));
-		if (got < 0)
-			return -errno;
-		if (got == 0)
-			break;
-		for (size_t i = 0; i < (size_t)got / 8; i++)
-			if ((ent[i] & PM_PRESENT) && (ent[i] & PM_MMAP_EXCLUSIVE))
-				add_run(runs, n, cap, at + i * PAGE, at + (i + 1) * PAGE);
-		at += (uint64_t)got / 8 * PAGE;
-	}
-	return 0;
+	struct runs_walk w = {.runs = runs, .n = n, .cap = cap};
+	return walk_entries(pm, start, end, exclusive_one, &w);
 }
 
 int pagemap_shared_pfns(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t *pfn,

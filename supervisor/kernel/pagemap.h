@@ -40,6 +40,11 @@ void pagemap_close(struct pagemap *pm);
  * as before. */
 int pagemap_prefetch(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t anyof,
 		     uint64_t known);
+/* The same, and without PAGEMAP_SCAN through the pagemap file: 8 bytes a
+ * page of the range, present or not (for ranges known to be mapped, not
+ * reservations of terabytes). PAGE_IS_PFNZERO is never known there. */
+int pagemap_prefetch_any(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t anyof,
+			 uint64_t known);
 
 /* Append to *runs the runs of pages in [start, end) that have any of the
  * categories in anyof and none in none (PAGE_IS_* bits). In the fallback,

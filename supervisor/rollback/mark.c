@@ -88,12 +88,14 @@ void rb_mark_free(struct rb_mark *m)
 	rb_files_free(m);
 	free(m->children);
 	free(m->run);
+	free(m->whole_anon);
 	free(m->last);
 	if (m->base)
 		munmap(m->base, m->base_len);
 	rb_snap_drop(&m->snap);
 	if (m->scratch)
 		munmap(m->scratch, mv_huge_len(RB_SCRATCH_BYTES));
+	rb_wp_stop(m);
 	/* Closing the userfaultfd unregisters its regions and lifts every
 	 * protection it set (fs/userfaultfd.c userfaultfd_release). */
 	if (m->uffd >= 0)
@@ -182,11 +184,26 @@ static int make_tracker(struct ckpt *c, struct rb_mark *m)
 	if (rc < 0)
 		return ckpt_fail(c, rc, err.code ? err.code : MV_E_NOT_SUPPORTED, "%s", err.msg);
 	uint64_t missing = 0;
-	rc = uffd_api(m->uffd, UFFD_FEATURE_WP_ASYNC, &missing);
+	const char *force = getenv("MEMVISOR_ROLLBACK_WP");
+	rc = force && !strcmp(force, "sync") ? -EOPNOTSUPP
+					     : uffd_api(m->uffd, UFFD_FEATURE_WP_ASYNC, &missing);
+	if (rc == 0)
+		return 0;
+	/* Before 6.7: synchronous write-protect (wpsync.c), which must also
+	 * serve the kernel's writes into protected pages. */
+	if (m->user_mode_only)
+		return ckpt_fail(c, -EOPNOTSUPP, MV_E_NOT_SUPPORTED,
+				 "this kernel's userfaultfd has no asynchronous write-protect "
+				 "(UFFD_FEATURE_WP_ASYNC, Linux 6.7), and the synchronous kind "
+				 "needs a userfaultfd that serves the kernel's writes too (%s): a "
+				 "mark cannot track writes",
+				 why);
+	rc = uffd_api(m->uffd, UFFD_FEATURE_PAGEFAULT_FLAG_WP, &missing);
 	if (rc < 0)
 		return ckpt_fail(c, rc, MV_E_NOT_SUPPORTED,
-				 "this kernel's userfaultfd has no asynchronous write-protect "
-				 "(UFFD_FEATURE_WP_ASYNC, Linux 6.7): a mark cannot track writes");
+				 "this kernel's userfaultfd has no write-protect (Linux 5.7): a "
+				 "mark cannot track writes");
+	m->sync_wp = true;
 	return 0;
 }
 
@@ -225,6 +242,12 @@ static int track_regions(struct ckpt *c, struct rb_mark *m)
 		if (rc == -ESRCH || rc == -ENOMEM)
 			return ckpt_fail(c, -ESRCH, MV_E_NO_SUCH_PROCESS,
 					 "process %d exited during the mark", m->pid);
+		/* Synchronous mode registers anonymous memory only: a private
+		 * file mapping (a program's .data) is put back whole. */
+		if (m->sync_wp && rc == -EINVAL && r->inode) {
+			r->whole = true;
+			continue;
+		}
 		/* A device mapping (VM_IO, VM_PFNMAP) the kernel will not track:
 		 * its contents are not rolled back, and the result says so. */
 		char why[96];
@@ -250,17 +273,32 @@ static int copy_baseline(struct ckpt *c, struct rb_mark *m, pid_t tid, bool use_
 	size_t n = 0, cap = 0;
 	for (size_t i = 0; i < m->n_r && rc == 0; i++) {
 		const struct rb_region *r = &m->r[i];
-		if (!r->tracked)
+		if (!r->tracked && !r->whole)
 			continue;
 		size_t before = n;
 		rc = pagemap_runs(&pm, r->start, r->end, PAGE_IS_PRESENT | PAGE_IS_SWAPPED, 0,
 				  &runs, &n, &cap);
-		/* Runs of two adjacent regions merge: keep each in its own. */
-		if (rc == 0 && before && n > before && runs[before - 1].end > r->start) {
-			runs[before].start = r->start;
+		/* The first run of this region merges into the last of the one
+		 * before when they touch: split it there, each region keeps its
+		 * own (a run is protected, and put back, region by region). */
+		if (rc == 0 && before && runs[before - 1].end > r->start) {
+			uint64_t e = runs[before - 1].end;
 			runs[before - 1].end = r->start;
+			if (n == cap)
+				runs = xrealloc(runs, (cap = cap * 2 + 1) * sizeof(*runs));
+			memmove(&runs[before + 1], &runs[before], (n - before) * sizeof(*runs));
+			runs[before] = (struct as_range){r->start, e};
+			n++;
 		}
 	}
+	/* Whole regions: which of their pages were the process's own (a
+	 * rollback puts those back; a page of the file it leaves). */
+	size_t cap_wa = 0;
+	for (size_t i = 0; i < m->n_r && rc == 0; i++)
+		if (m->r[i].whole)
+			rc = pagemap_runs(&pm, m->r[i].start, m->r[i].end,
+					  PAGE_IS_PRESENT | PAGE_IS_SWAPPED, PAGE_IS_FILE,
+					  &m->whole_anon, &m->n_whole_anon, &cap_wa);
 	pagemap_close(&pm);
 	if (rc < 0) {
 		free(runs);
@@ -341,6 +379,9 @@ static int copy_baseline(struct ckpt *c, struct rb_mark *m, pid_t tid, bool use_
 	}
 	for (size_t i = 0; i < m->n_run; i++) {
 		struct rb_run *u = &m->run[i];
+		const struct rb_region *r = rb_region_at(m->r, m->n_r, u->start);
+		if (r && r->whole)
+			continue; /* not registered: put back whole */
 		rc = uffd_writeprotect(m->uffd, u->start, u->end - u->start, true);
 		if (rc < 0)
 			return ckpt_fail(c, rc, MV_E_INTERNAL, "write-protecting %#llx-%#llx: %s",
@@ -385,6 +426,12 @@ static json_t *mark_json(const struct rb_mark *m, uint64_t pause_ns, uint64_t el
 			tracked += m->r[i].end - m->r[i].start;
 			n_tracked++;
 		}
+	json_t *whole = json_array();
+	for (size_t i = 0; i < m->n_r; i++)
+		if (m->r[i].whole)
+			json_array_append_new(
+			    whole, json_pack("{s:I, s:I, s:s}", "start", (json_int_t)m->r[i].start,
+					     "end", (json_int_t)m->r[i].end, "name", m->r[i].name));
 	json_t *rseq = json_array();
 	for (size_t i = 0; i < m->n_t; i++)
 		if (m->t[i].rseq)
@@ -393,16 +440,19 @@ static json_t *mark_json(const struct rb_mark *m, uint64_t pause_ns, uint64_t el
 	json_t *snap = m->snap.pid > 0 ? json_pack("{s:i, s:I}", "pid", m->snap.pid, "bytes",
 						   (json_int_t)m->snap_bytes)
 				       : json_pack("{s:s}", "why", m->snap_why);
-	return json_pack(
-	    "{s:i, s:i, s:s, s:i, s:i, s:i, s:i, s:I, s:I, s:I, s:o, s:I, s:O, s:s, "
-	    "s:I, s:I, s:o}",
-	    "descriptors", (int)m->n_fds, "offsets_kept", (int)m->n_rewindable, "name", m->name,
-	    "pid", m->pid, "threads", (int)m->n_t, "regions", (int)m->n_r, "tracked_regions",
-	    (int)n_tracked, "tracked_bytes", (json_int_t)tracked, "baseline_bytes",
-	    (json_int_t)(m->base_bytes + m->snap_bytes), "copied_bytes", (json_int_t)m->base_bytes,
-	    "snapshot", snap, "brk", (json_int_t)m->brk, "untracked", m->untracked, "tracking",
-	    m->user_mode_only ? "uffd-wp-async, user mode only" : "uffd-wp-async", "pause_ns",
-	    (json_int_t)pause_ns, "elapsed_ns", (json_int_t)elapsed_ns, "rseq", rseq);
+	return json_pack("{s:i, s:i, s:s, s:i, s:i, s:i, s:i, s:I, s:I, s:I, s:o, s:I, s:O, s:s, "
+			 "s:I, s:I, s:o, s:o}",
+			 "descriptors", (int)m->n_fds, "offsets_kept", (int)m->n_rewindable, "name",
+			 m->name, "pid", m->pid, "threads", (int)m->n_t, "regions", (int)m->n_r,
+			 "tracked_regions", (int)n_tracked, "tracked_bytes", (json_int_t)tracked,
+			 "baseline_bytes", (json_int_t)(m->base_bytes + m->snap_bytes),
+			 "copied_bytes", (json_int_t)m->base_bytes, "snapshot", snap, "brk",
+			 (json_int_t)m->brk, "untracked", m->untracked, "tracking",
+			 m->sync_wp	     ? "uffd-wp, synchronous: a fault a first write"
+			 : m->user_mode_only ? "uffd-wp-async, user mode only"
+					     : "uffd-wp-async",
+			 "pause_ns", (json_int_t)pause_ns, "elapsed_ns", (json_int_t)elapsed_ns,
+			 "rseq", rseq, "whole", whole);
 }
 
 /* A mark of process m->pid (c->p[m->ci], stopped): its threads, a
@@ -443,6 +493,9 @@ static int mark_one(struct ckpt *c, struct rb_mark *m, bool snap)
 		rc = track_regions(c, m);
 	if (rc == 0)
 		rc = copy_baseline(c, m, tid, snap);
+	if (rc == 0 && m->sync_wp && (rc = rb_wp_start(m)) < 0)
+		ckpt_fail(c, rc, MV_E_INTERNAL, "cannot start the mark's fault thread: %s",
+			  strerror(-rc));
 	return rc;
 }
 

@@ -6,6 +6,7 @@
  *   hold.c      the mark's tracer thread, which may hold the program
  *               stopped between two jobs
  *   until.c     rollback --until: the program run to its next stop point
+ *   wpsync.c    write tracking on kernels without asynchronous write-protect
  * The jobs post their ptrace work to the mark's tracer thread (hold.c)
  * and wait for it. */
 #ifndef MV_ROLLBACK_MARK_H
@@ -32,6 +33,10 @@ struct rb_region {
 	bool r, w, x, shared;
 	bool special; /* [vdso], [vvar], [vsyscall]: the kernel's, not tracked */
 	bool tracked; /* registered with the mark's userfaultfd */
+	/* Synchronous tracking only: a private file mapping, which the
+	 * kernel registers for write-protect only in asynchronous mode
+	 * (6.7): its baseline is put back whole at each rollback. */
+	bool whole;
 	char name[48];
 };
 
@@ -83,6 +88,16 @@ struct rb_mark {
 	uint64_t brk;
 	uint64_t heap_end;   /* where the region named [heap] ended (0: none) */
 	bool user_mode_only; /* its userfaultfd has UFFD_USER_MODE_ONLY (no privilege) */
+	/* Synchronous write-protect (a kernel without UFFD_FEATURE_WP_ASYNC,
+	 * or MEMVISOR_ROLLBACK_WP=sync): a write to a protected page faults
+	 * to the mark's fault thread, which lifts the protection; the page
+	 * then reads as written, as in asynchronous mode (mark.c). */
+	bool sync_wp;
+	struct rb_wp *wp; /* its fault thread */
+	/* The pages of whole regions that were the process's own at the
+	 * mark (anonymous copies, not the file's), sorted. */
+	struct as_range *whole_anon;
+	size_t n_whole_anon;
 	struct rb_thread *t;
 	size_t n_t;
 	struct rb_region *r;
@@ -183,6 +198,13 @@ struct rb_fd_gone {
 	bool replaced; /* the number is open, on something else */
 };
 int rb_files_closed(const struct rb_mark *m, pid_t tid, struct rb_fd_gone **out, size_t *n);
+
+/* ---- wpsync.c ---- */
+
+/* The fault thread of a mark tracking in synchronous mode (m->sync_wp):
+ * 0, or -errno. Stopped before the userfaultfd is closed. */
+int rb_wp_start(struct rb_mark *m);
+void rb_wp_stop(struct rb_mark *m);
 
 /* ---- until.c ---- */
 

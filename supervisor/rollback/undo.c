@@ -107,6 +107,22 @@ static int inject(struct undo *u, long nr, long a0, long a1, long a2, long a3, l
 	return 0;
 }
 
+/* Synchronous tracking (mark.h, sync_wp): a write of memvisor's through
+ * /proc/PID/mem to a write-protected page faults to the userfaultfd, and
+ * the kernel fails such a fault rather than wait for it (no retry
+ * without a lock to drop). Lift the protection first: the page then reads
+ * as written, and the memory step puts it back and protects it again. */
+static void unprotect_for_write(struct undo *u, uint64_t addr, size_t len)
+{
+	if (!u->m->sync_wp || !len)
+		return;
+	uint64_t s = addr & ~4095ull, e = (addr + len + 4095) & ~4095ull;
+	int rc = uffd_writeprotect(u->m->uffd, s, e - s, false);
+	if (rc < 0 && rc != -ENOENT)
+		log_warn("process %d: lifting the write-protection of %#llx-%#llx: %s", u->m->pid,
+			 (unsigned long long)s, (unsigned long long)e, strerror(-rc));
+}
+
 /* ---- the same program, the same threads --------------------------------- */
 
 static void tid_list(char *buf, size_t len, const pid_t *v, size_t n)
@@ -610,6 +626,44 @@ static void undo_region(struct undo *u, struct pagemap *pm, const struct rb_regi
 	}
 }
 
+/* A region put back whole (synchronous tracking: a private file mapping,
+ * which nothing tracks), a page at a time. A page that was the process's
+ * own at the mark (whole_anon) gets the mark's bytes back whatever it is
+ * now; one that was the file's is left while it still is (a write would
+ * have copied it), else dropped back to the file's; one that was a hole
+ * is dropped. */
+static void undo_whole(struct undo *u, struct pagemap *pm, const struct rb_region *r)
+{
+	const uint64_t pres = PAGE_IS_PRESENT | PAGE_IS_SWAPPED;
+	struct rb_mark *m = u->m;
+	size_t bi = run_after(m, r->start), ni = pre_after(pm, r->start), ai = 0;
+	while (ai < m->n_whole_anon && m->whole_anon[ai].end <= r->start)
+		ai++;
+	for (uint64_t x = r->start; x < r->end; x += PG) {
+		while (bi < m->n_run && m->run[bi].end <= x)
+			bi++;
+		while (ni < pm->n_pre && pm->pre[ni].end <= x)
+			ni++;
+		while (ai < m->n_whole_anon && m->whole_anon[ai].end <= x)
+			ai++;
+		const struct rb_run *b =
+		    bi < m->n_run && m->run[bi].start <= x ? &m->run[bi] : NULL;
+		uint64_t cat = ni < pm->n_pre && pm->pre[ni].start <= x ? pm->pre[ni].cat : 0;
+		bool present = cat & pres, file = cat & PAGE_IS_FILE,
+		     own = ai < m->n_whole_anon && m->whole_anon[ai].start <= x;
+		if (b && (own || !present)) {
+			if (b->off == RB_IN_SNAP)
+				add_range(&u->snap, &u->n_snap, &u->cap_snap, x, x + PG);
+			else
+				add_write(u, m->base + b->off + (x - b->start), x, PG);
+			u->changed = true;
+			u->written += PG;
+		} else if (present && (!b || !file)) {
+			add_range(&u->drop, &u->n_drop, &u->cap_drop, x, x + PG);
+		}
+	}
+}
+
 /* The fields of each thread's rseq area that the kernel writes (which CPU
  * and node it runs on, its concurrency id) as they are now, before a
  * page's bytes from the mark go back over them; then written again. They
@@ -639,6 +693,7 @@ static void rseq_fields(struct undo *u, struct rseq_now *now, bool put)
 		if (pread(u->m->memfd, back, RB_RSEQ_LEN, (off_t)a) != RB_RSEQ_LEN ||
 		    (!memcmp(back, now[i].b, 8) && !memcmp(back + 20, now[i].b + 20, 8)))
 			continue;
+		unprotect_for_write(u, a, RB_RSEQ_LEN);
 		if (pwrite(u->m->memfd, now[i].b, 8, (off_t)a) != 8 ||
 		    pwrite(u->m->memfd, now[i].b + 20, 8, (off_t)(a + 20)) != 8)
 			log_warn("process %d: the rseq area of thread %d at %#llx could not be "
@@ -660,7 +715,7 @@ static int scan_group(struct undo *u, struct pagemap *pm, size_t *i)
 	const uint64_t pres = PAGE_IS_PRESENT | PAGE_IS_SWAPPED;
 	const struct rb_mark *m = u->m;
 	size_t k = *i;
-	while (k < m->n_r && !m->r[k].tracked)
+	while (k < m->n_r && !m->r[k].tracked && !m->r[k].whole)
 		k++;
 	if (k == m->n_r) {
 		*i = k;
@@ -668,8 +723,10 @@ static int scan_group(struct undo *u, struct pagemap *pm, size_t *i)
 	}
 	uint64_t start = m->r[k].start, end = m->r[k].end, gap = 0;
 	size_t next = k + 1;
-	for (size_t j = k + 1; j < m->n_r; j++) {
-		if (!m->r[j].tracked) {
+	/* Without PAGEMAP_SCAN the pagemap file is read page by page, holes
+	 * between regions too: a region at a time. */
+	for (size_t j = k + 1; pm->scan && j < m->n_r; j++) {
+		if (!m->r[j].tracked && !m->r[j].whole) {
 			gap += m->r[j].end - m->r[j].start;
 			if (gap > RB_SCAN_GAP)
 				break;
@@ -680,7 +737,8 @@ static int scan_group(struct undo *u, struct pagemap *pm, size_t *i)
 		gap = 0;
 	}
 	*i = next;
-	int rc = pagemap_prefetch(pm, start, end, pres, pres | PAGE_IS_WRITTEN);
+	uint64_t known = pres | PAGE_IS_WRITTEN | (m->sync_wp ? PAGE_IS_FILE : 0);
+	int rc = pagemap_prefetch_any(pm, start, end, pres, known);
 	if (rc < 0)
 		return ckpt_fail(u->c, rc, rc == -ESRCH ? MV_E_NO_SUCH_PROCESS : MV_E_INTERNAL,
 				 "reading the pagemap of process %d: %s", m->pid, strerror(-rc));
@@ -756,7 +814,9 @@ static int undo_memory(struct undo *u)
 {
 	struct pagemap pm;
 	pid_t tid = ptrace_reader_tid(&u->c->p[u->m->ci].pt);
-	int rc = pagemap_open(tid, true, &pm);
+	/* Synchronous tracking is that of kernels before 6.7, which have no
+	 * PAGEMAP_SCAN either: read as they would. */
+	int rc = pagemap_open(tid, !u->m->sync_wp, &pm);
 	if (rc < 0)
 		return ckpt_fail(u->c, rc, MV_E_NO_SUCH_PROCESS,
 				 "reading the pagemap of process %d: %s", u->m->pid, strerror(-rc));
@@ -768,6 +828,8 @@ static int undo_memory(struct undo *u)
 		for (; i < k && rc == 0; i++)
 			if (u->m->r[i].tracked)
 				undo_region(u, &pm, &u->m->r[i]);
+			else if (u->m->r[i].whole)
+				undo_whole(u, &pm, &u->m->r[i]);
 		i = k;
 	}
 	pagemap_close(&pm);
@@ -855,6 +917,7 @@ static int reopen_fd(struct undo *u, struct rb_fd *f, uint64_t scratch)
 		fd_lost(u, f, "no room below the stack pointer for its path");
 		return 0;
 	}
+	unprotect_for_write(u, scratch, (size_t)n + 1);
 	if (pwrite(u->m->memfd, path, (size_t)n + 1, (off_t)scratch) != n + 1) {
 		fd_lost(u, f, "its path cannot be written into the process");
 		return 0;

@@ -149,6 +149,14 @@ churn() {
 	churn sqlite-rollback --rollback -- sqlite3 :memory: ".read $CHURN/queries.sql" ".read $CHURN/queries.sql"
 }
 
+# The same as a kernel before 6.7 tracks (MEMVISOR_ROLLBACK_WP=sync:
+# synchronous write-protect faults, .data put back whole).
+@test "churn --rollback: perl, writes tracked by synchronous faults" {
+	skip_unless_cmd perl
+	skip_unless_wp_async
+	MEMVISOR_ROLLBACK_WP=sync churn perl-rollback-sync --rollback -- perl "$CHURN/strings.pl" 3
+}
+
 # A tree: sh waiting for perl. A mark without --pid is of both (the
 # rollback puts both back; each is checked page by page); perl's exit
 # ends the run's marks (a rollback cannot revive it).

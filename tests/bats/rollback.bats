@@ -548,6 +548,62 @@ dead() { # PID: gone, or a zombie
 	stop_fed
 }
 
+# The baseline is taken region by region: a run of present pages that
+# continues from the region before is split there. Before, with a region
+# made read-only in the filled half ("p") and pages written in the holes
+# since ("w"), the split took the holes between for present pages: the
+# mark read them (mapping them, HOLES grew) and each rollback wrote them.
+@test "rollback: holes after a region boundary stay holes" {
+	start_fed "$WL/rb_target" 16
+	say p '^got 0 '
+	say "w 5 200" '^got 1 '
+	got_for x
+	holes=$(echo "$GOT" | awk '{print $4}')
+	[ "$holes" -gt 0 ]
+	mark
+	got_for x
+	want=$GOT
+	[ "$(echo "$want" | awk '{print $4}')" = "$holes" ] || { echo "$want: the mark mapped holes (were $holes)"; return 1; }
+	local cmd
+	for cmd in "w 6 300" s; do
+		rollback
+		say "$cmd" '^got 3 '
+		rollback
+		got_for x
+		[ "$GOT" = "$want" ] || { echo "after '$cmd': '$GOT', the mark: '$want'"; return 1; }
+	done
+	stop_fed
+}
+
+# A kernel before 6.7 has no asynchronous write-protect: a mark tracks
+# writes with synchronous faults, which memvisor's fault thread serves by
+# lifting the page's protection; private file mappings (.data), which the
+# kernel does not register then, are put back whole. MEMVISOR_ROLLBACK_WP
+# =sync tracks so here. The kernel's own writes into protected memory
+# (each read of the input) fault the same way: a userfaultfd of user-mode
+# faults only (no privilege) would fail them, so the mark is refused.
+@test "mark without asynchronous write-protect: synchronous faults track, .data goes back whole" {
+	MEMVISOR_ROLLBACK_WP=sync start_fed "$WL/rb_target" 16
+	run ctl --json mark
+	echo "$output"
+	if [ "$(id -u)" != 0 ]; then
+		assert_failure
+		assert_output --partial "the synchronous kind needs a userfaultfd that serves the kernel's writes too"
+		say x '^got 0 '
+		stop_fed
+		return
+	fi
+	assert_success
+	echo "$output" | tail -1 >"$TMP/mark.json"
+	json_get "$TMP/mark.json" 'd["result"]["tracking"]' | grep -q synchronous
+	json_get "$TMP/mark.json" '[w["name"] for w in d["result"]["whole"]]' | grep -q rb_target
+	got_for x
+	want=$GOT
+	[[ $want =~ ^got\ 0\ [0-9a-f]+\ 0\ ok$ ]]
+	back_at_mark_after "w 1 300" m u p P z b s "w 2 2000"
+	stop_fed
+}
+
 # A mark without --pid is of the tree: tests/workloads/rb_tree is a parent
 # and the child it forked, each with memory of its own. Both go back, at
 # one instant; a grandchild forked since is killed and reaped by its

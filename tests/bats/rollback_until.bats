@@ -346,7 +346,7 @@ held_then_signalled() { # SIGNAL TARGET STATUS
 		n=$(out_lines)
 		echo r >&7
 		until_run read:0
-		out_after "$n" | grep -qx 'read 01234567'
+		out_after "$n" | grep -qx 'read 01234567' || { out_after "$n"; cat "$TMP/r.json"; false; }
 	done
 	[ "$(json_get "$TMP/r.json" "d['result']['offsets_rewound']")" = 1 ]
 	n=$(out_lines)
@@ -560,7 +560,7 @@ rss_at_x() {
 		n=$(out_lines)
 		echo r >&7
 		until_run read:0
-		out_after "$n" | grep -qx 'read 01234567'
+		out_after "$n" | grep -qx 'read 01234567' || { out_after "$n"; cat "$TMP/r.json"; false; }
 		[ "$(json_get "$TMP/r.json" "[$r['fds_reopened'], [(f['kind'], f['why']) for f in $r['fds_lost']]]")" = '[1, [["pipe", "only regular files are opened again"]]]' ]
 	done
 	# Its close-on-exec flag is the mark's.
@@ -605,6 +605,6 @@ rss_at_x() {
 		echo r >&7
 		until_run read:0
 		[ "$(json_get "$TMP/r.json" 'd["result"]["fds_reopened"]')" = 1 ]
-		out_after "$n" | grep -qx 'read 01234567'
+		out_after "$n" | grep -qx 'read 01234567' || { out_after "$n"; cat "$TMP/r.json"; false; }
 	done
 }

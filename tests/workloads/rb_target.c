@@ -69,6 +69,9 @@
 static unsigned char *heap;
 static size_t heap_len, filled;
 static uint64_t count;
+/* Initialised: in .data, a private mapping of the program's file (which
+ * synchronous write tracking puts back whole). */
+static uint64_t data_word = 0x5eed;
 static unsigned char *extra;
 static void *grown;
 static int unmapped, readonly; /* "u" and "p" happened: "w" skips those MiB */
@@ -90,6 +93,7 @@ static uint64_t state_hash(const unsigned char *stack, size_t n)
 		if (!(unmapped && off >> 20 == 1) && !(shared && off >> 20 == 3))
 			h = fnv(h, heap + off, PG);
 	h = fnv(h, &count, sizeof(count));
+	h = fnv(h, &data_word, sizeof(data_word));
 	h = fnv(h, stack, n);
 	h = fnv(h, &extra, sizeof(extra));
 	h = fnv(h, &grown, sizeof(grown));
@@ -265,6 +269,7 @@ int main(int argc, char **argv)
 		    (unsigned long long)state_hash(stack, sizeof(stack)), holes_resident(),
 		    memcmp(sent, out, sizeof(sent)) ? "bad" : "ok");
 		count++;
+		data_word = data_word * 6364136223846793005ull + 1;
 		unsigned long long seed = 1, k = 0;
 		switch (line[0]) {
 		case 'w':
