@@ -49,6 +49,11 @@ struct undo {
 	/* Where the pause went: the stop, the checks and what was created
 	 * since, the layout, the memory, the registers, the resume. */
 	uint64_t t_stop, t_check, t_layout, t_memory, t_regs, t_resume;
+	/* The layout's changes since the mark (plan_layout), where the heap
+	 * ends now. */
+	struct rb_change *ch;
+	size_t n_ch;
+	uint64_t heap_now;
 	struct as_range *prot, *drop, *snap; /* snap: bytes to put back from the snapshot */
 	size_t n_prot, cap_prot, n_drop, cap_drop, n_snap, cap_snap;
 	/* Bytes to put back from the mark's own copy: written with one
@@ -452,14 +457,24 @@ static int undo_brk(struct undo *u, const struct rb_change *ch, size_t n)
  * comes back (registered for tracking: its bytes are written from the
  * baseline with the rest), protections go back; then the layout must be
  * the mark's. Nothing changes before every piece is known to be doable. */
+/* Before anything changes (in a tree, in any process): the layout's
+ * changes since the mark, and whether each can be undone. Kept for
+ * undo_layout, which nothing between changes (ending threads and
+ * killing children leave the layout as it is). */
+static int plan_layout(struct undo *u)
+{
+	int rc = diff_now(u, &u->ch, &u->n_ch, &u->heap_now);
+	if (rc == 0)
+		rc = check_mappable(u, u->ch, u->n_ch);
+	return rc;
+}
+
 static int undo_layout(struct undo *u)
 {
-	struct rb_change *ch = NULL;
-	size_t n = 0;
-	uint64_t heap_end = 0;
-	int rc = diff_now(u, &ch, &n, &heap_end);
-	if (rc == 0)
-		rc = check_mappable(u, ch, n);
+	struct rb_change *ch = mv_steal_ptr(u->ch);
+	size_t n = u->n_ch;
+	uint64_t heap_end = u->heap_now;
+	int rc = 0;
 	/* Known doable: the first change, while every area is still mapped. */
 	if (rc == 0)
 		rc = undo_rseq(u);
@@ -1190,6 +1205,7 @@ static json_t *add_up(struct undo *us, size_t n)
 
 static void undo_free(struct undo *u)
 {
+	free(u->ch);
 	free(u->extra);
 	free(u->prot);
 	free(u->snap);
@@ -1239,6 +1255,8 @@ static int rollback_work(struct job *j, void *arg)
 	u->t_stop = lap(&t);
 	for (size_t i = 0; i < np && rc == 0; i++)
 		rc = check_same(&us[i]);
+	for (size_t i = 0; i < np && rc == 0; i++)
+		rc = plan_layout(&us[i]);
 	for (size_t i = 0; i < np && rc == 0; i++)
 		if ((rc = end_new_threads(&us[i])) == 0)
 			rc = kill_new_children(&us[i]);

@@ -454,6 +454,27 @@ dead() { # PID: gone, or a zombie
 	stop_fed
 }
 
+# What cannot be undone is found in every process before any changes: a
+# child that unmapped a file mapping refuses the rollback, though its
+# parent, first in the mark, has a region to unmap. Before, the parent's
+# layout went back first, and then the tree was killed.
+@test "mark of a tree: a change one process cannot undo refuses the rollback before any process changes" {
+	start_fed "$WL/rb_tree" 4
+	kid=$(awk '/^ready/{print $3}' "$TMP/out")
+	say n '^hashes 0 '
+	mark
+	say m '^hashes 1 '
+	say U '^hashes 2 '
+	run ctl rollback
+	echo "$output"
+	assert_failure
+	assert_output --partial "of process $kid was unmapped or replaced since the mark"
+	refute_output --partial "was killed"
+	say n '^hashes 3 [0-9a-f]+ [0-9a-f]+$'
+	kill -0 "$kid"
+	stop_fed
+}
+
 # The same in a tree: every process of the mark is killed, the child too.
 @test "rollback of a tree: a failure after it began to change kills every process of the mark" {
 	MV_ARGS=()

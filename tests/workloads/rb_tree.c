@@ -16,13 +16,15 @@
  * PID", the grandchild's, instead of hashes); "x" the child
  * exits ("child exited"; the parent does not reap it, and answers the
  * next inputs alone, "-" for the child's hash); "E" the child runs sleep
- * 300 in its place ("child runs sleep", then as after "x"); anything else
- * is just counted. At the start it prints "ready PARENT CHILD".
+ * 300 in its place ("child runs sleep", then as after "x"); "U" the child
+ * unmaps the private mapping of its own executable it made at the start;
+ * anything else is just counted. At the start it prints "ready PARENT CHILD".
  *
  * After a rollback of the tree to a mark taken while both waited for
  * input, the next "hashes" line must be the mark's. */
 #include "wl.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -90,11 +92,20 @@ static void child(int in, int out)
 {
 	char line[256], reply[64];
 	fill(2);
+	/* A private mapping of a file, which "U" unmaps. */
+	int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+	void *file = fd >= 0 ? mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
+	if (fd >= 0)
+		close(fd);
 	for (;;) {
 		if (read_line(in, line, sizeof(line)) <= 0)
 			_exit(0);
 		if (line[0] == 'x')
 			_exit(0);
+		if (line[0] == 'U' && file != MAP_FAILED) {
+			munmap(file, 4096);
+			file = MAP_FAILED;
+		}
 		if (line[0] == 'E') { /* a new program, which answers nothing */
 			execl("/bin/sleep", "sleep", "300", (char *)NULL);
 			_exit(6);
