@@ -691,9 +691,11 @@ static void render_rollback_result(json_t *res)
 	json_t *x;
 	json_array_foreach(json_object_get(res, "processes"), i, x)
 	{
+		if (!i) /* the first's are above */
+			continue;
 		size_t k;
 		json_t *f;
-		json_array_foreach(json_object_get(x, "fds_lost"), k, f) if (i)
+		json_array_foreach(json_object_get(x, "fds_lost"), k, f)
 		    printf("  descriptor %lld (%s) of process %lld was closed since the mark and "
 			   "stays closed: %s\n",
 			   jint(f, "fd"), jstr(f, "kind"), jint(x, "pid"), jstr(f, "why"));

@@ -151,6 +151,30 @@ static int walk_entries(struct pagemap *pm, uint64_t start, uint64_t end, entry_
 	return 0;
 }
 
+/* A run of the prefetched walk, merged with the last one when it
+ * continues it with the same categories. */
+static void pre_add(struct pagemap *pm, size_t *cap, uint64_t s, uint64_t e, uint64_t cat)
+{
+	struct pm_run *last = pm->n_pre ? &pm->pre[pm->n_pre - 1] : NULL;
+	if (last && last->end == s && last->cat == cat) {
+		last->end = e;
+		return;
+	}
+	if (pm->n_pre == *cap)
+		pm->pre = xrealloc(pm->pre, (*cap = *cap ? *cap * 2 : 256) * sizeof(*pm->pre));
+	pm->pre[pm->n_pre++] = (struct pm_run){s, e, cat};
+}
+
+/* The walk of [start, end) is done: what it knows. */
+static void pre_done(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t anyof,
+		     uint64_t known)
+{
+	pm->pre_start = start;
+	pm->pre_end = end;
+	pm->pre_anyof = anyof;
+	pm->pre_known = known;
+}
+
 struct prefetch_walk {
 	struct pagemap *pm;
 	uint64_t anyof, keep;
@@ -160,19 +184,9 @@ struct prefetch_walk {
 static bool prefetch_one(void *arg, uint64_t s, uint64_t ent)
 {
 	struct prefetch_walk *w = arg;
-	struct pagemap *pm = w->pm;
 	uint64_t cat = entry_categories(ent) & w->keep;
-	if (!(cat & w->anyof))
-		return true;
-	struct pm_run *last = pm->n_pre ? &pm->pre[pm->n_pre - 1] : NULL;
-	if (last && last->end == s && last->cat == cat) {
-		last->end = s + PAGE;
-		return true;
-	}
-	if (pm->n_pre == w->cap)
-		pm->pre =
-		    xrealloc(pm->pre, (w->cap = w->cap ? w->cap * 2 : 256) * sizeof(*pm->pre));
-	pm->pre[pm->n_pre++] = (struct pm_run){s, s + PAGE, cat};
+	if (cat & w->anyof)
+		pre_add(w->pm, &w->cap, s, s + PAGE, cat);
 	return true;
 }
 
@@ -196,25 +210,13 @@ int pagemap_prefetch(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t 
 			uint64_t s = vec[i].start;
 			if (pm->n_pre && s < pm->pre[pm->n_pre - 1].end)
 				s = pm->pre[pm->n_pre - 1].end;
-			if (s >= vec[i].end)
-				continue;
-			struct pm_run *last = pm->n_pre ? &pm->pre[pm->n_pre - 1] : NULL;
-			if (last && last->end == s && last->cat == vec[i].categories) {
-				last->end = vec[i].end;
-				continue;
-			}
-			if (pm->n_pre == cap)
-				pm->pre = xrealloc(pm->pre,
-						   (cap = cap ? cap * 2 : 256) * sizeof(*pm->pre));
-			pm->pre[pm->n_pre++] = (struct pm_run){s, vec[i].end, vec[i].categories};
+			if (s < vec[i].end)
+				pre_add(pm, &cap, s, vec[i].end, vec[i].categories);
 		}
 		if (next <= at)
 			break;
 	}
-	pm->pre_start = start;
-	pm->pre_end = end;
-	pm->pre_anyof = anyof;
-	pm->pre_known = known | anyof;
+	pre_done(pm, start, end, anyof, known | anyof);
 	return 0;
 }
 
@@ -230,10 +232,7 @@ int pagemap_prefetch_any(struct pagemap *pm, uint64_t start, uint64_t end, uint6
 		prefetch_forget(pm);
 		return rc;
 	}
-	pm->pre_start = start;
-	pm->pre_end = end;
-	pm->pre_anyof = anyof;
-	pm->pre_known = (known | anyof) & ~PAGE_IS_PFNZERO;
+	pre_done(pm, start, end, anyof, w.keep);
 	return 0;
 }
 

@@ -391,52 +391,64 @@ static int copy_baseline(struct ckpt *c, struct rb_mark *m, pid_t tid, bool use_
 	return 0;
 }
 
-static json_t *mark_json(const struct rb_mark *m, uint64_t pause_ns, uint64_t elapsed_ns);
+/* The bytes of m's tracked regions, and how many (n may be NULL). */
+static uint64_t tracked_bytes(const struct rb_mark *m, size_t *n)
+{
+	uint64_t bytes = 0;
+	size_t k = 0;
+	for (size_t i = 0; i < m->n_r; i++)
+		if (m->r[i].tracked) {
+			bytes += m->r[i].end - m->r[i].start;
+			k++;
+		}
+	if (n)
+		*n = k;
+	return bytes;
+}
 
-/* A tree's mark: each process, as its own mark's result says it. */
-static json_t *members_json(const struct rb_mark *m, json_t *root)
+/* Each thread's rseq area: [{tid, addr}]. */
+static json_t *rseq_json(const struct rb_mark *m)
+{
+	json_t *rseq = json_array();
+	for (size_t i = 0; i < m->n_t; i++)
+		if (m->t[i].rseq)
+			json_array_append_new(rseq, json_pack("{s:i, s:I}", "tid", m->t[i].tid,
+							      "addr", (json_int_t)m->t[i].rseq));
+	return rseq;
+}
+
+/* A tree's mark: each process, the command's first (its untracked
+ * regions and rseq areas are the result's own fields). */
+static json_t *members_json(struct rb_mark *m)
 {
 	json_t *v = json_array();
-	json_array_append_new(v, json_pack("{s:i, s:O, s:O, s:O, s:O}", "pid", m->pid, "threads",
-					   json_object_get(root, "threads"), "tracked_bytes",
-					   json_object_get(root, "tracked_bytes"), "baseline_bytes",
-					   json_object_get(root, "baseline_bytes"), "copied_bytes",
-					   json_object_get(root, "copied_bytes")));
-	for (size_t i = 0; i < m->n_members; i++) {
-		json_t *o = mark_json(m->members[i], 0, 0);
-		json_array_append_new(
-		    v,
-		    json_pack("{s:i, s:O, s:O, s:O, s:O, s:O, s:O}", "pid", m->members[i]->pid,
-			      "threads", json_object_get(o, "threads"), "tracked_bytes",
-			      json_object_get(o, "tracked_bytes"), "baseline_bytes",
-			      json_object_get(o, "baseline_bytes"), "copied_bytes",
-			      json_object_get(o, "copied_bytes"), "untracked",
-			      json_object_get(o, "untracked"), "rseq", json_object_get(o, "rseq")));
-		json_decref(o);
+	for (size_t i = 0; i <= m->n_members; i++) {
+		const struct rb_mark *x = rb_proc(m, i);
+		json_t *o =
+		    json_pack("{s:i, s:i, s:I, s:I, s:I}", "pid", x->pid, "threads", (int)x->n_t,
+			      "tracked_bytes", (json_int_t)tracked_bytes(x, NULL), "baseline_bytes",
+			      (json_int_t)(x->base_bytes + x->snap_bytes), "copied_bytes",
+			      (json_int_t)x->base_bytes);
+		if (i) {
+			json_object_set(o, "untracked", x->untracked);
+			json_object_set_new(o, "rseq", rseq_json(x));
+		}
+		json_array_append_new(v, o);
 	}
 	return v;
 }
 
 static json_t *mark_json(const struct rb_mark *m, uint64_t pause_ns, uint64_t elapsed_ns)
 {
-	uint64_t tracked = 0;
-	size_t n_tracked = 0;
-	for (size_t i = 0; i < m->n_r; i++)
-		if (m->r[i].tracked) {
-			tracked += m->r[i].end - m->r[i].start;
-			n_tracked++;
-		}
+	size_t n_tracked;
+	uint64_t tracked = tracked_bytes(m, &n_tracked);
 	json_t *whole = json_array();
 	for (size_t i = 0; i < m->n_r; i++)
 		if (m->r[i].whole)
 			json_array_append_new(
 			    whole, json_pack("{s:I, s:I, s:s}", "start", (json_int_t)m->r[i].start,
 					     "end", (json_int_t)m->r[i].end, "name", m->r[i].name));
-	json_t *rseq = json_array();
-	for (size_t i = 0; i < m->n_t; i++)
-		if (m->t[i].rseq)
-			json_array_append_new(rseq, json_pack("{s:i, s:I}", "tid", m->t[i].tid,
-							      "addr", (json_int_t)m->t[i].rseq));
+	json_t *rseq = rseq_json(m);
 	json_t *snap = m->snap.pid > 0 ? json_pack("{s:i, s:I}", "pid", m->snap.pid, "bytes",
 						   (json_int_t)m->snap_bytes)
 				       : json_pack("{s:s}", "why", m->snap_why);
@@ -589,7 +601,7 @@ int rb_mark_run(struct job *j)
 	j->result = mark_json(m, pause, mv_now_ns() - t0);
 	json_object_set_new(j->result, "held", json_boolean(held));
 	if (q->tree)
-		json_object_set_new(j->result, "processes", members_json(m, j->result));
+		json_object_set_new(j->result, "processes", members_json(m));
 	pthread_mutex_lock(&mv->lock);
 	mv->mark = m;
 	pthread_mutex_unlock(&mv->lock);

@@ -146,6 +146,12 @@ struct rb_rollback_job {
 
 void rb_mark_free(struct rb_mark *m);
 
+/* The marked process i: 0 the one marked, then a tree's others. */
+static inline struct rb_mark *rb_proc(struct rb_mark *m, size_t i)
+{
+	return i ? m->members[i - 1] : m;
+}
+
 /* pid's regions now (tid: a stopped thread to read through; mark.c). */
 int rb_layout_read(pid_t tid, struct rb_region **out, size_t *n);
 

@@ -21,13 +21,13 @@ int rollback_marked_locked(struct mv *mv, const char **name, pid_t *pid)
 
 json_t *rollback_status_json_locked(struct mv *mv)
 {
-	const struct rb_mark *m = mv->mark;
+	struct rb_mark *m = mv->mark;
 	if (!m)
 		return json_null();
 	json_t *pids = json_array();
 	uint64_t kept = 0;
 	for (size_t i = 0; i <= m->n_members; i++) {
-		const struct rb_mark *x = i ? m->members[i - 1] : m;
+		const struct rb_mark *x = rb_proc(m, i);
 		json_array_append_new(pids, json_integer(x->pid));
 		kept += x->base_bytes + x->snap_bytes;
 	}

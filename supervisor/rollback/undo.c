@@ -453,10 +453,6 @@ static int undo_brk(struct undo *u, const struct rb_change *ch, size_t n)
 	return rc;
 }
 
-/* brk goes back, regions mapped since go, anonymous memory unmapped since
- * comes back (registered for tracking: its bytes are written from the
- * baseline with the rest), protections go back; then the layout must be
- * the mark's. Nothing changes before every piece is known to be doable. */
 /* Before anything changes (in a tree, in any process): the layout's
  * changes since the mark, and whether each can be undone. Kept for
  * undo_layout, which nothing between changes (ending threads and
@@ -469,15 +465,17 @@ static int plan_layout(struct undo *u)
 	return rc;
 }
 
+/* brk goes back, regions mapped since go, anonymous memory unmapped since
+ * comes back (registered for tracking: its bytes are written from the
+ * baseline with the rest), protections go back; then the layout must be
+ * the mark's. Every piece is known to be doable (plan_layout). */
 static int undo_layout(struct undo *u)
 {
 	struct rb_change *ch = mv_steal_ptr(u->ch);
 	size_t n = u->n_ch;
 	uint64_t heap_end = u->heap_now;
-	int rc = 0;
-	/* Known doable: the first change, while every area is still mapped. */
-	if (rc == 0)
-		rc = undo_rseq(u);
+	/* The first change, while every area is still mapped. */
+	int rc = undo_rseq(u);
 	if (rc == 0 && heap_end != u->m->heap_end)
 		rc = undo_brk(u, ch, n);
 	if (rc < 0 || (!n && !u->brk_moved)) {
@@ -1112,10 +1110,12 @@ static uint64_t lap(uint64_t *t)
 	return d;
 }
 
-/* The marked process i (0: the one marked, then a tree's others). */
-static struct rb_mark *proc_of(struct rb_mark *m, size_t i)
+/* The refusal when process pid of the mark is gone. */
+static int exited_since_mark(struct ckpt *c, int rc, pid_t pid)
 {
-	return i ? m->members[i - 1] : m;
+	mv_err_set(&c->err, rc, MV_E_NO_SUCH_PROCESS,
+		   "process %d has exited since the mark: a rollback cannot revive it", pid);
+	return rc;
 }
 
 /* Where each marked process is in c: by pid (a stop of the tree lists
@@ -1125,7 +1125,7 @@ static struct rb_mark *proc_of(struct rb_mark *m, size_t i)
 static int bind_procs(struct ckpt *c, struct rb_mark *m)
 {
 	for (size_t i = 0; i <= m->n_members; i++) {
-		struct rb_mark *x = proc_of(m, i);
+		struct rb_mark *x = rb_proc(m, i);
 		size_t k = 0;
 		while (k < c->n && c->p[k].pt.pid != x->pid)
 			k++;
@@ -1134,10 +1134,7 @@ static int bind_procs(struct ckpt *c, struct rb_mark *m)
 		if (k < c->n && c->p[k].pt.n)
 			ptrace_proc_compact(&c->p[k].pt); /* threads of earlier runs go */
 		if (k == c->n || !ptrace_reader_tid(&c->p[k].pt))
-			return ckpt_fail(c, -ESRCH, MV_E_NO_SUCH_PROCESS,
-					 "process %d has exited since the mark: a rollback cannot "
-					 "revive it",
-					 x->pid);
+			return exited_since_mark(c, -ESRCH, x->pid);
 		x->ci = k;
 	}
 	return 0;
@@ -1150,8 +1147,8 @@ static int stop_marked(struct job *j, struct rb_mark *m, struct ckpt *c)
 	pid_t *pids = xcalloc(n, sizeof(*pids));
 	int *fds = xcalloc(n, sizeof(*fds));
 	for (size_t i = 0; i < n; i++) {
-		pids[i] = proc_of(m, i)->pid;
-		fds[i] = proc_of(m, i)->pidfd;
+		pids[i] = rb_proc(m, i)->pid;
+		fds[i] = rb_proc(m, i)->pidfd;
 	}
 	int rc = rb_stop(j, pids, fds, n, false, c, rb_hold_req(m->hold));
 	if (rc < 0 &&
@@ -1162,9 +1159,7 @@ static int stop_marked(struct job *j, struct rb_mark *m, struct ckpt *c)
 				gone = c->p[i].pt.pid;
 				break;
 			}
-		mv_err_set(&c->err, rc, MV_E_NO_SUCH_PROCESS,
-			   "process %d has exited since the mark: a rollback cannot revive it",
-			   gone);
+		exited_since_mark(c, rc, gone);
 	}
 	free(pids);
 	free(fds);
@@ -1231,7 +1226,7 @@ static int rollback_work(struct job *j, void *arg)
 	struct undo *us = xcalloc(np, sizeof(*us));
 	for (size_t i = 0; i < np; i++)
 		us[i] = (struct undo){.c = c,
-				      .m = proc_of(m, i),
+				      .m = rb_proc(m, i),
 				      .signals = json_array(),
 				      .fds_lost = json_array(),
 				      .close_fds = rj->q.close_fds};
@@ -1241,10 +1236,7 @@ static int rollback_work(struct job *j, void *arg)
 		c->j = j;
 		memset(&c->err, 0, sizeof(c->err));
 		if (!c->p)
-			rc = ckpt_fail(c, -ESRCH, MV_E_NO_SUCH_PROCESS,
-				       "process %d has exited since the mark: a rollback cannot "
-				       "revive it",
-				       m->pid);
+			rc = exited_since_mark(c, -ESRCH, m->pid);
 	} else {
 		job_progress(j, "stopping", 0, 0);
 		rc = stop_marked(j, m, c);
