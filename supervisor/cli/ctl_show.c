@@ -608,36 +608,52 @@ static void render_mark_result(json_t *res)
 	}
 }
 
+/* "thread T" of an until event, "thread T of process P" when T is not
+ * the process's first thread (a tree's mark: another process). */
+static const char *until_thread(json_t *u, char *buf, size_t len)
+{
+	long long tid = jint(u, "tid"), pid = jint(u, "pid");
+	if (pid && pid != tid)
+		snprintf(buf, len, "thread %lld of process %lld", tid, pid);
+	else
+		snprintf(buf, len, "thread %lld", tid);
+	return buf;
+}
+
 /* What rollback --until stopped at. */
 static void render_until(json_t *u)
 {
 	if (!u)
 		return;
 	const char *ev = jstr(u, "event");
-	char ran[32];
+	char ran[32], who[64];
 	fmt_ns((uint64_t)jint(u, "run_ns"), ran, sizeof(ran));
+	until_thread(u, who, sizeof(who));
 	if (!strcmp(ev, "reached"))
-		printf("  until: thread %lld reached %s(%lld) after %s\n", jint(u, "tid"),
-		       jstr(u, "syscall"), jint(u, "arg0"), ran);
+		printf("  until: %s reached %s(%lld) after %s\n", who, jstr(u, "syscall"),
+		       jint(u, "arg0"), ran);
 	else if (!strcmp(ev, "exited"))
-		printf("  until: thread %lld called %s(%lld) after %s: held before it exits\n",
-		       jint(u, "tid"), jstr(u, "syscall"), jint(u, "status"), ran);
+		printf("  until: %s called %s(%lld) after %s: held before it exits\n", who,
+		       jstr(u, "syscall"), jint(u, "status"), ran);
 	else if (!strcmp(ev, "crashed") && json_object_get(u, "addr"))
-		printf("  until: thread %lld crashed with %s at address %#llx (code %lld) after "
+		printf("  until: %s crashed with %s at address %#llx (code %lld) after "
 		       "%s: held, the signal dropped\n",
-		       jint(u, "tid"), jstr(u, "signal_name"), jint(u, "addr"), jint(u, "code"),
-		       ran);
+		       who, jstr(u, "signal_name"), jint(u, "addr"), jint(u, "code"), ran);
+	else if (!strcmp(ev, "crashed") && json_object_get(u, "sender"))
+		printf("  until: %s was sent %s by process %lld after %s: held, the signal "
+		       "dropped\n",
+		       who, jstr(u, "signal_name"), jint(u, "sender"), ran);
 	else if (!strcmp(ev, "crashed"))
-		printf("  until: thread %lld crashed with %s (code %lld) after %s: held, the "
+		printf("  until: %s crashed with %s (code %lld) after %s: held, the "
 		       "signal dropped\n",
-		       jint(u, "tid"), jstr(u, "signal_name"), jint(u, "code"), ran);
+		       who, jstr(u, "signal_name"), jint(u, "code"), ran);
 	else if (!strcmp(ev, "timeout"))
 		printf("  until: the time limit passed (%s): held\n", ran);
 	else if (!strcmp(ev, "exec"))
-		printf("  until: thread %lld ran a new program after %s: the mark is gone\n",
-		       jint(u, "tid"), ran);
+		printf("  until: %s ran a new program after %s: the mark is gone\n", who, ran);
 	else if (!strcmp(ev, "gone"))
-		printf("  until: the process ended after %s (%s %lld)\n", ran,
+		printf("  until: process %lld ended after %s (%s %lld)\n",
+		       jint(u, "pid") ? jint(u, "pid") : jint(u, "tid"), ran,
 		       json_object_get(u, "signal") ? "signal" : "status",
 		       json_object_get(u, "signal") ? jint(u, "signal") : jint(u, "status"));
 	else

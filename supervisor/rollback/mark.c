@@ -543,6 +543,7 @@ static int mark_work(struct job *j, void *arg)
 	job_progress(j, "stopping", 0, 0);
 	int rc = rb_stop(j, &q->pid, &q->pidfd, 1, q->tree, c, rb_hold_req(m->hold));
 	m->ci = 0;
+	m->tree = q->tree;
 	if (rc == 0)
 		rc = mark_one(c, m, true);
 	if (rc == 0 && c->n > 1)

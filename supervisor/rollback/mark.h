@@ -7,6 +7,7 @@
  *               stopped between two jobs
  *   until.c     rollback --until: the program run to its next stop point
  *   wpsync.c    write tracking on kernels without asynchronous write-protect
+ *   strays.c    processes made since the mark, killed
  * The jobs post their ptrace work to the mark's tracer thread (hold.c)
  * and wait for it. */
 #ifndef MV_ROLLBACK_MARK_H
@@ -131,6 +132,7 @@ struct rb_mark {
 	 * baseline is copied). */
 	struct rb_mark **members;
 	size_t n_members;
+	bool tree; /* a mark of the tree (without --pid), of one process or more */
 	/* During a job: where the process is in the tracer's stop, c->p[ci]. */
 	size_t ci;
 };
@@ -204,6 +206,16 @@ struct rb_fd_gone {
 	bool replaced; /* the number is open, on something else */
 };
 int rb_files_closed(const struct rb_mark *m, pid_t tid, struct rb_fd_gone **out, size_t *n);
+
+/* ---- strays.c ---- */
+
+/* Every process below pid (pid itself SIGSTOPped by the caller) stopped,
+ * then killed: none forked meanwhile is missed. */
+void rb_kill_below(pid_t pid);
+/* A tree's processes made since the mark that are not below a process of
+ * it (orphans, reparented to the tree's top), killed with what is below
+ * them: how many. The reaper reaps them. */
+unsigned rb_kill_strays(struct rb_mark *m);
 
 /* ---- wpsync.c ---- */
 

@@ -114,15 +114,9 @@ int rollback_start(struct mv *mv, const struct rollback_req *q, json_t **result,
 {
 	pthread_mutex_lock(&mv->lock);
 	struct rb_mark *m = find_locked(mv, q->name, err);
-	size_t others = m ? m->n_members : 0;
 	pthread_mutex_unlock(&mv->lock);
 	if (!m)
 		return -1;
-	if (q->until && others)
-		return mv_err_set(err, -1, MV_E_NOT_SUPPORTED,
-				  "rollback --until runs one process, and mark %s holds %zu more "
-				  "of the tree: mark the one to run with --pid",
-				  m->name, others);
 	struct rb_rollback_job *rj = xcalloc(1, sizeof(*rj));
 	rj->m = m;
 	rj->q = *q;

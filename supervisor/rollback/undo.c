@@ -286,30 +286,6 @@ static int undo_rseq(struct undo *u)
 	return 0;
 }
 
-/* The processes below pid (not pid), killed: a child killed below would
- * leave them running, orphans of memvisor's reaper. Twice over, for one
- * forked while the first pass ran. */
-static void kill_below(pid_t pid)
-{
-	for (int pass = 0; pass < 2; pass++) {
-		pid_t *v = NULL;
-		size_t n = 0, cap = 0;
-		procfs_children(pid, &v, &n, &cap);
-		for (size_t i = 0; i < n; i++)
-			procfs_children(v[i], &v, &n, &cap);
-		for (size_t i = 0; i < n; i++) {
-			int fd = (int)syscall(SYS_pidfd_open, v[i], 0);
-			if (fd >= 0) {
-				syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0);
-				close(fd);
-			}
-		}
-		free(v);
-		if (!n)
-			break;
-	}
-}
-
 /* Children forked since the mark are killed with what they forked, and
  * reaped by their parent (a wait4 run in it: the rolled-back parent
  * knows nothing of them, and would leave them zombies). */
@@ -330,7 +306,7 @@ static int kill_new_children(struct undo *u)
 			continue; /* reaped meanwhile */
 		u->changed = true;
 		syscall(SYS_pidfd_send_signal, fd, SIGSTOP, NULL, 0); /* forks no more */
-		kill_below(v[i]);
+		rb_kill_below(v[i]);
 		syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0);
 		close(fd);
 		long ret = 0;
@@ -1252,6 +1228,12 @@ static int rollback_work(struct job *j, void *arg)
 	for (size_t i = 0; i < np && rc == 0; i++)
 		if ((rc = end_new_threads(&us[i])) == 0)
 			rc = kill_new_children(&us[i]);
+	if (rc == 0 && m->tree) {
+		/* Orphans made since: their parents ended, or were killed just now. */
+		unsigned strays = rb_kill_strays(m);
+		u->children_killed += strays;
+		u->changed |= strays > 0;
+	}
 	u->t_check = lap(&t);
 	if (rc == 0)
 		job_progress(j, "layout", 0, 0);

@@ -22,9 +22,15 @@
  * restarted by the rollback, is not a stop point: a mark taken in read(0)
  * stops at the next read(0), not at the same one again.
  *
+ * A tree's mark runs every process of the mark: a point reached, an exit,
+ * a crash or a new program in any of them is the event (its "pid" says
+ * whose), and a process of the mark that ended ("gone") lets the rest go.
+ *
  * Threads created during the run are traced from their start
  * (PTRACE_O_TRACECLONE), their crashes and calls seen as the others';
- * children forked are not (the next rollback kills them). */
+ * children forked are not (the next rollback kills them), nor a process
+ * made by a clone(2) the kernel reports as a thread's (no CLONE_THREAD,
+ * an exit signal other than SIGCHLD): it is let go at its first stop. */
 #include "common/log.h"
 #include "common/util.h"
 #include "supervisor/kernel/procfs.h"
@@ -53,17 +59,25 @@
 /* The kernel's "make the call again, even after a handler" (not in uapi). */
 #define MV_ERESTARTNOINTR 513
 
+/* A marked thread's call the rollback restarts: its first call after the
+ * rollback, not a stop point (on: not yet passed). */
+struct replay {
+	pid_t tid;
+	bool on;
+	long nr;
+	uint64_t ip, arg0;
+};
+
 struct until {
 	struct rb_mark *m;
 	struct ckpt *c;
-	struct ptrace_proc *pp;
 	const struct rollback_req *q;
-	/* Per thread of pp at the start: the marked call's restart, not yet
-	 * passed. */
+	/* The marked processes (c->p[rb_proc(m, i)->ci].pt), the command's
+	 * first. */
+	struct ptrace_proc **pp;
+	size_t np;
+	struct replay *replay;
 	size_t n_replay;
-	bool *replay;
-	uint64_t *replay_ip;
-	long *replay_nr;
 	timer_t timer;
 	bool have_timer;
 	/* run --until-point names this stop: the kernel notifies it, the
@@ -73,13 +87,27 @@ struct until {
 	enum __ptrace_request go; /* PTRACE_CONT or PTRACE_SYSCALL */
 };
 
-/* pp's thread tid, and its index in *idx. */
-static struct ptrace_thread *find(struct ptrace_proc *pp, pid_t tid, size_t *idx)
+/* Thread tid of a marked process, and that process in *pp (if pp). */
+static struct ptrace_thread *find(struct until *u, pid_t tid, struct ptrace_proc **pp)
 {
-	struct ptrace_thread *t = ptrace_proc_find(pp, tid);
-	if (t && idx)
-		*idx = (size_t)(t - pp->t);
-	return t;
+	for (size_t i = 0; i < u->np; i++) {
+		struct ptrace_thread *t = ptrace_proc_find(u->pp[i], tid);
+		if (t) {
+			if (pp)
+				*pp = u->pp[i];
+			return t;
+		}
+	}
+	return NULL;
+}
+
+/* The marked process pid, or NULL. */
+static struct ptrace_proc *proc_of(struct until *u, pid_t pid)
+{
+	for (size_t i = 0; i < u->np; i++)
+		if (u->pp[i]->pid == pid)
+			return u->pp[i];
+	return NULL;
 }
 
 static size_t alive(const struct ptrace_proc *pp)
@@ -90,39 +118,46 @@ static size_t alive(const struct ptrace_proc *pp)
 	return n;
 }
 
+/* Has every marked process a thread left? */
+static bool all_alive(const struct until *u)
+{
+	for (size_t i = 0; i < u->np; i++)
+		if (!alive(u->pp[i]))
+			return false;
+	return true;
+}
+
 /* A thread marked inside a call the stop interrupted (orig_rax >= 0, rax
  * one of the kernel's restart codes) makes the call again first thing
  * after a rollback. */
 static void note_replays(struct until *u)
 {
-	for (size_t i = 0; i < u->pp->n; i++) {
-		for (size_t k = 0; k < u->m->n_t; k++) {
-			const struct rb_thread *rt = &u->m->t[k];
-			if (rt->tid != u->pp->t[i].tid ||
-			    rt->prstatus_len < sizeof(struct user_regs_struct))
+	size_t cap = 0;
+	for (size_t i = 0; i < u->np; i++)
+		cap += rb_proc(u->m, i)->n_t;
+	u->replay = xcalloc(cap + 1, sizeof(*u->replay));
+	for (size_t i = 0; i < u->np; i++) {
+		const struct rb_mark *x = rb_proc(u->m, i);
+		for (size_t k = 0; k < x->n_t; k++) {
+			const struct rb_thread *rt = &x->t[k];
+			if (rt->prstatus_len < sizeof(struct user_regs_struct))
 				continue;
 			const struct user_regs_struct *r = rt->prstatus;
 			long ax = (long)r->rax;
 			bool restart = ax == -512 || ax == -513 || ax == -514 || ax == -516;
-			if ((long)r->orig_rax >= 0 && restart) {
-				u->replay[i] = true;
-				u->replay_ip[i] = r->rip;
-				u->replay_nr[i] = (long)r->orig_rax;
-			}
+			if ((long)r->orig_rax >= 0 && restart)
+				u->replay[u->n_replay++] = (struct replay){
+				    rt->tid, true, (long)r->orig_rax, r->rip, r->rdi};
 		}
 	}
 }
 
-/* The first argument of thread i's restarted call, from the mark. */
-static uint64_t replay_arg0(const struct until *u, size_t i)
+static struct replay *replay_of(struct until *u, pid_t tid)
 {
-	for (size_t k = 0; k < u->m->n_t; k++) {
-		const struct rb_thread *rt = &u->m->t[k];
-		if (rt->tid == u->pp->t[i].tid &&
-		    rt->prstatus_len >= sizeof(struct user_regs_struct))
-			return ((const struct user_regs_struct *)rt->prstatus)->rdi;
-	}
-	return 0;
+	for (size_t i = 0; i < u->n_replay; i++)
+		if (u->replay[i].tid == tid)
+			return &u->replay[i];
+	return NULL;
 }
 
 static int arm_timer(struct until *u)
@@ -164,15 +199,18 @@ static bool handled(pid_t pid, int sig)
 	return (st.sig_cgt | st.sig_ign) & (1ull << (sig - 1));
 }
 
-/* A signal on its way to thread t that would end the program: a crash,
- * unless another process sent it (that one means it). */
-static bool is_crash(struct until *u, pid_t tid, int sig, siginfo_t *si)
+/* A signal on its way to thread tid of process pp that would end it: a
+ * crash, unless a process outside the mark sent it (that one means it).
+ * One sent by another process of a tree's mark is held as a crash too:
+ * the process it would end could not be put back. */
+static bool is_crash(struct until *u, const struct ptrace_proc *pp, pid_t tid, int sig,
+		     siginfo_t *si)
 {
-	if (!kills_by_default(sig) || handled(u->m->pid, sig))
+	if (!kills_by_default(sig) || handled(pp->pid, sig))
 		return false;
 	if (ptrace(PTRACE_GETSIGINFO, tid, 0, si) < 0)
 		return false;
-	if (si->si_code <= 0 && si->si_code != SI_KERNEL && si->si_pid != u->m->pid)
+	if (si->si_code <= 0 && si->si_code != SI_KERNEL && !proc_of(u, si->si_pid))
 		return false; /* kill(2), sigqueue(3), tgkill(2) from outside */
 	return true;
 }
@@ -186,14 +224,46 @@ static int wait_one(pid_t tid, int *status)
 	return 0;
 }
 
-/* A thread that stopped to report a clone (PTRACE_EVENT_CLONE): the new
- * thread is ours from its start; record it, to be waited for. */
+/* tid, new to us and in its first stop: a thread of a marked process is
+ * recorded (traced from its start); a process of its own (a clone(2)
+ * without CLONE_THREAD reported as PTRACE_EVENT_CLONE) is let go, as a
+ * forked child is. The thread, or NULL. */
+static struct ptrace_thread *adopt_new(struct until *u, pid_t tid)
+{
+	struct proc_status st;
+	struct ptrace_proc *pp = procfs_status(tid, &st) == 0 ? proc_of(u, st.tgid) : NULL;
+	if (!pp) {
+		ptrace(PTRACE_DETACH, tid, 0, 0);
+		return NULL;
+	}
+	return ptrace_proc_adopt(pp, tid);
+}
+
+/* A thread that stopped to report a clone (PTRACE_EVENT_CLONE): a new
+ * thread is ours from its start; record it, to be waited for. A new
+ * process is let go once it has stopped. */
 static void adopt_clone(struct until *u, pid_t tid, int ev)
 {
 	unsigned long msg = 0;
-	if (ev == PTRACE_EVENT_CLONE && ptrace(PTRACE_GETEVENTMSG, tid, 0, &msg) == 0 && msg &&
-	    !find(u->pp, (pid_t)msg, NULL))
-		ptrace_proc_adopt(u->pp, (pid_t)msg);
+	if (ev != PTRACE_EVENT_CLONE || ptrace(PTRACE_GETEVENTMSG, tid, 0, &msg) < 0 || !msg ||
+	    find(u, (pid_t)msg, NULL))
+		return;
+	struct proc_status st;
+	if (procfs_status((pid_t)msg, &st) == 0 && proc_of(u, st.tgid)) {
+		ptrace_proc_adopt(proc_of(u, st.tgid), (pid_t)msg);
+		return;
+	}
+	/* Its first stop comes at once (it was traced at its birth). */
+	uint64_t deadline = mv_now_ns() + 2000 * 1000000ull;
+	int ws;
+	for (;;) {
+		int rc = wait_one((pid_t)msg, &ws);
+		if (rc == -EINTR && mv_now_ns() < deadline)
+			continue;
+		if (rc == 0 && WIFSTOPPED(ws))
+			ptrace(PTRACE_DETACH, (pid_t)msg, 0, 0);
+		return;
+	}
 }
 
 static void settle_wait(struct until *u, pid_t tid);
@@ -203,7 +273,7 @@ static void stop_points(struct until *u);
  * a signal-delivery stop that keeps its signal for later. */
 static void settle(struct until *u, pid_t tid)
 {
-	struct ptrace_thread *t = find(u->pp, tid, NULL);
+	struct ptrace_thread *t = find(u, tid, NULL);
 	ptrace(PTRACE_INTERRUPT, tid, 0, 0);
 	if (ptrace(PTRACE_CONT, tid, 0, 0) < 0) {
 		t->state = PT_STOPPED; /* still in its stop */
@@ -229,7 +299,8 @@ static void settle_notified(struct until *u, const struct point_note *n)
  * stop (or a signal-delivery stop, its signal kept). */
 static void settle_wait(struct until *u, pid_t tid)
 {
-	struct ptrace_thread *t = find(u->pp, tid, NULL);
+	struct ptrace_proc *pp = NULL;
+	struct ptrace_thread *t = find(u, tid, &pp);
 	uint64_t deadline = mv_now_ns() + 2000 * 1000000ull;
 	for (;;) {
 		int st, rc = wait_one(tid, &st);
@@ -244,12 +315,12 @@ static void settle_wait(struct until *u, pid_t tid)
 		}
 		if (WIFEXITED(st) || WIFSIGNALED(st)) {
 			t->state = PT_GONE;
-			u->pp->exited_threads++;
+			pp->exited_threads++;
 			return;
 		}
 		int sig = WSTOPSIG(st), ev = st >> 16;
 		adopt_clone(u, tid, ev);
-		t = find(u->pp, tid, NULL); /* the array may have moved */
+		t = find(u, tid, NULL); /* the array may have moved */
 		t->state = PT_STOPPED;
 		t->signal = 0;
 		t->group_stop = false;
@@ -282,16 +353,14 @@ static void settle_entry(struct until *u, pid_t tid, long nr)
 	settle(u, tid);
 }
 
-/* Every other thread stopped too: interrupted and settled (threads made
- * during the run are ours already). 0, or -EAGAIN when one would not
- * stop. */
-static int stop_rest(struct until *u)
+/* Every thread of pp that runs stopped too: interrupted and settled
+ * (threads made during the run are ours already). 0, or -EAGAIN when one
+ * would not stop. */
+static int stop_proc(struct until *u, struct ptrace_proc *pp, uint64_t deadline)
 {
-	struct ptrace_proc *pp = u->pp;
 	for (size_t i = 0; i < pp->n; i++)
 		if (pp->t[i].state == PT_SEIZED)
 			ptrace(PTRACE_INTERRUPT, pp->t[i].tid, 0, 0);
-	uint64_t deadline = mv_now_ns() + 2000 * 1000000ull;
 	/* pp->n may grow (a clone reported now): each pass re-reads it, and
 	 * threads adopted on the way are interrupted when their turn comes. */
 	for (size_t i = 0; i < pp->n; i++) {
@@ -337,9 +406,34 @@ static int stop_rest(struct until *u)
 	return 0;
 }
 
-static json_t *exit_json(const char *event, pid_t tid, int status)
+/* Every marked process stopped (stop_proc). */
+static int stop_rest(struct until *u)
 {
-	json_t *o = json_pack("{s:s, s:i}", "event", event, "tid", tid);
+	/* All interrupted first: none runs on while another is waited for. */
+	for (size_t k = 0; k < u->np; k++)
+		for (size_t i = 0; i < u->pp[k]->n; i++)
+			if (u->pp[k]->t[i].state == PT_SEIZED)
+				ptrace(PTRACE_INTERRUPT, u->pp[k]->t[i].tid, 0, 0);
+	uint64_t deadline = mv_now_ns() + 2000 * 1000000ull;
+	for (size_t k = 0; k < u->np; k++) {
+		int rc = stop_proc(u, u->pp[k], deadline);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* The process of thread tid, in an event. */
+static json_t *event_json(const char *event, struct until *u, pid_t tid)
+{
+	struct ptrace_proc *pp = NULL;
+	find(u, tid, &pp);
+	return json_pack("{s:s, s:i, s:i}", "event", event, "tid", tid, "pid", pp ? pp->pid : tid);
+}
+
+static json_t *exit_json(const char *event, struct until *u, pid_t tid, int status)
+{
+	json_t *o = event_json(event, u, tid);
 	if (WIFEXITED(status))
 		json_object_set_new(o, "status", json_integer(WEXITSTATUS(status)));
 	else if (WIFSIGNALED(status))
@@ -347,40 +441,36 @@ static json_t *exit_json(const char *event, pid_t tid, int status)
 	return o;
 }
 
-static json_t *crash_json(pid_t tid, int sig, const siginfo_t *si)
+static json_t *crash_json(struct until *u, pid_t tid, int sig, const siginfo_t *si)
 {
 	const char *abbrev = sigabbrev_np(sig);
 	char name[32];
 	snprintf(name, sizeof(name), "SIG%s", abbrev ? abbrev : "?");
-	json_t *o = json_pack("{s:s, s:i, s:i, s:s, s:i}", "event", "crashed", "tid", tid, "signal",
-			      sig, "signal_name", name, "code", si->si_code);
+	json_t *o = event_json("crashed", u, tid);
+	json_object_set_new(o, "signal", json_integer(sig));
+	json_object_set_new(o, "signal_name", json_string(name));
+	json_object_set_new(o, "code", json_integer(si->si_code));
 	if (sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGTRAP)
 		json_object_set_new(o, "addr", json_integer((json_int_t)(uintptr_t)si->si_addr));
+	else if (si->si_code <= 0 && si->si_code != SI_KERNEL)
+		json_object_set_new(o, "sender", json_integer(si->si_pid));
 	return o;
 }
 
-static json_t *call_json(const char *event, pid_t tid, const struct __ptrace_syscall_info *in)
+/* A call event: nr and its first argument. */
+static json_t *call_json(const char *event, struct until *u, pid_t tid, long nr, uint64_t arg0)
 {
-	char *name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, (int)in->entry.nr);
-	json_t *o = json_pack("{s:s, s:i, s:s, s:I, s:I}", "event", event, "tid", tid, "syscall",
-			      name ? name : "?", "nr", (json_int_t)in->entry.nr, "arg0",
-			      (json_int_t)in->entry.args[0]);
-	free(name);
-	return o;
-}
-
-static json_t *note_json(const char *event, const struct point_note *n)
-{
-	char *name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, n->nr);
-	json_t *o =
-	    json_pack("{s:s, s:i, s:s, s:I, s:I}", "event", event, "tid", n->tid, "syscall",
-		      name ? name : "?", "nr", (json_int_t)n->nr, "arg0", (json_int_t)n->arg0);
+	char *name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, (int)nr);
+	json_t *o = event_json(event, u, tid);
+	json_object_set_new(o, "syscall", json_string(name ? name : "?"));
+	json_object_set_new(o, "nr", json_integer(nr));
+	json_object_set_new(o, "arg0", json_integer((json_int_t)arg0));
 	free(name);
 	return o;
 }
 
 /* The stop point's notifications queued since the last look, one at a
- * time: a call of a thread not in the process and an exit(2) of one of
+ * time: a call of a thread not in the mark and an exit(2) of one of
  * several threads go on; the point, an exit_group(2) or the last
  * thread's exit(2) is the event (its thread stopped before the call).
  * The marked call made again never comes here: the notify thread lets it
@@ -389,13 +479,17 @@ static json_t *take_points(struct until *u)
 {
 	struct point_note n;
 	while (point_take(u->pt, &n, 1) == 1) {
-		bool exits =
-		    n.kind == POINT_EXIT_GROUP || (n.kind == POINT_EXIT && alive(u->pp) == 1);
-		if (!find(u->pp, n.tid, NULL) || (n.kind != POINT_CALL && !exits)) {
+		struct ptrace_proc *pp = NULL;
+		if (!find(u, n.tid, &pp)) {
 			point_answer(&n, 0);
 			continue;
 		}
-		json_t *o = note_json(exits ? "exited" : "reached", &n);
+		bool exits = n.kind == POINT_EXIT_GROUP || (n.kind == POINT_EXIT && alive(pp) == 1);
+		if (n.kind != POINT_CALL && !exits) {
+			point_answer(&n, 0);
+			continue;
+		}
+		json_t *o = call_json(exits ? "exited" : "reached", u, n.tid, n.nr, n.arg0);
 		if (exits)
 			json_object_set_new(o, "status", json_integer((int)n.arg0 & 0xff));
 		settle_notified(u, &n);
@@ -404,21 +498,20 @@ static json_t *take_points(struct until *u)
 	return NULL;
 }
 
-/* Every notification still queued for a thread of the process, which
- * was interrupted (stop_rest): answered so that it stops before its
- * call; others go on. */
+/* Every notification still queued for a thread of the mark, which was
+ * interrupted (stop_rest): answered so that it stops before its call;
+ * others go on. */
 static void stop_points(struct until *u)
 {
 	struct point_note n;
 	while (point_take(u->pt, &n, 1) == 1)
-		point_answer(&n, find(u->pp, n.tid, NULL) ? MV_ERESTARTNOINTR : 0);
+		point_answer(&n, find(u, n.tid, NULL) ? MV_ERESTARTNOINTR : 0);
 }
 
 /* Run until an event; the thread it happened to is stopped (settled),
  * the others may still run. */
 static json_t *run_to_event(struct until *u, bool *keep)
 {
-	struct ptrace_proc *pp = u->pp;
 	const struct rollback_req *q = u->q;
 	uint64_t deadline = mv_now_ns() + (uint64_t)q->timeout_ms * 1000000ull;
 	*keep = true;
@@ -447,12 +540,12 @@ static json_t *run_to_event(struct until *u, bool *keep)
 			*keep = false;
 			return json_pack("{s:s}", "event", "gone");
 		}
-		size_t i;
-		struct ptrace_thread *t = find(pp, tid, &i);
+		struct ptrace_proc *pp = NULL;
+		struct ptrace_thread *t = find(u, tid, &pp);
 		if (!t && WIFSTOPPED(st)) {
 			/* A thread made during the run: traced from its start. */
-			t = ptrace_proc_adopt(pp, tid);
-			i = pp->n - 1;
+			t = adopt_new(u, tid);
+			find(u, tid, &pp);
 		}
 		if (!t)
 			continue;
@@ -461,7 +554,7 @@ static json_t *run_to_event(struct until *u, bool *keep)
 			pp->exited_threads++;
 			if (!alive(pp)) {
 				*keep = false;
-				return exit_json("gone", tid, st);
+				return exit_json("gone", u, tid, st);
 			}
 			continue;
 		}
@@ -471,17 +564,18 @@ static json_t *run_to_event(struct until *u, bool *keep)
 		if (sig == SYSCALL_STOP) {
 			struct __ptrace_syscall_info in;
 			long n = ptrace(PTRACE_GET_SYSCALL_INFO, tid, sizeof(in), &in);
+			struct replay *rp = replay_of(u, tid);
 			if (n > 0 && in.op == PTRACE_SYSCALL_INFO_ENTRY) {
 				long nr = (long)in.entry.nr;
-				bool replay = i < u->n_replay && u->replay[i] &&
-					      in.instruction_pointer == u->replay_ip[i] &&
-					      nr == u->replay_nr[i];
-				if (i < u->n_replay)
-					u->replay[i] = false;
+				bool replay = rp && rp->on && in.instruction_pointer == rp->ip &&
+					      nr == rp->nr;
+				if (rp)
+					rp->on = false;
 				bool exits =
 				    nr == SYS_exit_group || (nr == SYS_exit && alive(pp) == 1);
 				if (!replay && exits) {
-					json_t *o = call_json("exited", tid, &in);
+					json_t *o =
+					    call_json("exited", u, tid, nr, in.entry.args[0]);
 					json_object_set_new(
 					    o, "status",
 					    json_integer((int)in.entry.args[0] & 0xff));
@@ -490,12 +584,13 @@ static json_t *run_to_event(struct until *u, bool *keep)
 				}
 				if (!replay && q->until_nr >= 0 && nr == q->until_nr &&
 				    (q->until_fd < 0 || (int)in.entry.args[0] == q->until_fd)) {
-					json_t *o = call_json("reached", tid, &in);
+					json_t *o =
+					    call_json("reached", u, tid, nr, in.entry.args[0]);
 					settle_entry(u, tid, nr);
 					return o;
 				}
-			} else if (n > 0 && in.op == PTRACE_SYSCALL_INFO_EXIT && i < u->n_replay) {
-				u->replay[i] = false;
+			} else if (n > 0 && in.op == PTRACE_SYSCALL_INFO_EXIT && rp) {
+				rp->on = false;
 			}
 			t->state = PT_SEIZED;
 			ptrace(u->go, tid, 0, 0);
@@ -503,7 +598,7 @@ static json_t *run_to_event(struct until *u, bool *keep)
 		}
 		if (ev == PTRACE_EVENT_EXEC) {
 			*keep = false;
-			return json_pack("{s:s, s:i}", "event", "exec", "tid", tid);
+			return event_json("exec", u, tid);
 		}
 		if (ev == PTRACE_EVENT_STOP) {
 			t->state = PT_SEIZED;
@@ -520,8 +615,8 @@ static json_t *run_to_event(struct until *u, bool *keep)
 			continue;
 		}
 		siginfo_t si;
-		if (is_crash(u, tid, sig, &si)) {
-			json_t *o = crash_json(tid, sig, &si);
+		if (is_crash(u, pp, tid, sig, &si)) {
+			json_t *o = crash_json(u, tid, sig, &si);
 			settle(u, tid); /* the signal dropped */
 			return o;
 		}
@@ -532,12 +627,11 @@ static json_t *run_to_event(struct until *u, bool *keep)
 
 int rb_until_run(struct rb_mark *m, struct ckpt *c, const struct rollback_req *q, json_t **event)
 {
-	struct ptrace_proc *pp = &c->p[0].pt;
-	struct until u = {.m = m, .c = c, .pp = pp, .q = q, .go = PTRACE_SYSCALL};
-	u.n_replay = pp->n;
-	u.replay = xcalloc(pp->n + 1, sizeof(*u.replay));
-	u.replay_ip = xcalloc(pp->n + 1, sizeof(*u.replay_ip));
-	u.replay_nr = xcalloc(pp->n + 1, sizeof(*u.replay_nr));
+	struct until u = {.m = m, .c = c, .q = q, .go = PTRACE_SYSCALL};
+	u.np = 1 + m->n_members;
+	u.pp = xcalloc(u.np, sizeof(*u.pp));
+	for (size_t i = 0; i < u.np; i++)
+		u.pp[i] = &c->p[rb_proc(m, i)->ci].pt;
 	note_replays(&u);
 	struct point *pt = m->mv->point;
 	if (pt && q->until_nr >= 0 && point_matches(pt, q->until_nr, q->until_fd)) {
@@ -547,11 +641,12 @@ int rb_until_run(struct rb_mark *m, struct ckpt *c, const struct rollback_req *q
 		struct point_pass pass[POINT_PASS];
 		size_t n_pass = 0;
 		for (size_t i = 0; i < u.n_replay && n_pass < POINT_PASS; i++) {
-			if (!u.replay[i])
+			struct replay *rp = &u.replay[i];
+			if (!find(&u, rp->tid, NULL))
 				continue;
-			pass[n_pass++] = (struct point_pass){pp->t[i].tid, (int)u.replay_nr[i],
-							     u.replay_ip[i], replay_arg0(&u, i)};
-			u.replay[i] = false;
+			pass[n_pass++] =
+			    (struct point_pass){rp->tid, (int)rp->nr, rp->ip, rp->arg0};
+			rp->on = false;
 		}
 		u.pt = pt;
 		u.go = PTRACE_CONT;
@@ -564,15 +659,18 @@ int rb_until_run(struct rb_mark *m, struct ckpt *c, const struct rollback_req *q
 		goto out;
 	}
 	long opts = PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACEEXEC | PTRACE_O_TRACECLONE;
-	for (size_t i = 0; i < pp->n; i++) {
-		struct ptrace_thread *t = &pp->t[i];
-		if (t->state != PT_STOPPED)
-			continue;
-		ptrace(PTRACE_SETOPTIONS, t->tid, 0, (void *)opts);
-		int sig = t->signal;
-		t->signal = 0;
-		if (ptrace(u.go, t->tid, 0, (void *)(uintptr_t)sig) == 0)
-			t->state = PT_SEIZED;
+	for (size_t k = 0; k < u.np; k++) {
+		struct ptrace_proc *pp = u.pp[k];
+		for (size_t i = 0; i < pp->n; i++) {
+			struct ptrace_thread *t = &pp->t[i];
+			if (t->state != PT_STOPPED)
+				continue;
+			ptrace(PTRACE_SETOPTIONS, t->tid, 0, (void *)opts);
+			int sig = t->signal;
+			t->signal = 0;
+			if (ptrace(u.go, t->tid, 0, (void *)(uintptr_t)sig) == 0)
+				t->state = PT_SEIZED;
+		}
 	}
 	uint64_t t0 = mv_now_ns();
 	bool keep;
@@ -585,20 +683,21 @@ int rb_until_run(struct rb_mark *m, struct ckpt *c, const struct rollback_req *q
 			rb_hold_let_go(m->hold);
 			json_decref(ev);
 			rc = ckpt_fail(c, rc, MV_E_BUSY,
-				       "a thread of process %d did not stop after the run: the "
+				       "a thread of process %d%s did not stop after the run: the "
 				       "program was let go",
-				       m->pid);
+				       m->pid, u.np > 1 ? " or of its tree" : "");
 			goto out;
 		}
 	}
 	json_object_set_new(ev, "run_ns", json_integer((json_int_t)ran));
 	json_object_set_new(ev, "stops", json_string(u.pt ? "notified" : "traced"));
-	if (keep && alive(pp)) {
+	if (keep && all_alive(&u)) {
 		rb_hold_keep(m->hold);
 	} else {
-		for (size_t i = 0; i < pp->n; i++)
-			if (pp->t[i].state == PT_SEIZED)
-				pp->t[i].state = PT_GONE; /* running (exec) or gone */
+		for (size_t k = 0; k < u.np; k++)
+			for (size_t i = 0; i < u.pp[k]->n; i++)
+				if (u.pp[k]->t[i].state == PT_SEIZED)
+					u.pp[k]->t[i].state = PT_GONE; /* running (exec) or gone */
 		rb_hold_let_go(m->hold);
 	}
 	*event = ev;
@@ -606,7 +705,7 @@ int rb_until_run(struct rb_mark *m, struct ckpt *c, const struct rollback_req *q
 		  json_string_value(json_object_get(ev, "event")), (double)ran / 1e6);
 out:
 	if (u.pt) {
-		/* Every thread of the process is stopped or gone (or let go):
+		/* Every thread of the mark is stopped or gone (or let go):
 		 * what is still queued is another process's, or goes on. */
 		point_arm(u.pt, 0, 0, NULL, 0);
 		struct point_note n;
@@ -616,7 +715,6 @@ out:
 	if (u.have_timer)
 		timer_delete(u.timer);
 	free(u.replay);
-	free(u.replay_ip);
-	free(u.replay_nr);
+	free(u.pp);
 	return rc;
 }

@@ -675,10 +675,34 @@ dead() { # PID: gone, or a zombie
 	say n '^hashes 1 '
 	[ "$LAST" = "$want" ]
 	[ "$(ctl --json status | json_get - 'd["mark"]["rollbacks"]')" = 10 ]
-	# --until runs one process: refused for a tree, with what to do.
-	run ctl rollback --until read:0
-	assert_failure
-	assert_output --partial "mark the one to run with --pid"
+	stop_fed
+}
+
+# A process made since the mark whose parent ended is an orphan of the
+# tree's top (memvisor's reaper), below no process of the mark: the
+# rollback kills it too.
+@test "mark of a tree: an orphan made since the mark is killed by the rollback" {
+	start_fed "$WL/rb_tree" 4
+	say n '^hashes 0 '
+	mark
+	say n '^hashes 1 '
+	want=$LAST
+	rollback
+	say d '^daemon [0-9]+$'
+	h=${LAST#daemon }
+	kill -0 "$h"
+	reaper=$(awk '/^PPid:/{print $2}' "/proc/$PID/status")
+	orphaned() { [ "$(awk '/^PPid:/{print $2}' "/proc/$h/status")" = "$reaper" ]; }
+	wait_for 10 orphaned
+	run ctl --json rollback
+	echo "$output"
+	assert_success
+	# The grandchild (a zombie) and its orphan.
+	[ "$(echo "$output" | tail -1 | json_get - 'd["result"]["children_killed"]')" = 2 ]
+	gone() { ! kill -0 "$h" 2>/dev/null; }
+	wait_for 10 gone
+	say n '^hashes 1 '
+	[ "$LAST" = "$want" ]
 	stop_fed
 }
 

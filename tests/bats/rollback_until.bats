@@ -32,6 +32,16 @@ mark_held() {
 	held
 }
 
+# The first line after line N that matches RE (its first word the same)
+# must equal the one the runs before found ($want, which it becomes).
+same_as_before() { # N RE
+	local got first=${2#^}
+	got=$(out_after "$1" | grep "^${first%% *} " | head -1 || true)
+	[[ $got =~ $2 ]] || { echo "no line /$2/ after line $1: '$got'"; return 1; }
+	[ -z "$want" ] || [ "$got" = "$want" ] || { echo "after the runs before: '$got', the mark: '$want'"; return 1; }
+	want=$got
+}
+
 # rollback --until ARGS...; the job's result in $TMP/r.json, its until
 # event's field F in ev F.
 until_run() {
@@ -61,10 +71,7 @@ ev() { json_get "$TMP/r.json" "d['result']['until'].get('$1')"; }
 		u='d["result"]["until"]'
 		[ "$(json_get "$TMP/r.json" "[$u['event'], $u['syscall'], $u['arg0'], $u['tid'], $r['held']]")" = "[\"reached\", \"read\", 0, $PID, true]" ]
 		held
-		got=$(out_after "$n" | grep '^got ' | head -1)
-		[[ $got =~ ^got\ 0\ [0-9a-f]+\ 0\ ok$ ]]
-		[ -z "$want" ] || [ "$got" = "$want" ]
-		want=$got
+		same_as_before "$n" '^got 0 [0-9a-f]+ 0 ok$'
 	done
 	# The text says what it stopped at.
 	echo x >&7
@@ -165,6 +172,31 @@ ev() { json_get "$TMP/r.json" "d['result']['until'].get('$1')"; }
 	done
 }
 
+# A clone(2) without CLONE_THREAD and with no exit signal is reported to
+# a tracer as a thread's clone (PTRACE_EVENT_CLONE): the new process is
+# let go like a forked child, and its exit_group is its own, not the
+# program's exit.
+@test "rollback --until: a process made by clone(2) without an exit signal is not taken for a thread" {
+	local mode i
+	for mode in traced notified; do
+		MV_ARGS=()
+		[ "$mode" = traced ] || MV_ARGS=(--until-point read:0)
+		start_fed "$WL/rb_target" 16
+		mark_held
+		for i in 1 2 3; do
+			n=$(out_lines)
+			echo q >&7
+			until_run read:0 --timeout 10
+			[ "$(json_get "$TMP/r.json" "[d['result']['until'][k] for k in ('event', 'pid', 'tid', 'stops')]")" = "[\"reached\", $PID, $PID, \"$mode\"]" ]
+			# It reaped the process and went on to its next read.
+			out_after "$n" | grep -q '^ready '
+		done
+		run ctl unmark
+		assert_success
+		stop_fed
+	done
+}
+
 @test "rollback --until: job cancel ends the run and holds the program" {
 	start_fed "$WL/rb_target" 16
 	mark_held
@@ -222,10 +254,7 @@ ev() { json_get "$TMP/r.json" "d['result']['until'].get('$1')"; }
 		until_run read:0
 		[ "$(json_get "$TMP/r.json" "[d['result']['until'][k] for k in ('event', 'syscall', 'arg0', 'tid', 'stops')]")" = "[\"reached\", \"read\", 0, $PID, \"notified\"]" ]
 		held
-		got=$(out_after "$n" | grep '^got ' | head -1)
-		[[ $got =~ ^got\ 0\ [0-9a-f]+\ 0\ ok$ ]]
-		[ -z "$want" ] || [ "$got" = "$want" ]
-		want=$got
+		same_as_before "$n" '^got 0 [0-9a-f]+ 0 ok$'
 	done
 	# Stopped before the read: a line written now waits in the pipe.
 	n=$(out_lines)
@@ -282,6 +311,99 @@ ev() { json_get "$TMP/r.json" "d['result']['until'].get('$1')"; }
 	assert_success
 	assert_output --partial "ok 300 rollbacks"
 	all_held
+}
+
+# A tree's mark runs every process of the mark (tests/workloads/rb_tree: a
+# parent reads stdin and asks its child for its hash): each input runs
+# both from the mark to the parent's next read of stdin. The child's
+# crash, its exit and its death by its parent's signal are events, held
+# before they happen, and the next input runs from the mark again.
+tree_until_loop() { # STOPS: traced or notified
+	start_fed "$WL/rb_tree" 4
+	kid=$(awk '/^ready/{print $3}' "$TMP/out")
+	[ -n "$kid" ]
+	kid_held() { [ "$(awk '/^State:/{print $2}' "/proc/$kid/status")" = t ]; }
+	say n '^hashes 0 '
+	mark_held
+	kid_held
+	local cmd want= got e
+	for cmd in n "w 1 200" n m n S n x n K n f "w 2 30" n; do
+		n=$(out_lines)
+		echo "$cmd" >&7
+		until_run read:0
+		# event pid tid signal_name addr sender syscall arg0 stops held
+		e=$(json_get "$TMP/r.json" "' '.join(str(d['result']['until'].get(k)) for k in 'event pid tid signal_name addr sender syscall arg0 stops'.split()) + ' ' + str(d['result']['held'])")
+		case $cmd in
+		S) [ "$e" = "crashed $kid $kid SIGSEGV 16 None None None $1 True" ] ;;
+		K) [ "$e" = "crashed $kid $kid SIGTERM None $PID None None $1 True" ] ;;
+		x) [[ $e == "exited $kid $kid None None None exit_group 0 $1 True" ]] ;;
+		*) [ "$e" = "reached $PID $PID None None None read 0 $1 True" ] ;;
+		esac
+		held
+		kid_held
+		[ "$cmd" = n ] || continue
+		same_as_before "$n" '^hashes 1 [0-9a-f]+ [0-9a-f]+$'
+	done
+	# The text names the process of the event.
+	echo S >&7
+	run ctl rollback --until read:0
+	assert_success
+	assert_output --partial "until: thread $kid crashed with SIGSEGV at address 0x10"
+	assert_output --partial "rolled back process $PID"
+	# Let go: both run on from where they were held, unstopped.
+	run ctl unmark
+	assert_success
+	exec 7>&-
+	wait "$MVPID" || true
+	kid_gone() { ! kill -0 "$kid" 2>/dev/null; }
+	wait_for 10 kid_gone
+}
+
+@test "rollback --until of a tree: both processes run from the mark each time; the child's crash, exit and death are events" {
+	tree_until_loop traced
+}
+
+@test "rollback --until of a tree under run --until-point: the same, each stop told by the filter" {
+	MV_ARGS=(--until-point read:0)
+	tree_until_loop notified
+}
+
+# Random commands in both processes, crashes, exits and deaths of the
+# child among them: TREE_UNTIL_ITERS (150) iterations of two runs each,
+# traced and then told by the filter; after each, both are the mark's.
+@test "rollback --until of a tree: TREE_UNTIL_ITERS random commands, each run of both from the mark" {
+	local mode
+	for mode in traced notified; do
+		MV_ARGS=()
+		[ "$mode" = traced ] || MV_ARGS=(--until-point read:0)
+		start_fed "$WL/rb_tree" 4
+		say n '^hashes 0 '
+		run ctl --json mark --hold
+		assert_success
+		snap=$(echo "$output" | tail -1 | json_get - 'd["result"]["snapshot"].get("pid", 0)')
+		RBLOOP_STOPS=$mode run python3 "$HELPERS/rbloop.py" "$SOCK" "$TMP/in" "$TMP/out" "${TREE_UNTIL_ITERS:-150}" "$RANDOM" "w,m,f,d,x,S,K,n" tree
+		echo "$output"
+		assert_success
+		assert_output --partial "ok $((2 * ${TREE_UNTIL_ITERS:-150})) rollbacks"
+		# Every process made since the mark was killed by the rollback
+		# after it: none is left asleep in pause(2) (rb_tree's
+		# grandchildren), below the parent or orphaned to the reaper
+		# (beside the mark's snapshot, which sleeps there too).
+		reaper=$(awk '/^PPid:/{print $2}' "/proc/$PID/status")
+		asleep() {
+			local p
+			for p in $(pgrep -P "$reaper") $(pgrep -P "$PID") $(pgrep -P "$(pgrep -P "$PID" | head -1)"); do
+				[ "$p" = "$snap" ] || [ "$(cat "/proc/$p/wchan" 2>/dev/null)" != __do_sys_pause ] || echo "$p"
+			done
+		}
+		# (one killed just now may take a moment to end)
+		none_asleep() { [ -z "$(asleep)" ]; }
+		wait_for 10 none_asleep || { echo "left asleep: $(asleep)"; return 1; }
+		run ctl unmark
+		assert_success
+		exec 7>&-
+		wait "$MVPID" || true
+	done
 }
 
 @test "run --until-point: a call memvisor notifies already, an unknown call or a bad descriptor is refused" {

@@ -2,7 +2,7 @@
 """Roll tests/workloads/rb_target back N times over one control connection
 (a ctl process a rollback would be most of the time).
 
-Usage: rbloop.py SOCKET FIFO OUT N SEED [COMMANDS [until]]
+Usage: rbloop.py SOCKET FIFO OUT N SEED [COMMANDS [until|tree]]
 
 The program was marked while it waited for input. Each iteration sends 1
 to 3 commands (picked from COMMANDS, a comma-separated list, default
@@ -20,6 +20,12 @@ with SIGSEGV at 0x10 ("c"), SIGABRT ("a"), SIGSEGV ("o", the stack;
 "C", in a new thread),
 exited with status 3 ("e"), else reached read(0) again. RBLOOP_STOPS set:
 each run's "stops" must be that ("notified" under run --until-point).
+
+With "tree" (tests/workloads/rb_tree, a tree marked with --hold): each
+iteration runs one command with `rollback --until read:0`, whose event
+must be what it does (the child's crash "S", its death by the parent's
+SIGTERM "K", its exit "x", else the parent's next read), then "n" the same way: its "hashes" line must be the mark's,
+both processes' memory and counts.
 """
 import json
 import os
@@ -101,42 +107,85 @@ def expect(cmd, ev):
     return None
 
 
+def until_run(c, w, cmd):
+    """Write cmd, then rollback --until read:0: the job's result."""
+    w.write(cmd + "\n")
+    w.flush()
+    return wait_job(c, c.call("rollback", {"until": "read:0", "timeout_ms": 30000})["job"])
+
+
+def check_run(i, cmd, r, bad, pauses, events):
+    """Stop at the first run that did not give what cmd does (bad), was
+    not watched as RBLOOP_STOPS says, or left the program running."""
+    ev = r["until"]
+    stops = os.environ.get("RBLOOP_STOPS")
+    if not bad and stops and ev.get("stops") != stops:
+        bad = f"stops {stops} expected"
+    if bad or not r["held"]:
+        print(f"iteration {i}: {cmd!r} gave {ev} (held {r['held']}): {bad or 'held expected'}")
+        sys.exit(1)
+    events[ev["event"]] = events.get(ev["event"], 0) + 1
+    pauses.append(r["pause_ns"] / 1000)
+
+
 def until_loop(c, w, out, n, rng, cmds):
     pauses, want, events = [], None, {}
     for i in range(n):
         cmd = pick(rng, cmds)
         before = len(lines(out))
-        w.write(cmd + "\n")
-        w.flush()
-        r = wait_job(c, c.call("rollback", {"until": "read:0", "timeout_ms": 30000})["job"])
-        ev = r["until"]
+        r = until_run(c, w, cmd)
         v = wait_lines(out, before + 1, cmd)
         got = v[before]
         want = want or got
         if got != want:
             print(f"iteration {i}: after the rollback '{got}', the mark had '{want}'")
             sys.exit(1)
-        bad = expect(cmd, ev)
-        stops = os.environ.get("RBLOOP_STOPS")
-        if stops and ev.get("stops") != stops:
-            bad = f"stops {stops} expected"
-        if bad or not r["held"]:
-            print(f"iteration {i}: {cmd!r} gave {ev} (held {r['held']}): {bad or 'held expected'}")
+        check_run(i, cmd, r, expect(cmd, r["until"]), pauses, events)
+    return pauses, events
+
+
+def tree_expect(cmd, ev, parent, kid):
+    """What rollback --until of rb_tree's tree must report after cmd."""
+    got = (ev["event"], ev.get("pid"))
+    if cmd == "S":
+        ok = got + (ev.get("signal"), ev.get("addr")) == ("crashed", kid, 11, 0x10)
+    elif cmd == "K":
+        ok = got + (ev.get("signal"), ev.get("sender")) == ("crashed", kid, 15, parent)
+    elif cmd == "x":  # the parent waits for it before its next read
+        ok = got == ("exited", kid)
+    else:
+        ok = got + (ev.get("tid"), ev.get("syscall"), ev.get("arg0")) == (
+            "reached", parent, parent, "read", 0)
+    return None if ok else "not what it does"
+
+
+def tree_loop(c, w, out, n, rng, cmds):
+    ready = [x for x in lines(out) if x.startswith("ready ")][0].split()
+    parent, kid = int(ready[1]), int(ready[2])
+    pauses, want, events = [], None, {}
+    for i in range(n):
+        for cmd in (pick(rng, cmds), "n"):
+            before = len(lines(out))
+            r = until_run(c, w, cmd)
+            check_run(i, cmd, r, tree_expect(cmd, r["until"], parent, kid), pauses, events)
+        got = [x for x in lines(out)[before:] if x.startswith("hashes ")][:1]
+        want = want or got
+        if not got or got != want:
+            print(f"iteration {i}: after the rollback {got}, the mark had {want}")
             sys.exit(1)
-        events[ev["event"]] = events.get(ev["event"], 0) + 1
-        pauses.append(r["pause_ns"] / 1000)
     return pauses, events
 
 
 def main():
     sock, fifo, out, n, seed = sys.argv[1:6]
     cmds = (sys.argv[6] if len(sys.argv) > 6 else "w,m,u,p,z,b,s,t,f,x").split(",")
-    until = len(sys.argv) > 7 and sys.argv[7] == "until"
+    mode = sys.argv[7] if len(sys.argv) > 7 else ""
     rng = random.Random(int(seed))
     c = Conn(sock)
-    if until:
+    if mode in ("until", "tree"):
         with open(fifo, "w") as w:
-            summary(*until_loop(c, w, out, int(n), rng, cmds))
+            loop = until_loop if mode == "until" else tree_loop
+            summary(*loop(c, w, out, int(n), rng, cmds))
         return
     pauses = []
     want = None

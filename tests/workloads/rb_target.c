@@ -19,7 +19,9 @@
  * MiB writable again and writes every third page of it; "z" drops
  * 1 MiB of it (MADV_DONTNEED); "b" grows the heap by 1 MiB with sbrk and
  * writes it; "s" writes the stack array; "t" starts a thread that sleeps;
- * "f" forks a child that sleeps; "E" runs sleep 300 in its place (execve);
+ * "f" forks a child that sleeps; "q" makes a process with clone(2) and
+ * no exit signal (which ptrace reports as a thread's clone), which exits
+ * at once with status 7, and reaps it; "E" runs sleep 300 in its place (execve);
  * "e" exits with status 3; "c" writes to address 0x10 (SIGSEGV); "a"
  * calls abort(3); "o" overflows its stack; "C" starts a thread that
  * writes to address 0x20 and waits for it; "T" starts a thread that
@@ -62,6 +64,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define PG 4096ul
@@ -322,6 +325,14 @@ int main(int argc, char **argv)
 				for (;;)
 					pause();
 			break;
+		case 'q': { /* a process of its own, not a thread, no exit signal */
+			long c = syscall(SYS_clone, 0ul, NULL, NULL, NULL, 0ul);
+			if (c == 0)
+				syscall(SYS_exit_group, 7);
+			if (c > 0)
+				waitpid((pid_t)c, NULL, __WALL);
+			break;
+		}
 		case 'E':
 			execl("/bin/sleep", "sleep", "300", (char *)NULL);
 			break;

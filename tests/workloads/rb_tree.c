@@ -14,20 +14,26 @@
  * "m" each maps and writes a new 1 MiB region; "f" the child forks a
  * grandchild, which forks a great-grandchild, and both sleep ("forked
  * PID", the grandchild's, instead of hashes); "x" the child
- * exits ("child exited"; the parent does not reap it, and answers the
- * next inputs alone, "-" for the child's hash); "E" the child runs sleep
+ * exits ("child exited", once it has: the parent waits for its end
+ * without reaping it, and answers the next inputs alone, "-" for the child's hash); "E" the child runs sleep
  * 300 in its place ("child runs sleep", then as after "x"); "U" the child
  * unmaps the private mapping of its own executable it made at the start;
- * anything else is just counted. At the start it prints "ready PARENT CHILD".
+ * "d" the child forks a grandchild that forks a great-grandchild and
+ * exits, leaving it an orphan ("daemon PID", the great-grandchild's,
+ * which sleeps); "S" the child writes to address 16 (SIGSEGV), the parent waits for its
+ * answer; "K" the parent sends the child SIGTERM and reaps it ("child
+ * killed", then as after "x"); anything else is just counted. At the start it prints "ready PARENT CHILD".
  *
  * After a rollback of the tree to a mark taken while both waited for
  * input, the next "hashes" line must be the mark's. */
 #include "wl.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define PG 4096ul
@@ -36,6 +42,8 @@ static unsigned char *mem;
 static size_t mem_len;
 static uint64_t count;
 static unsigned char *extra;
+/* Read at run time: the compiler does not see the write to 16 coming. */
+static volatile int *volatile bad_ptr = (volatile int *)0x10;
 
 static uint64_t hash(void)
 {
@@ -88,6 +96,32 @@ static ssize_t read_line(int fd, char *buf, size_t len)
 	return (ssize_t)n;
 }
 
+/* The parent's next line of stdin, read a block at a time (a line
+ * written whole is one read(2), the stop point of rollback --until
+ * read:0); what came after it waits in pend. 0 at the end. */
+static char pend[512];
+static size_t n_pend;
+static ssize_t read_input(char *buf, size_t len)
+{
+	for (;;) {
+		char *nl = memchr(pend, '\n', n_pend);
+		if (nl || n_pend == sizeof(pend)) {
+			size_t n = nl ? (size_t)(nl - pend) + 1 : n_pend;
+			if (n >= len)
+				n = len - 1;
+			memcpy(buf, pend, n);
+			buf[n] = 0;
+			memmove(pend, pend + n, n_pend - n);
+			n_pend -= n;
+			return (ssize_t)n;
+		}
+		ssize_t r = read(0, pend + n_pend, sizeof(pend) - n_pend);
+		if (r <= 0)
+			return r;
+		n_pend += (size_t)r;
+	}
+}
+
 static void child(int in, int out)
 {
 	char line[256], reply[64];
@@ -102,6 +136,8 @@ static void child(int in, int out)
 			_exit(0);
 		if (line[0] == 'x')
 			_exit(0);
+		if (line[0] == 'S')
+			*bad_ptr = 1;
 		if (line[0] == 'U' && file != MAP_FAILED) {
 			munmap(file, 4096);
 			file = MAP_FAILED;
@@ -110,7 +146,27 @@ static void child(int in, int out)
 			execl("/bin/sleep", "sleep", "300", (char *)NULL);
 			_exit(6);
 		}
-		if (line[0] == 'f') {
+		if (line[0] == 'd') {
+			int p[2];
+			pid_t h = -1;
+			if (pipe(p) == 0) {
+				if (fork() == 0) {
+					pid_t g = fork();
+					if (g == 0) {
+						for (;;)
+							pause();
+					}
+					if (write(p[1], &g, sizeof(g)) < 0)
+						_exit(1);
+					_exit(0);
+				}
+				if (read(p[0], &h, sizeof(h)) != sizeof(h))
+					h = -1;
+				close(p[0]);
+				close(p[1]);
+			}
+			snprintf(reply, sizeof(reply), "daemon %d\n", (int)h);
+		} else if (line[0] == 'f') {
 			pid_t g = fork();
 			if (g == 0) {
 				if (fork() < 0)
@@ -152,13 +208,28 @@ int main(int argc, char **argv)
 	char line[256], reply[64];
 	int gone = 0;
 	for (;;) {
-		if (read_line(0, line, sizeof(line)) <= 0)
+		if (read_input(line, sizeof(line)) <= 0)
 			return 0;
 		uint64_t n = count;
-		if (!gone && (line[0] == 'x' || line[0] == 'f' || line[0] == 'E')) {
+		if (!gone && line[0] == 'K') {
+			count++;
+			kill(kid, SIGTERM);
+			waitpid(kid, NULL, 0);
+			gone = 1;
+			say("child killed\n");
+			continue;
+		}
+		if (!gone && (line[0] == 'x' || line[0] == 'f' || line[0] == 'E' || line[0] == 'S' ||
+			     line[0] == 'd')) {
 			count++;
 			if (write(down[1], line, strlen(line)) < 0)
 				return 4;
+			if (line[0] == 'x') {
+				/* Ended before the next read (a zombie, not reaped):
+				 * "x" never leaves its line in the pipe. */
+				siginfo_t si;
+				waitid(P_PID, (id_t)kid, &si, WEXITED | WNOWAIT);
+			}
 			if (line[0] == 'x' || line[0] == 'E') {
 				gone = 1;
 				say(line[0] == 'x' ? "child exited\n" : "child runs sleep\n");
