@@ -585,15 +585,22 @@ static void render_mark_result(json_t *res)
 	else
 		printf(" (copied)");
 	printf("; paused %s\n", p);
+	if (jint(res, "shared_bytes"))
+		printf("  %s of shared anonymous memory kept whole: put back at each rollback\n",
+		       hsize(json_object_get(res, "shared_bytes"), a, sizeof(a)));
 	size_t k;
 	json_t *x;
 	json_array_foreach(json_object_get(res, "processes"), k, x)
 	{
-		if (k) /* the first is the one above */
-			printf("  and process %lld of its tree: %lld %s, %s kept (copied)\n",
-			       jint(x, "pid"), jint(x, "threads"),
-			       mv_plural(jint(x, "threads"), "thread", "threads"),
-			       hsize(json_object_get(x, "baseline_bytes"), a, sizeof(a)));
+		if (!k) /* the first is the one above */
+			continue;
+		printf("  and process %lld of its tree: %lld %s, %s kept (copied)", jint(x, "pid"),
+		       jint(x, "threads"), mv_plural(jint(x, "threads"), "thread", "threads"),
+		       hsize(json_object_get(x, "baseline_bytes"), a, sizeof(a)));
+		if (jint(x, "shared_bytes"))
+			printf(", %s shared kept whole",
+			       hsize(json_object_get(x, "shared_bytes"), b, sizeof(b)));
+		printf("\n");
 	}
 	if (json_is_true(json_object_get(res, "held")))
 		printf(

@@ -90,6 +90,9 @@ void rb_mark_free(struct rb_mark *m)
 	free(m->run);
 	free(m->whole_anon);
 	free(m->last);
+	for (size_t i = 0; i < m->n_sh; i++)
+		free(m->sh[i].base);
+	free(m->sh);
 	if (m->base)
 		munmap(m->base, m->base_len);
 	rb_snap_drop(&m->snap);
@@ -214,8 +217,23 @@ static void untracked(struct rb_mark *m, const struct rb_region *r, const char *
 					"end", (json_int_t)r->end, "name", r->name, "why", why));
 }
 
+/* A shared region of m put back whole (struct rb_shared), or why not. */
+static const char *shared_whole(struct rb_mark *m, const struct rb_region *r)
+{
+	if (strcmp(r->name, "/dev/zero (deleted)") != 0)
+		return "shared mapping"; /* a file's, a memfd's, System V's: not only the tree's */
+	if (!m->tree)
+		return "shared mapping, of processes a mark of one process does not hold";
+	if (!r->w)
+		return "shared mapping, read-only at the mark";
+	if (m->sh_bytes + (r->end - r->start) > RB_SHARED_MAX)
+		return "shared memory beyond the 64 MiB a mark keeps whole";
+	return NULL;
+}
+
 /* Register every private region for write tracking. Shared mappings are
- * not rolled back (their pages are other processes' and files' too). */
+ * not tracked (their pages are other processes' and files' too), but a
+ * tree's shared anonymous memory is kept whole (struct rb_shared). */
 static int track_regions(struct ckpt *c, struct rb_mark *m)
 {
 	for (size_t i = 0; i < m->n_r; i++) {
@@ -223,7 +241,14 @@ static int track_regions(struct ckpt *c, struct rb_mark *m)
 		if (r->special)
 			continue;
 		if (r->shared) {
-			untracked(m, r, "shared mapping");
+			const char *why = shared_whole(m, r);
+			if (why) {
+				untracked(m, r, why);
+				continue;
+			}
+			m->sh = xrealloc(m->sh, (m->n_sh + 1) * sizeof(*m->sh));
+			m->sh[m->n_sh++] = (struct rb_shared){r->start, r->end, NULL};
+			m->sh_bytes += r->end - r->start;
 			continue;
 		}
 		int rc = uffd_register_mode(m->uffd, r->start, r->end - r->start,
@@ -424,11 +449,11 @@ static json_t *members_json(struct rb_mark *m)
 	json_t *v = json_array();
 	for (size_t i = 0; i <= m->n_members; i++) {
 		const struct rb_mark *x = rb_proc(m, i);
-		json_t *o =
-		    json_pack("{s:i, s:i, s:I, s:I, s:I}", "pid", x->pid, "threads", (int)x->n_t,
-			      "tracked_bytes", (json_int_t)tracked_bytes(x, NULL), "baseline_bytes",
-			      (json_int_t)(x->base_bytes + x->snap_bytes), "copied_bytes",
-			      (json_int_t)x->base_bytes);
+		json_t *o = json_pack(
+		    "{s:i, s:i, s:I, s:I, s:I, s:I}", "pid", x->pid, "threads", (int)x->n_t,
+		    "tracked_bytes", (json_int_t)tracked_bytes(x, NULL), "baseline_bytes",
+		    (json_int_t)(x->base_bytes + x->snap_bytes), "copied_bytes",
+		    (json_int_t)x->base_bytes, "shared_bytes", (json_int_t)x->sh_bytes);
 		if (i) {
 			json_object_set(o, "untracked", x->untracked);
 			json_object_set_new(o, "rseq", rseq_json(x));
@@ -452,19 +477,21 @@ static json_t *mark_json(const struct rb_mark *m, uint64_t pause_ns, uint64_t el
 	json_t *snap = m->snap.pid > 0 ? json_pack("{s:i, s:I}", "pid", m->snap.pid, "bytes",
 						   (json_int_t)m->snap_bytes)
 				       : json_pack("{s:s}", "why", m->snap_why);
-	return json_pack("{s:i, s:i, s:s, s:i, s:i, s:i, s:i, s:I, s:I, s:I, s:o, s:I, s:O, s:s, "
-			 "s:I, s:I, s:o, s:o}",
-			 "descriptors", (int)m->n_fds, "offsets_kept", (int)m->n_rewindable, "name",
-			 m->name, "pid", m->pid, "threads", (int)m->n_t, "regions", (int)m->n_r,
-			 "tracked_regions", (int)n_tracked, "tracked_bytes", (json_int_t)tracked,
-			 "baseline_bytes", (json_int_t)(m->base_bytes + m->snap_bytes),
-			 "copied_bytes", (json_int_t)m->base_bytes, "snapshot", snap, "brk",
-			 (json_int_t)m->brk, "untracked", m->untracked, "tracking",
-			 m->sync_wp	     ? "uffd-wp, synchronous: a fault a first write"
-			 : m->user_mode_only ? "uffd-wp-async, user mode only"
-					     : "uffd-wp-async",
-			 "pause_ns", (json_int_t)pause_ns, "elapsed_ns", (json_int_t)elapsed_ns,
-			 "rseq", rseq, "whole", whole);
+	json_t *o = json_pack(
+	    "{s:i, s:i, s:s, s:i, s:i, s:i, s:i, s:I, s:I, s:I, s:o, s:I, s:O, s:s, "
+	    "s:I, s:I, s:o, s:o}",
+	    "descriptors", (int)m->n_fds, "offsets_kept", (int)m->n_rewindable, "name", m->name,
+	    "pid", m->pid, "threads", (int)m->n_t, "regions", (int)m->n_r, "tracked_regions",
+	    (int)n_tracked, "tracked_bytes", (json_int_t)tracked, "baseline_bytes",
+	    (json_int_t)(m->base_bytes + m->snap_bytes), "copied_bytes", (json_int_t)m->base_bytes,
+	    "snapshot", snap, "brk", (json_int_t)m->brk, "untracked", m->untracked, "tracking",
+	    m->sync_wp		? "uffd-wp, synchronous: a fault a first write"
+	    : m->user_mode_only ? "uffd-wp-async, user mode only"
+				: "uffd-wp-async",
+	    "pause_ns", (json_int_t)pause_ns, "elapsed_ns", (json_int_t)elapsed_ns, "rseq", rseq,
+	    "whole", whole);
+	json_object_set_new(o, "shared_bytes", json_integer((json_int_t)m->sh_bytes));
+	return o;
 }
 
 /* A mark of process m->pid (c->p[m->ci], stopped): its threads, a
@@ -505,6 +532,16 @@ static int mark_one(struct ckpt *c, struct rb_mark *m, bool snap)
 		rc = track_regions(c, m);
 	if (rc == 0)
 		rc = copy_baseline(c, m, tid, snap);
+	for (size_t i = 0; rc == 0 && i < m->n_sh; i++) {
+		struct rb_shared *x = &m->sh[i];
+		x->base = xmalloc(x->end - x->start);
+		rc = vm_pread_mem(m->memfd, x->start, x->base, x->end - x->start);
+		if (rc < 0)
+			rc = ckpt_fail(c, rc, MV_E_IO,
+				       "reading shared memory %#llx-%#llx of process %d: %s",
+				       (unsigned long long)x->start, (unsigned long long)x->end,
+				       m->pid, strerror(-rc));
+	}
 	if (rc == 0 && m->sync_wp && (rc = rb_wp_start(m)) < 0)
 		ckpt_fail(c, rc, MV_E_INTERNAL, "cannot start the mark's fault thread: %s",
 			  strerror(-rc));
@@ -554,6 +591,7 @@ static int mark_work(struct job *j, void *arg)
 			continue; /* it ended during the stop: not in the tree */
 		struct rb_mark *x = mark_new(m->mv, m->name, p->pt.pid, p->pt.pidfd);
 		x->ci = k;
+		x->tree = m->tree;
 		m->members[m->n_members++] = x;
 		rc = mark_one(c, x, false);
 	}

@@ -81,6 +81,19 @@ struct rb_thread {
 	bool rseq_known; /* the kernel answered: rseq is 0 for none */
 };
 
+/* Shared anonymous memory (MAP_SHARED | MAP_ANONYMOUS) of a tree's mark:
+ * only the tree's processes can map it (it is shared by fork alone), so
+ * its bytes go back too, whole: a write to it through a mapping the
+ * mark does not track (a child forked since, another process's) would
+ * escape page tracking. Its bytes at the mark are in base; a rollback
+ * compares and writes back the pages that differ. At most
+ * RB_SHARED_MAX bytes a process; beyond, untracked. */
+#define RB_SHARED_MAX (64ull << 20)
+struct rb_shared {
+	uint64_t start, end;
+	uint8_t *base;
+};
+
 struct rb_mark {
 	struct mv *mv;
 	char name[RB_NAME_MAX];
@@ -132,7 +145,10 @@ struct rb_mark {
 	 * baseline is copied). */
 	struct rb_mark **members;
 	size_t n_members;
-	bool tree; /* a mark of the tree (without --pid), of one process or more */
+	bool tree;	      /* a mark of the tree (without --pid), of one process or more */
+	struct rb_shared *sh; /* of a tree's mark */
+	size_t n_sh;
+	uint64_t sh_bytes;
 	/* During a job: where the process is in the tracer's stop, c->p[ci]. */
 	size_t ci;
 };

@@ -513,6 +513,17 @@ static size_t run_after(const struct rb_mark *m, uint64_t addr)
 	return lo;
 }
 
+/* m's scratch (RB_SCRATCH_BYTES, made at its first use), or NULL. */
+static uint8_t *scratch(struct rb_mark *m)
+{
+	if (!m->scratch) {
+		m->scratch = mv_map_huge(RB_SCRATCH_BYTES);
+		if (m->scratch == MAP_FAILED)
+			m->scratch = NULL;
+	}
+	return m->scratch;
+}
+
 /* The snapshot's bytes of the ranges in u->snap written back: read
  * RB_BATCH_PAGES at a time with one process_vm_readv (a rollback that
  * puts back 1024 scattered pages made 1024 reads), then each range
@@ -522,13 +533,8 @@ static int put_back_snapshot(struct undo *u)
 {
 	struct rb_mark *m = u->m;
 	const size_t cap = RB_SCRATCH_BYTES;
-	if (u->n_snap && !m->scratch) {
-		m->scratch = mv_map_huge(cap);
-		if (m->scratch == MAP_FAILED) {
-			m->scratch = NULL;
-			return -ENOMEM;
-		}
-	}
+	if (u->n_snap && !scratch(m))
+		return -ENOMEM;
 	struct iovec loc[RB_BATCH_PAGES], rem[RB_BATCH_PAGES];
 	size_t i = 0;
 	uint64_t at = u->n_snap ? u->snap[0].start : 0;
@@ -799,6 +805,64 @@ static int protect_again(struct undo *u)
 	return rc;
 }
 
+/* Shared anonymous memory of a tree's mark (struct rb_shared): each page
+ * that differs from the mark's gets its bytes back. Read and compared a
+ * MiB at a time; the pages that differ written with one call a MiB. */
+static int undo_shared(struct undo *u)
+{
+	struct rb_mark *m = u->m;
+	enum { CHUNK = 1 << 20 };
+	_Static_assert(CHUNK <= RB_SCRATCH_BYTES, "a chunk fits the scratch");
+	if (!m->n_sh)
+		return 0;
+	/* The scratch, warm: fresh pages each time cost a fault each here. */
+	uint8_t *now = scratch(m);
+	if (!now)
+		return ckpt_fail(u->c, -ENOMEM, MV_E_INTERNAL,
+				 "no memory to compare shared memory");
+	struct iovec loc[CHUNK / PG], rem[CHUNK / PG];
+	const size_t chunk = CHUNK;
+	int rc = 0;
+	for (size_t i = 0; i < m->n_sh && rc == 0; i++) {
+		const struct rb_shared *x = &m->sh[i];
+		for (uint64_t a = x->start; a < x->end && rc == 0; a += chunk) {
+			size_t len = MV_MIN(chunk, x->end - a), n = 0;
+			const uint8_t *was = x->base + (a - x->start);
+			/* process_vm_readv: a shared page is never copied on
+			 * write, and it reads a MiB in one call (4x faster than
+			 * /proc/PID/mem here, a page at a time). */
+			struct iovec l = {now, len}, r = {(void *)(uintptr_t)a, len};
+			if (process_vm_readv(m->pid, &l, 1, &r, 1, 0) != (ssize_t)len)
+				rc = vm_pread_mem(m->memfd, a, now, len);
+			for (size_t o = 0; rc == 0 && o < len; o += PG) {
+				if (!memcmp(now + o, was + o, PG))
+					continue;
+				if (n && (uint8_t *)loc[n - 1].iov_base + loc[n - 1].iov_len ==
+					     was + o) {
+					loc[n - 1].iov_len += PG;
+					rem[n - 1].iov_len += PG;
+				} else {
+					loc[n] = (struct iovec){(void *)(was + o), PG};
+					rem[n] = (struct iovec){(void *)(uintptr_t)(a + o), PG};
+					n++;
+				}
+				u->written += PG;
+			}
+			if (rc == 0 && n) {
+				u->changed = true;
+				rc = vm_writev_mem(m->pid, m->memfd, loc, rem, n);
+			}
+			if (rc < 0)
+				rc = ckpt_fail(u->c, rc, MV_E_IO,
+					       "putting back shared memory %#llx-%#llx of process "
+					       "%d: %s",
+					       (unsigned long long)x->start,
+					       (unsigned long long)x->end, m->pid, strerror(-rc));
+		}
+	}
+	return rc;
+}
+
 static int undo_memory(struct undo *u)
 {
 	struct pagemap pm;
@@ -829,6 +893,8 @@ static int undo_memory(struct undo *u)
 			       strerror(-rc));
 	if (rc == 0)
 		rc = put_back_snapshot(u);
+	if (rc == 0)
+		rc = undo_shared(u);
 	if (rc == 0)
 		rseq_fields(u, rseq, true);
 	free(rseq);

@@ -327,7 +327,7 @@ tree_until_loop() { # STOPS: traced or notified
 	mark_held
 	kid_held
 	local cmd want= got e
-	for cmd in n "w 1 200" n m n S n x n K n f "w 2 30" n; do
+	for cmd in n "w 1 200" n m n S n x n K n f "w 2 30" n "W 4" G n; do
 		n=$(out_lines)
 		echo "$cmd" >&7
 		until_run read:0
@@ -381,7 +381,7 @@ tree_until_loop() { # STOPS: traced or notified
 		run ctl --json mark --hold
 		assert_success
 		snap=$(echo "$output" | tail -1 | json_get - 'd["result"]["snapshot"].get("pid", 0)')
-		RBLOOP_STOPS=$mode run python3 "$HELPERS/rbloop.py" "$SOCK" "$TMP/in" "$TMP/out" "${TREE_UNTIL_ITERS:-150}" "$RANDOM" "w,m,f,d,x,S,K,n" tree
+		RBLOOP_STOPS=$mode run python3 "$HELPERS/rbloop.py" "$SOCK" "$TMP/in" "$TMP/out" "${TREE_UNTIL_ITERS:-150}" "$RANDOM" "w,m,f,d,x,S,K,n,W,G" tree
 		echo "$output"
 		assert_success
 		assert_output --partial "ok $((2 * ${TREE_UNTIL_ITERS:-150})) rollbacks"

@@ -76,8 +76,10 @@ def wait_job(c, jid):
 
 
 def pick(rng, cmds):
-    """A command of cmds; "w" with its seed and page count."""
+    """A command of cmds; "w" with its seed and page count, "W" its seed."""
     cmd = rng.choice(cmds)
+    if cmd == "W":
+        return f"W {rng.randint(1, 1 << 30)}"
     return f"w {rng.randint(1, 1 << 30)} {rng.randint(1, 200)}" if cmd == "w" else cmd
 
 

@@ -2,7 +2,8 @@
  * (tests/bats/rollback.bats).
  *
  * Each maps MIB MiB (default 4) of private memory and fills it with a
- * pattern of its own; the parent forks the child at the start and talks
+ * pattern of its own; 1 MiB of shared anonymous memory mapped before the
+ * fork is both's, and in both hashes; the parent forks the child at the start and talks
  * to it through two pipes. The parent answers one input line at a time
  * from stdin, passing each to the child and printing, once the child
  * answered:
@@ -11,6 +12,9 @@
  *                           each process's memory and input count
  *
  * Commands: "w SEED K" each writes K pseudo-random pages of its memory;
+ * "W SEED" each writes 8 pages of the shared memory; "G" the child forks
+ * a grandchild that writes every page of the shared memory and exits, and
+ * waits for it;
  * "m" each maps and writes a new 1 MiB region; "f" the child forks a
  * grandchild, which forks a great-grandchild, and both sleep ("forked
  * PID", the grandchild's, instead of hashes); "x" the child
@@ -42,6 +46,8 @@ static unsigned char *mem;
 static size_t mem_len;
 static uint64_t count;
 static unsigned char *extra;
+#define SHM_LEN (1ul << 20)
+static unsigned char *shm;
 /* Read at run time: the compiler does not see the write to 16 coming. */
 static volatile int *volatile bad_ptr = (volatile int *)0x10;
 
@@ -50,6 +56,8 @@ static uint64_t hash(void)
 	uint64_t h = 0xcbf29ce484222325ull;
 	for (size_t i = 0; i < mem_len; i++)
 		h = (h ^ mem[i]) * 0x100000001b3ull;
+	for (size_t i = 0; i < SHM_LEN; i++)
+		h = (h ^ shm[i]) * 0x100000001b3ull;
 	h = mix(h ^ count);
 	return mix(h ^ (uint64_t)(uintptr_t)extra);
 }
@@ -72,6 +80,12 @@ static void apply(const char *line)
 		for (unsigned long long i = 0; i < k; i++) {
 			s = mix(s);
 			mem[(s % (mem_len / PG)) * PG + (s >> 40) % PG] ^= (unsigned char)(s | 1);
+		}
+	} else if (line[0] == 'W' && sscanf(line + 1, "%llu", &seed) == 1) {
+		uint64_t s = mix(seed + (uint64_t)getpid());
+		for (int i = 0; i < 8; i++) {
+			s = mix(s);
+			shm[(s % (SHM_LEN / PG)) * PG + (s >> 40) % PG] ^= (unsigned char)(s | 1);
 		}
 	} else if (line[0] == 'm') {
 		extra = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
@@ -166,6 +180,17 @@ static void child(int in, int out)
 				close(p[1]);
 			}
 			snprintf(reply, sizeof(reply), "daemon %d\n", (int)h);
+		} else if (line[0] == 'G') {
+			pid_t g = fork();
+			if (g == 0) {
+				for (size_t i = 0; i < SHM_LEN; i += PG)
+					shm[i] ^= 0x5a;
+				_exit(0);
+			}
+			if (g > 0)
+				waitpid(g, NULL, 0);
+			apply(line);
+			snprintf(reply, sizeof(reply), "%016llx\n", (unsigned long long)hash());
 		} else if (line[0] == 'f') {
 			pid_t g = fork();
 			if (g == 0) {
@@ -191,6 +216,11 @@ int main(int argc, char **argv)
 	if (mem == MAP_FAILED)
 		return 1;
 	fill(1);
+	shm = mmap(NULL, SHM_LEN, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (shm == MAP_FAILED)
+		return 1;
+	for (size_t i = 0; i < SHM_LEN; i += 64)
+		shm[i] = (unsigned char)(i >> 6);
 	int down[2], up[2];
 	if (pipe(down) < 0 || pipe(up) < 0)
 		return 1;
