@@ -231,8 +231,10 @@ static int wait_one(pid_t tid, int *status)
 static struct ptrace_thread *adopt_new(struct until *u, pid_t tid)
 {
 	struct proc_status st;
-	struct ptrace_proc *pp = procfs_status(tid, &st) == 0 ? proc_of(u, st.tgid) : NULL;
-	if (!pp) {
+	/* Unreadable: kept as the command's thread, stopped with the rest,
+	 * rather than let go unseen. */
+	struct ptrace_proc *pp = u->pp[0];
+	if (procfs_status(tid, &st) == 0 && !(pp = proc_of(u, st.tgid))) {
 		ptrace(PTRACE_DETACH, tid, 0, 0);
 		return NULL;
 	}
@@ -249,8 +251,12 @@ static void adopt_clone(struct until *u, pid_t tid, int ev)
 	    find(u, (pid_t)msg, NULL))
 		return;
 	struct proc_status st;
-	if (procfs_status((pid_t)msg, &st) == 0 && proc_of(u, st.tgid)) {
-		ptrace_proc_adopt(proc_of(u, st.tgid), (pid_t)msg);
+	struct ptrace_proc *pp = NULL;
+	find(u, tid, &pp);
+	/* A thread (its Tgid a marked process's; unreadable, the cloner's). */
+	if (procfs_status((pid_t)msg, &st) < 0 || (pp = proc_of(u, st.tgid))) {
+		if (pp)
+			ptrace_proc_adopt(pp, (pid_t)msg);
 		return;
 	}
 	/* Its first stop comes at once (it was traced at its birth). */
