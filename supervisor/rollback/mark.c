@@ -579,6 +579,16 @@ static int mark_work(struct job *j, void *arg)
 	struct ckpt *c = rb_hold_ckpt(m->hold, &held);
 	job_progress(j, "stopping", 0, 0);
 	int rc = rb_stop(j, &q->pid, &q->pidfd, 1, q->tree, c, rb_hold_req(m->hold));
+	if (rc < 0 && q->tree && c->err.code && !strcmp(c->err.code, MV_E_PERMISSION)) {
+		/* Another process of the tree, which the command's mark needs
+		 * too (a set-user-ID program run since, one that forbids it). */
+		char msg[sizeof(c->err.msg)];
+		snprintf(msg, sizeof(msg),
+			 "%.400s; a mark of the tree needs every process of it: "
+			 "`mark --pid %d` marks the command alone",
+			 c->err.msg, q->pid);
+		mv_err_set(&c->err, rc, c->err.code, "%s", msg);
+	}
 	m->ci = 0;
 	m->tree = q->tree;
 	if (rc == 0)

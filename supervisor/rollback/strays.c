@@ -13,6 +13,7 @@
 #include "supervisor/supervise/mv.h"
 #include "supervisor/supervise/tree.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
@@ -24,13 +25,12 @@
  * nothing meanwhile). */
 #define STRAY_STOP_NS (500 * 1000000ull)
 
-static void send(pid_t pid, int sig)
+/* Has the process of pidfd fd ended (a zombie, or reaped)? Waits up to
+ * ms for it. */
+static bool ended(int fd, int ms)
 {
-	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
-	if (fd < 0)
-		return;
-	syscall(SYS_pidfd_send_signal, fd, sig, NULL, 0);
-	close(fd);
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	return poll(&p, 1, ms) != 0;
 }
 
 /* Is every thread of pid stopped, or is it gone (a zombie, reaped)? */
@@ -67,13 +67,29 @@ void rb_kill_below(pid_t pid)
 	wait_still(pid, deadline);
 	procfs_children(pid, &v, &n, &cap);
 	/* v grows as each one's children are listed, once it is stopped. */
+	int *fds = NULL;
 	for (size_t i = 0; i < n; i++) {
-		send(v[i], SIGSTOP);
+		fds = xrealloc(fds, (i + 1) * sizeof(*fds));
+		fds[i] = (int)syscall(SYS_pidfd_open, v[i], 0);
+		if (fds[i] < 0)
+			continue;
+		syscall(SYS_pidfd_send_signal, fds[i], SIGSTOP, NULL, 0);
 		wait_still(v[i], deadline);
 		procfs_children(v[i], &v, &n, &cap);
 	}
 	for (size_t i = 0; i < n; i++)
-		send(v[i], SIGKILL);
+		if (fds[i] >= 0)
+			syscall(SYS_pidfd_send_signal, fds[i], SIGKILL, NULL, 0);
+	/* Ended before this returns: none is left to be found later, below
+	 * a parent killed next or among the orphans (rb_kill_strays). */
+	for (size_t i = 0; i < n; i++) {
+		if (fds[i] < 0)
+			continue;
+		int64_t left = (int64_t)(deadline - mv_now_ns()) / 1000000;
+		ended(fds[i], (int)(left > 100 ? left : 100));
+		close(fds[i]);
+	}
+	free(fds);
 	free(v);
 }
 
@@ -99,9 +115,18 @@ unsigned rb_kill_strays(struct rb_mark *m)
 	for (size_t i = 0; i < n; i++) {
 		if (marked(m, v[i]))
 			continue;
-		send(v[i], SIGSTOP);
+		int fd = (int)syscall(SYS_pidfd_open, v[i], 0);
+		if (fd < 0)
+			continue;
+		if (ended(fd, 0)) { /* killed already, not yet reaped by the reaper */
+			close(fd);
+			continue;
+		}
+		syscall(SYS_pidfd_send_signal, fd, SIGSTOP, NULL, 0);
 		rb_kill_below(v[i]);
-		send(v[i], SIGKILL);
+		syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0);
+		ended(fd, 500);
+		close(fd);
 		killed++;
 	}
 	free(v);

@@ -725,6 +725,26 @@ dead() { # PID: gone, or a zombie
 	stop_fed
 }
 
+# Without privilege a process that forbids tracing (not dumpable, as a
+# set-user-ID program is) cannot be marked: a tree's mark says so and
+# how to mark the command alone, which works.
+@test "mark of a tree with a process that forbids tracing: refused with the way to mark the command alone" {
+	[ "$(id -u)" != 0 ] || skip "as root every process may be traced (the unprivileged tier runs it)"
+	RB_NODUMP=1 start_fed "$WL/rb_tree" 4
+	say n '^hashes 0 '
+	run ctl mark
+	echo "$output"
+	assert_failure
+	assert_output --partial "Operation not permitted; a mark of the tree needs every process of it: \`mark --pid $PID\` marks the command alone"
+	mark --pid "$PID"
+	say n '^hashes 1 '
+	want=$LAST
+	rollback
+	say n '^hashes 1 '
+	[ "${LAST%% * * *}" = "${want%% * * *}" ]
+	stop_fed
+}
+
 @test "mark of a tree: a child that exited since refuses the rollback, which changes nothing" {
 	start_fed "$WL/rb_tree" 4
 	kid=$(awk '/^ready/{print $3}' "$TMP/out")

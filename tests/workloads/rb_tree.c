@@ -28,6 +28,9 @@
  * answer; "K" the parent sends the child SIGTERM and reaps it ("child
  * killed", then as after "x"); anything else is just counted. At the start it prints "ready PARENT CHILD".
  *
+ * With RB_NODUMP=1 the child makes itself not dumpable (PR_SET_DUMPABLE
+ * 0): without privilege no process of its user may trace it.
+ *
  * After a rollback of the tree to a mark taken while both waited for
  * input, the next "hashes" line must be the mark's. */
 #include "wl.h"
@@ -37,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -140,6 +144,10 @@ static void child(int in, int out)
 {
 	char line[256], reply[64];
 	fill(2);
+	/* RB_NODUMP=1: the child forbids tracing by its own user
+	 * (PR_SET_DUMPABLE 0), as a set-user-ID program is. */
+	if (getenv("RB_NODUMP"))
+		prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	/* A private mapping of a file, which "U" unmaps. */
 	int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
 	void *file = fd >= 0 ? mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
