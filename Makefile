@@ -151,7 +151,7 @@ soak: all
 		CHURN_SECONDS=$(SOAK_CHURN_SECONDS) SHM_CYCLES=300 LIVE_TRIES=20 EXEC_CHECKPOINTS=100 \
 		EVICT_STACK_RUNS=5 UFFD_STRESS_SECONDS=60 ROLLBACK_ITERS=5000 ROLLBACK_UNTIL_ITERS=20000 TREE_UNTIL_ITERS=2000 \
 		AGENT_RESTARTS=200 \
-		BATS_FILES="storm faults death churn shm_evict live checkpoint kernel_held evict_safety rollback agent" \
+		BATS_FILES="storm faults death churn shm_evict live checkpoint kernel_held evict_safety rollback rollback_until agent" \
 		BATS_OPTS=--show-output-of-passing-tests tests/run.sh $(BUILD) bats
 
 bench: all
