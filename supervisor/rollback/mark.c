@@ -532,15 +532,25 @@ static int mark_one(struct ckpt *c, struct rb_mark *m, bool snap)
 		rc = track_regions(c, m);
 	if (rc == 0)
 		rc = copy_baseline(c, m, tid, snap);
-	for (size_t i = 0; rc == 0 && i < m->n_sh; i++) {
+	for (size_t i = 0; rc == 0 && i < m->n_sh;) {
 		struct rb_shared *x = &m->sh[i];
 		x->base = xmalloc(x->end - x->start);
-		rc = vm_pread_mem(m->memfd, x->start, x->base, x->end - x->start);
-		if (rc < 0)
-			rc = ckpt_fail(c, rc, MV_E_IO,
-				       "reading shared memory %#llx-%#llx of process %d: %s",
-				       (unsigned long long)x->start, (unsigned long long)x->end,
-				       m->pid, strerror(-rc));
+		int r = vm_pread_mem(m->memfd, x->start, x->base, x->end - x->start);
+		if (r == 0) {
+			i++;
+			continue;
+		}
+		/* A page the kernel will not read for another process (one
+		 * the program's own userfaultfd owes it): left as it is,
+		 * as before, and said so. */
+		const struct rb_region *reg = rb_region_at(m->r, m->n_r, x->start);
+		char why[96];
+		snprintf(why, sizeof(why), "shared mapping that cannot be read: %s", strerror(-r));
+		if (reg)
+			untracked(m, reg, why);
+		m->sh_bytes -= x->end - x->start;
+		free(x->base);
+		m->sh[i] = m->sh[--m->n_sh];
 	}
 	if (rc == 0 && m->sync_wp && (rc = rb_wp_start(m)) < 0)
 		ckpt_fail(c, rc, MV_E_INTERNAL, "cannot start the mark's fault thread: %s",

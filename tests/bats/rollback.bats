@@ -745,6 +745,24 @@ dead() { # PID: gone, or a zombie
 	stop_fed
 }
 
+# Missing pages of shared memory the program's own userfaultfd registered
+# are not read for another process (the kernel gives up instead of
+# waiting): that memory is left as it is, said why, and the mark and its
+# rollbacks work as for any shared mapping they cannot put back.
+@test "mark of a tree: shared memory the program's own userfaultfd holds stays as it is, and the mark works" {
+	"$WL/rb_uffd_shm" </dev/null >/dev/null 2>&1 || [ $? != 3 ] || skip "no userfaultfd for this user"
+	start_fed "$WL/rb_uffd_shm"
+	mark_json
+	json_get "$TMP/mark.json" '[u["why"] for u in d["result"]["untracked"] if u["name"].startswith("/dev/zero")]' |
+		grep -q "shared mapping that cannot be read"
+	[ "$(json_get "$TMP/mark.json" 'd["result"]["shared_bytes"]')" = 0 ]
+	say x '^seen 0$'
+	say x '^seen 1$'
+	rollback
+	say x '^seen 0$'
+	stop_fed
+}
+
 @test "mark of a tree: a child that exited since refuses the rollback, which changes nothing" {
 	start_fed "$WL/rb_tree" 4
 	kid=$(awk '/^ready/{print $3}' "$TMP/out")
