@@ -351,27 +351,31 @@ int pagemap_exclusive_runs(struct pagemap *pm, uint64_t start, uint64_t end, str
 	return walk_entries(pm, start, end, exclusive_one, &w);
 }
 
+struct pfns_walk {
+	uint64_t *pfn, next;
+	bool *hidden;
+};
+
+static bool pfns_one(void *arg, uint64_t addr, uint64_t e)
+{
+	struct pfns_walk *w = arg;
+	bool shared = (e & PM_PRESENT) && !(e & (PM_MMAP_EXCLUSIVE | PM_FILE));
+	*w->pfn++ = shared ? e & PM_PFN : 0;
+	if (shared && !(e & PM_PFN))
+		*w->hidden = true;
+	w->next = addr + PAGE;
+	return true;
+}
+
 int pagemap_shared_pfns(struct pagemap *pm, uint64_t start, uint64_t end, uint64_t *pfn,
 			bool *hidden)
 {
-	uint64_t ent[4096];
-	for (uint64_t at = start; at < end;) {
-		size_t pages = MV_MIN((end - at) / PAGE, ARRAY_SIZE(ent));
-		ssize_t got = pread(pm->fd, ent, pages * 8, (off_t)(at / PAGE * 8));
-		if (got < 0)
-			return errno == ENOENT ? -ESRCH : -errno;
-		if (got == 0)
-			return -ESRCH; /* the mm is gone */
-		for (size_t i = 0; i < (size_t)got / 8; i++) {
-			uint64_t e = ent[i];
-			bool shared = (e & PM_PRESENT) && !(e & (PM_MMAP_EXCLUSIVE | PM_FILE));
-			*pfn++ = shared ? e & PM_PFN : 0;
-			if (shared && !(e & PM_PFN))
-				*hidden = true;
-		}
-		at += (uint64_t)got / 8 * PAGE;
-	}
-	return 0;
+	struct pfns_walk w = {pfn, start, hidden};
+	int rc = walk_entries(pm, start, end, pfns_one, &w);
+	/* The file ends short, or is gone with the mm. */
+	if (rc == -ENOENT || (rc == 0 && w.next < end))
+		return -ESRCH;
+	return rc;
 }
 
 int pagemap_written(pid_t pid, bool use_scan, uint64_t start, uint64_t end, bool *yes)

@@ -806,8 +806,8 @@ static int protect_again(struct undo *u)
 }
 
 /* Shared anonymous memory of a tree's mark (struct rb_shared): each page
- * that differs from the mark's gets its bytes back. Read and compared a
- * MiB at a time; the pages that differ written with one call a MiB. */
+ * that differs from the mark's is queued to get its bytes back with the
+ * rest (add_write). Read and compared a MiB at a time. */
 static int undo_shared(struct undo *u)
 {
 	struct rb_mark *m = u->m;
@@ -820,47 +820,34 @@ static int undo_shared(struct undo *u)
 	if (!now)
 		return ckpt_fail(u->c, -ENOMEM, MV_E_INTERNAL,
 				 "no memory to compare shared memory");
-	struct iovec loc[CHUNK / PG], rem[CHUNK / PG];
-	const size_t chunk = CHUNK;
-	int rc = 0;
-	for (size_t i = 0; i < m->n_sh && rc == 0; i++) {
+	for (size_t i = 0; i < m->n_sh; i++) {
 		const struct rb_shared *x = &m->sh[i];
-		for (uint64_t a = x->start; a < x->end && rc == 0; a += chunk) {
-			size_t len = MV_MIN(chunk, x->end - a), n = 0;
+		for (uint64_t a = x->start; a < x->end; a += CHUNK) {
+			size_t len = MV_MIN((uint64_t)CHUNK, x->end - a);
 			const uint8_t *was = x->base + (a - x->start);
 			/* process_vm_readv: a shared page is never copied on
 			 * write, and it reads a MiB in one call (4x faster than
 			 * /proc/PID/mem here, a page at a time). */
 			struct iovec l = {now, len}, r = {(void *)(uintptr_t)a, len};
+			int rc = 0;
 			if (process_vm_readv(m->pid, &l, 1, &r, 1, 0) != (ssize_t)len)
 				rc = vm_pread_mem(m->memfd, a, now, len);
-			for (size_t o = 0; rc == 0 && o < len; o += PG) {
+			if (rc < 0)
+				return ckpt_fail(
+				    u->c, rc, MV_E_IO,
+				    "reading shared memory %#llx-%#llx of process %d: %s",
+				    (unsigned long long)x->start, (unsigned long long)x->end,
+				    m->pid, strerror(-rc));
+			for (size_t o = 0; o < len; o += PG) {
 				if (!memcmp(now + o, was + o, PG))
 					continue;
-				if (n && (uint8_t *)loc[n - 1].iov_base + loc[n - 1].iov_len ==
-					     was + o) {
-					loc[n - 1].iov_len += PG;
-					rem[n - 1].iov_len += PG;
-				} else {
-					loc[n] = (struct iovec){(void *)(was + o), PG};
-					rem[n] = (struct iovec){(void *)(uintptr_t)(a + o), PG};
-					n++;
-				}
+				add_write(u, was + o, a + o, PG);
 				u->written += PG;
-			}
-			if (rc == 0 && n) {
 				u->changed = true;
-				rc = vm_writev_mem(m->pid, m->memfd, loc, rem, n);
 			}
-			if (rc < 0)
-				rc = ckpt_fail(u->c, rc, MV_E_IO,
-					       "putting back shared memory %#llx-%#llx of process "
-					       "%d: %s",
-					       (unsigned long long)x->start,
-					       (unsigned long long)x->end, m->pid, strerror(-rc));
 		}
 	}
-	return rc;
+	return 0;
 }
 
 static int undo_memory(struct undo *u)
@@ -886,6 +873,8 @@ static int undo_memory(struct undo *u)
 		i = k;
 	}
 	pagemap_close(&pm);
+	if (rc == 0)
+		rc = undo_shared(u);
 	if (rc == 0 && u->n_w &&
 	    (rc = vm_writev_mem(u->m->pid, u->m->memfd, u->wl, u->wr, u->n_w)) < 0)
 		rc = ckpt_fail(u->c, rc, MV_E_IO,
@@ -893,8 +882,6 @@ static int undo_memory(struct undo *u)
 			       strerror(-rc));
 	if (rc == 0)
 		rc = put_back_snapshot(u);
-	if (rc == 0)
-		rc = undo_shared(u);
 	if (rc == 0)
 		rseq_fields(u, rseq, true);
 	free(rseq);
